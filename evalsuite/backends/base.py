@@ -1,0 +1,131 @@
+"""The backend protocol: a batch of requests in, one generation per request out."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+from ..cases import sha256_json
+from ..registry import Registry
+
+BACKENDS = Registry("backend")
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Decoding settings shared by the variants of a suite (a variant may override some)."""
+
+    max_new_tokens: int = 256
+    temperature: float = 0.0  #: 0 means greedy
+    top_p: float = 1.0
+    samples: int = 1  #: samples per case, for pass@k
+    seed: int = 1234
+    batch_size: int = 1
+    timeout_s: float | None = None  #: per-batch wall limit; a generation past it is recorded as a timeout
+
+    def request_part(self) -> dict:
+        """The settings that belong to a request (batching and timeouts do not change what is asked)."""
+        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generation to make: the rendered chat for a case, for one sample index."""
+
+    case_id: str
+    messages: tuple[tuple[str, str], ...]
+    sample: int = 0
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 1234
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+    def request_hash(self) -> str:
+        """Hash of what is asked (not of the sample index, which is a separate cache-key part)."""
+        return sha256_json(
+            {
+                "messages": [list(m) for m in self.messages],
+                "max_new_tokens": self.max_new_tokens,
+                "temperature": self.temperature,
+                "top_p": self.top_p,
+                "seed": self.seed,
+            }
+        )
+
+    def sample_seed(self) -> int:
+        """A per-sample seed so samples differ from each other but are reproducible."""
+        return (self.seed * 1_000_003 + self.sample) % (2**31 - 1)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """The outcome of one request: the text, or the error; with timings and token counts."""
+
+    case_id: str
+    variant: str
+    sample: int
+    text: str = ""
+    prompt_tokens: int | None = None
+    new_tokens: int | None = None
+    latency_s: float | None = None  #: wall time of the request (of its batch, for batched backends)
+    ttft_s: float | None = None  #: time to first token, when the backend can measure it
+    tokens_per_s: float | None = None
+    error: str | None = None  #: error message; the text is then empty
+    timeout: bool = False
+    finish_reason: str | None = None  #: "stop", "length", "error", "timeout"
+    request_hash: str = ""
+    fingerprint: str = ""  #: the variant fingerprint that produced it
+    cached: bool = False  #: served from the generation cache
+    batch_size: int = 1
+    extra: dict = field(default_factory=dict)  #: backend-specific facts (token ids, peak memory...)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def key(self) -> tuple[str, str, int]:
+        return (self.variant, self.case_id, self.sample)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Generation":
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What every backend does. Constructing one is cheap: models load on first `generate`."""
+
+    name: str
+
+    def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        """Generate for a batch; return one Generation per request, in order.
+
+        A backend may raise for the whole batch; the runner then retries the requests one by one
+        and records the error of each that still fails.
+        """
+        ...
+
+    def fingerprint(self) -> str:
+        """Hash of everything that can change an output: weights identity, quantization, decoding."""
+        ...
+
+    def close(self) -> None:
+        """Free memory (models, servers)."""
+        ...
+
+
+def make_backend(variant: "Any") -> Backend:
+    """Build the backend a variant names (lazy import of its module)."""
+    cls = BACKENDS.get(variant.backend)
+    return cls(variant)

@@ -1,0 +1,100 @@
+"""The fake backend: scripted outputs, injectable errors and delays. First class: most tests use it.
+
+Options (under a variant's `options`):
+
+- `outputs`:  {case_id: text, or a list of texts indexed by sample}
+- `default`:  text for other cases; `{case_id}` and `{sample}` are filled in
+- `function`: "module:attr" of a callable(request) -> text (wins over `default`)
+- `errors`:   {case_id: message}: generating that case raises (the whole batch fails, as a real
+  backend would; the runner then retries the batch's requests one by one)
+- `delay_s`:  seconds per request (a number, or {case_id: seconds}); past the suite's
+  `timeout_s` the request is reported as a timeout
+- `call_log`: path of a file that gets one line per generated request (tests count calls with it)
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from typing import Sequence
+
+from .base import Generation, Request
+
+
+class FakeBackend:
+    name = "fake"
+
+    def __init__(self, variant):
+        self.variant = variant
+        self.options = dict(variant.options or {})
+        self.calls = 0
+        fn = self.options.get("function")
+        self._fn = None
+        if fn:
+            module, _, attr = fn.partition(":")
+            self._fn = getattr(importlib.import_module(module), attr)
+
+    def fingerprint(self) -> str:
+        return self.variant.fingerprint({"fake": 1})
+
+    def _text(self, req: Request) -> str:
+        scripted = self.options.get("outputs", {}).get(req.case_id)
+        if scripted is not None:
+            if isinstance(scripted, list):
+                return scripted[req.sample % len(scripted)]
+            return scripted
+        if self._fn is not None:
+            return self._fn(req)
+        default = self.options.get("default", "fake output for {case_id}")
+        return default.format(case_id=req.case_id, sample=req.sample)
+
+    def _delay(self, req: Request) -> float:
+        d = self.options.get("delay_s", 0.0)
+        if isinstance(d, dict):
+            return float(d.get(req.case_id, 0.0))
+        return float(d)
+
+    def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        errors = self.options.get("errors", {})
+        failing = [r.case_id for r in requests if r.case_id in errors]
+        if failing:
+            raise RuntimeError(f"injected error for {failing[0]}: {errors[failing[0]]}")
+        timeout = self.variant.generation.timeout_s
+        out = []
+        for req in requests:
+            t0 = time.perf_counter()
+            delay = self._delay(req)
+            if timeout is not None and delay > timeout:
+                time.sleep(timeout)
+                out.append(Generation(req.case_id, self.variant.name, req.sample, error=f"timed out after {timeout}s", timeout=True, finish_reason="timeout", latency_s=time.perf_counter() - t0, batch_size=len(requests)))
+                continue
+            if delay:
+                time.sleep(delay)
+            text = self._text(req)
+            self.calls += 1
+            log = self.options.get("call_log")
+            if log:
+                with open(log, "a", encoding="utf-8") as fh:
+                    fh.write(f"{self.variant.name}\t{req.case_id}\t{req.sample}\t{os.getpid()}\n")
+            latency = time.perf_counter() - t0
+            ntok = len(text.split())
+            out.append(
+                Generation(
+                    case_id=req.case_id,
+                    variant=self.variant.name,
+                    sample=req.sample,
+                    text=text,
+                    prompt_tokens=sum(len(m[1].split()) for m in req.messages),
+                    new_tokens=ntok,
+                    latency_s=latency,
+                    ttft_s=latency,
+                    tokens_per_s=ntok / latency if latency > 0 else None,
+                    finish_reason="stop",
+                    batch_size=len(requests),
+                )
+            )
+        return out
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,568 @@
+"""Cases and case sets: loading YAML/JSONL, validation against the shipped schema, content digests.
+
+A case-set file is YAML with a top-level `cases` list (or JSONL, one case per line). Resource files
+(`kind: documents`, `kind: glossary`) hold shared documents and brand glossaries that case sets name.
+Every problem is reported as `file:line: case <id>: field: message`, all of them, not only the first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+import jsonschema
+
+from .errors import Problem, ValidationError
+from .yamlio import LineMap, load_jsonl, load_yaml
+
+SCENARIOS = ("kb_qa", "code", "brand")
+KINDS: dict[str, tuple[str, ...]] = {
+    "kb_qa": ("grounded", "ungrounded", "restricted", "multiturn"),
+    "code": ("completion", "explanation", "refactor", "tests"),
+    "brand": ("structured",),
+}
+CASE_SUFFIXES = (".yaml", ".yml", ".jsonl")
+
+
+@lru_cache(maxsize=None)
+def _schema(name: str) -> dict:
+    return json.loads(resources.files("evalsuite.schemas").joinpath(name).read_text("utf-8"))
+
+
+@lru_cache(maxsize=None)
+def _validator(name: str) -> jsonschema.protocols.Validator:
+    from referencing import Registry, Resource
+
+    registry = Registry().with_resources(
+        [(s["$id"], Resource.from_contents(s)) for s in (_schema("caseset.schema.json"), _schema("resources.schema.json"))]
+        + [(n, Resource.from_contents(_schema(n))) for n in ("caseset.schema.json", "resources.schema.json")]
+    )
+    schema = _schema(name)
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema, registry=registry)
+
+
+def case_schema() -> dict:
+    """The JSON Schema of one case (as used for JSONL lines)."""
+    base = _schema("caseset.schema.json")
+    return {"$schema": base["$schema"], "$defs": base["$defs"], "$ref": "#/$defs/case"}
+
+
+@dataclass(frozen=True)
+class Term:
+    """A required term or concept; any synonym counts as the term."""
+
+    term: str
+    synonyms: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, raw: Any) -> "Term":
+        if isinstance(raw, str):
+            return cls(raw)
+        return cls(raw["term"], tuple(raw.get("synonyms", ())))
+
+    def to_raw(self) -> Any:
+        return {"term": self.term, "synonyms": list(self.synonyms)} if self.synonyms else self.term
+
+
+@dataclass(frozen=True)
+class Document:
+    """A context document as a retriever would return it."""
+
+    id: str
+    text: str
+    title: str = ""
+    access: str = "public"
+    roles: tuple[str, ...] = ()
+    canaries: tuple[str, ...] = ()
+    lang: str | None = None
+    tags: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, raw: dict) -> "Document":
+        return cls(
+            id=raw["id"],
+            text=raw["text"],
+            title=raw.get("title", ""),
+            access=raw.get("access", "public"),
+            roles=tuple(raw.get("roles", ())),
+            canaries=tuple(raw.get("canaries", ())),
+            lang=raw.get("lang"),
+            tags=tuple(raw.get("tags", ())),
+        )
+
+    def to_raw(self) -> dict:
+        out: dict[str, Any] = {"id": self.id, "title": self.title, "text": self.text, "access": self.access}
+        if self.roles:
+            out["roles"] = list(self.roles)
+        if self.canaries:
+            out["canaries"] = list(self.canaries)
+        if self.lang:
+            out["lang"] = self.lang
+        if self.tags:
+            out["tags"] = list(self.tags)
+        return out
+
+    def readable_by(self, role: str | None) -> bool:
+        """Whether a user with `role` may see this document."""
+        if self.access != "restricted":
+            return True
+        return role is not None and role in self.roles
+
+
+@dataclass(frozen=True)
+class GlossaryTerm:
+    """A brand term: its preferred form, accepted synonyms and forbidden variants."""
+
+    term: str
+    lang: str | None = None
+    synonyms: tuple[str, ...] = ()
+    forbidden: tuple[str, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Glossary:
+    """A brand glossary (preferred terms, forbidden variants, tone words)."""
+
+    name: str
+    terms: tuple[GlossaryTerm, ...]
+    tone_preferred: tuple[str, ...] = ()
+    tone_avoid: tuple[str, ...] = ()
+    company: str = ""
+    digest: str = ""
+
+    @classmethod
+    def parse(cls, raw: dict, digest: str = "") -> "Glossary":
+        tone = raw.get("tone", {})
+        return cls(
+            name=raw.get("name", ""),
+            terms=tuple(
+                GlossaryTerm(t["term"], t.get("lang"), tuple(t.get("synonyms", ())), tuple(t.get("forbidden", ())), t.get("note", ""))
+                for t in raw["terms"]
+            ),
+            tone_preferred=tuple(tone.get("preferred", ())),
+            tone_avoid=tuple(tone.get("avoid", ())),
+            company=raw.get("company", ""),
+            digest=digest,
+        )
+
+    def lookup(self, term: str) -> GlossaryTerm | None:
+        for t in self.terms:
+            if t.term.casefold() == term.casefold():
+                return t
+        return None
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a good output does; each scorer reads the fields it knows."""
+
+    required_terms: tuple[Term, ...] = ()
+    forbidden_terms: tuple[str, ...] = ()
+    schema: str | None = None
+    citations: tuple[str, ...] = ()
+    must_abstain: bool = False
+    must_refuse: bool = False
+    canaries: tuple[str, ...] = ()
+    answer_keywords: tuple[str, ...] = ()
+    entry_point: str | None = None
+    tests: str | None = None
+    reference: str | None = None
+    mutants: tuple[str, ...] = ()
+    concepts: tuple[Term, ...] = ()
+    ast_check: dict | None = None
+    consistent_with: tuple[str, ...] = ()
+    reference_answer: str | None = None
+
+    @classmethod
+    def parse(cls, raw: dict) -> "Expect":
+        return cls(
+            required_terms=tuple(Term.parse(t) for t in raw.get("required_terms", ())),
+            forbidden_terms=tuple(raw.get("forbidden_terms", ())),
+            schema=raw.get("schema"),
+            citations=tuple(raw.get("citations", ())),
+            must_abstain=bool(raw.get("must_abstain", False)),
+            must_refuse=bool(raw.get("must_refuse", False)),
+            canaries=tuple(raw.get("canaries", ())),
+            answer_keywords=tuple(raw.get("answer_keywords", ())),
+            entry_point=raw.get("entry_point"),
+            tests=raw.get("tests"),
+            reference=raw.get("reference"),
+            mutants=tuple(raw.get("mutants", ())),
+            concepts=tuple(Term.parse(t) for t in raw.get("concepts", ())),
+            ast_check=raw.get("ast_check"),
+            consistent_with=tuple(raw.get("consistent_with", ())),
+            reference_answer=raw.get("reference_answer"),
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Case:
+    """One fixed test case; resolved (documents inlined, schema and glossary loaded) at load time."""
+
+    id: str
+    scenario: str
+    kind: str
+    lang: str = "en"
+    prompt: str | None = None
+    messages: tuple[tuple[str, str], ...] = ()
+    system: str | None = None
+    context: tuple[Document, ...] = ()
+    user_role: str | None = None
+    expect: Expect = field(default_factory=Expect)
+    tags: tuple[str, ...] = ()
+    title: str = ""
+    perturbation_of: str | None = None
+    perturbation: str | None = None
+    json_schema: dict | None = None  #: the loaded `expect.schema`, so scorers read no files
+    glossary: Glossary | None = None  #: the case set's glossary (brand), if any
+    source: str = ""  #: file the case came from
+    line: int | None = None  #: line of the case in that file
+    raw: dict = field(default_factory=dict)  #: the case as written (after defaults), for lossless export
+
+    def to_dict(self) -> dict:
+        """The resolved case as plain data: context documents inlined, schema embedded."""
+        out = dict(self.raw)
+        out["scenario"], out["kind"], out["lang"] = self.scenario, self.kind, self.lang
+        if self.context:
+            out["context"] = [d.to_raw() for d in self.context]
+        if self.json_schema is not None:
+            out["expect"] = dict(out.get("expect", {}))
+            out["expect"]["schema_inline"] = self.json_schema
+        if self.user_role:
+            out["user_role"] = self.user_role
+        return out
+
+    def digest(self) -> str:
+        """Content hash of everything that can change what the case asks or how it is scored."""
+        payload = self.to_dict()
+        if self.glossary is not None:
+            payload = dict(payload, _glossary=self.glossary.digest)
+        return sha256_json(payload)
+
+
+@dataclass(frozen=True, eq=False)
+class CaseSet:
+    """The cases of one file."""
+
+    path: str
+    name: str
+    cases: tuple[Case, ...]
+    version: str | None = None
+
+    def digest(self) -> str:
+        return sha256_json([c.digest() for c in self.cases])
+
+
+def sha256_json(obj: Any) -> str:
+    """SHA-256 of canonical JSON (sorted keys, no whitespace, UTF-8)."""
+    data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+def suite_digest(cases: Iterable[Case]) -> str:
+    """Digest of a set of cases, independent of file order."""
+    return sha256_json(sorted((c.id, c.digest()) for c in cases))
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def _schema_problems(data: Any, schema_name: str, file: str, lines: LineMap, base_path: tuple = (), bad_cases: set | None = None) -> list[Problem]:
+    problems = []
+    validator = _validator(schema_name)
+    for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        # descend oneOf errors to the most specific one, so the message names the real field
+        best = jsonschema.exceptions.best_match([err]) if err.context else err
+        path = tuple(best.absolute_path)
+        case_id = None
+        if len(path) >= 2 and path[0] == "cases" and isinstance(path[1], int):
+            cases = data.get("cases") if isinstance(data, dict) else None
+            if isinstance(cases, list) and path[1] < len(cases) and isinstance(cases[path[1]], dict):
+                case_id = cases[path[1]].get("id")
+            field_path = path[2:]
+            if bad_cases is not None:
+                bad_cases.add(path[1])
+        else:
+            field_path = path
+        field_name = ".".join(str(p) for p in field_path)
+        if best.validator == "additionalProperties" and isinstance(best.instance, dict):
+            allowed = set(best.schema.get("properties", {}))
+            for extra in sorted(k for k in best.instance if k not in allowed):
+                name = f"{field_name}.{extra}" if field_name else extra
+                problems.append(Problem(file, lines.line_of(base_path + path + (extra,)), case_id, name,
+                                        f"unknown field (allowed: {', '.join(sorted(allowed))})"))
+            continue
+        problems.append(Problem(file, lines.line_of(base_path + path), case_id, field_name or "(top level)", best.message))
+    return problems
+
+
+def _load_resource(path: Path, problems: list[Problem], cache: dict) -> dict | None:
+    key = path.resolve()
+    if key in cache:
+        return cache[key]
+    data, lines = load_yaml(path)
+    found = _schema_problems(data, "resources.schema.json", str(path), lines)
+    problems.extend(found)
+    cache[key] = None if found else data
+    return cache[key]
+
+
+def _load_json_schema(path: Path, problems: list[Problem], file: str, line: int | None, case_id: str, cache: dict) -> dict | None:
+    key = ("schema", path.resolve())
+    if key in cache:
+        return cache[key]
+    result = None
+    if not path.is_file():
+        problems.append(Problem(file, line, case_id, "expect.schema", f"schema file not found: {path}"))
+    else:
+        try:
+            schema = json.loads(path.read_text("utf-8"))
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+            result = schema
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(file, line, case_id, "expect.schema", f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})"))
+        except jsonschema.SchemaError as exc:
+            problems.append(Problem(file, line, case_id, "expect.schema", f"{path}: not a valid JSON Schema: {exc.message}"))
+    cache[key] = result
+    return result
+
+
+def _compile_check(code: str, label: str, file: str, line: int | None, case_id: str, problems: list[Problem]) -> None:
+    try:
+        compile(code, f"<{case_id}:{label}>", "exec")
+    except SyntaxError as exc:
+        problems.append(Problem(file, line, case_id, label, f"does not compile: {exc.msg} (line {exc.lineno})"))
+
+
+def _is_resource(data: Any) -> bool:
+    return isinstance(data, dict) and data.get("kind") in ("documents", "glossary") and "cases" not in data
+
+
+def load_caseset(path: str | Path, _cache: dict | None = None) -> CaseSet:
+    """Load and validate one case-set file; raise ValidationError listing every problem."""
+    path = Path(path)
+    cache = {} if _cache is None else _cache
+    problems: list[Problem] = []
+    bad_cases: set[int] = set()
+    file = str(path)
+    if path.suffix == ".jsonl":
+        records, lines = load_jsonl(path)
+        data: dict = {"cases": records}
+        case_lines = LineMap({("cases",) + k: v for k, v in lines.items()})
+        lines = case_lines
+        # each JSONL line is one case: report every field on that line
+        problems.extend(_schema_problems(data, "caseset.schema.json", file, lines, bad_cases=bad_cases))
+    else:
+        data, lines = load_yaml(path)
+        if data is None or not isinstance(data, dict):
+            raise ValidationError([Problem(file, 1, None, "(top level)", "expected a mapping with a `cases` list")])
+        problems.extend(_schema_problems(data, "caseset.schema.json", file, lines, bad_cases=bad_cases))
+    # a case with schema problems is skipped below; the others are still checked, so one pass
+    # reports every problem in the file
+    if any(p.case_id is None for p in problems) or not isinstance(data.get("cases"), list):
+        raise ValidationError(problems)
+
+    defaults = data.get("defaults", {})
+    base = path.parent
+
+    # documents: inline, or files of `kind: documents`
+    library: dict[str, Document] = {}
+    for i, item in enumerate(data.get("documents", [])):
+        if isinstance(item, str):
+            doc_path = base / item
+            if not doc_path.is_file():
+                problems.append(Problem(file, lines.line_of(("documents", i)), None, f"documents[{i}]", f"document file not found: {doc_path}"))
+                continue
+            res = _load_resource(doc_path, problems, cache)
+            if res is None:
+                continue
+            if res.get("kind") != "documents":
+                problems.append(Problem(file, lines.line_of(("documents", i)), None, f"documents[{i}]", f"{doc_path} is not a documents file"))
+                continue
+            for d in res["documents"]:
+                library[d["id"]] = Document.parse(d)
+        else:
+            library[item["id"]] = Document.parse(item)
+
+    glossary = None
+    if "glossary" in data:
+        gpath = base / data["glossary"]
+        if not gpath.is_file():
+            problems.append(Problem(file, lines.line_of(("glossary",)), None, "glossary", f"glossary file not found: {gpath}"))
+        else:
+            res = _load_resource(gpath, problems, cache)
+            if res is not None:
+                if res.get("kind") != "glossary":
+                    problems.append(Problem(file, lines.line_of(("glossary",)), None, "glossary", f"{gpath} is not a glossary file"))
+                else:
+                    glossary = Glossary.parse(res, digest=sha256_json(res))
+
+    cases: list[Case] = []
+    for i, raw in enumerate(data["cases"]):
+        if i in bad_cases:
+            continue
+        raw = {**{k: v for k, v in defaults.items()}, **raw}
+        if "tags" in defaults and "tags" in data["cases"][i]:
+            raw["tags"] = list(dict.fromkeys(defaults["tags"] + data["cases"][i]["tags"]))
+        cid = raw["id"]
+
+        def at(*p: Any) -> int | None:
+            return lines.line_of(("cases", i) + p)
+
+        scenario = raw.get("scenario")
+        kind = raw.get("kind")
+        if scenario is None:
+            problems.append(Problem(file, at(), cid, "scenario", "missing (set it on the case or in `defaults`)"))
+            continue
+        if kind is None:
+            problems.append(Problem(file, at(), cid, "kind", "missing (set it on the case or in `defaults`)"))
+            continue
+        if kind not in KINDS[scenario]:
+            problems.append(Problem(file, at("kind"), cid, "kind", f"{kind!r} is not a kind of scenario {scenario!r} (one of: {', '.join(KINDS[scenario])})"))
+        has_prompt, has_messages = "prompt" in raw, "messages" in raw
+        if has_prompt == has_messages:
+            problems.append(Problem(file, at(), cid, "prompt", "give exactly one of `prompt` or `messages`"))
+        if has_messages and raw["messages"][-1]["role"] != "user":
+            problems.append(Problem(file, at("messages"), cid, "messages", "the last message must be from the user"))
+
+        context: list[Document] = []
+        for j, item in enumerate(raw.get("context", [])):
+            if isinstance(item, str):
+                if item not in library:
+                    problems.append(Problem(file, at("context", j), cid, f"context[{j}]", f"unknown document id {item!r}"))
+                    continue
+                context.append(library[item])
+            else:
+                context.append(Document.parse(item))
+        ctx_ids = [d.id for d in context]
+        if len(set(ctx_ids)) != len(ctx_ids):
+            problems.append(Problem(file, at("context"), cid, "context", "a document appears twice"))
+
+        expect_raw = raw.get("expect", {})
+        expect = Expect.parse(expect_raw)
+        for j, cit in enumerate(expect.citations):
+            if cit not in ctx_ids:
+                problems.append(Problem(file, at("expect", "citations", j), cid, f"expect.citations[{j}]", f"gold citation {cit!r} is not in the case's context"))
+        json_schema = None
+        if expect.schema:
+            json_schema = _load_json_schema(base / expect.schema, problems, file, at("expect", "schema"), cid, cache)
+        if scenario == "brand" and kind == "structured" and not expect.schema:
+            problems.append(Problem(file, at("expect"), cid, "expect.schema", "a structured brand case must name a JSON Schema"))
+        for label in ("tests", "reference"):
+            code = expect_raw.get(label)
+            if code is not None:
+                _compile_check(code, f"expect.{label}", file, at("expect", label), cid, problems)
+        for j, code in enumerate(expect.mutants):
+            _compile_check(code, f"expect.mutants[{j}]", file, at("expect", "mutants", j), cid, problems)
+        if scenario == "code" and kind in ("completion", "refactor", "tests") and not expect.tests:
+            problems.append(Problem(file, at("expect"), cid, "expect.tests", f"a {kind} case needs unit tests"))
+        if scenario == "code" and kind == "tests" and not expect.reference:
+            problems.append(Problem(file, at("expect"), cid, "expect.reference", "a test-writing case needs the reference implementation"))
+        if (raw.get("perturbation_of") is None) != (raw.get("perturbation") is None):
+            problems.append(Problem(file, at(), cid, "perturbation", "`perturbation_of` and `perturbation` go together"))
+
+        messages = tuple((m["role"], m["content"]) for m in raw.get("messages", ()))
+        cases.append(
+            Case(
+                id=cid,
+                scenario=scenario,
+                kind=kind,
+                lang=raw.get("lang", "en"),
+                prompt=raw.get("prompt"),
+                messages=messages,
+                system=raw.get("system"),
+                context=tuple(context),
+                user_role=raw.get("user_role"),
+                expect=expect,
+                tags=tuple(raw.get("tags", ())),
+                title=raw.get("title", ""),
+                perturbation_of=raw.get("perturbation_of"),
+                perturbation=raw.get("perturbation"),
+                json_schema=json_schema,
+                glossary=glossary,
+                source=file,
+                line=at(),
+                raw=raw,
+            )
+        )
+
+    first_line: dict[str, int | None] = {}
+    for i, raw in enumerate(data["cases"]):
+        cid = raw.get("id")
+        if cid in first_line:
+            problems.append(Problem(file, lines.line_of(("cases", i, "id")), cid, "id", f"duplicate case id (first defined at line {first_line[cid]})"))
+        else:
+            first_line[cid] = lines.line_of(("cases", i, "id"))
+    if problems:
+        raise ValidationError(problems)
+    return CaseSet(path=file, name=data.get("name", path.stem), cases=tuple(cases), version=str(data["version"]) if "version" in data else None)
+
+
+def discover(paths: Iterable[str | Path]) -> list[Path]:
+    """Case-set files under the given files, directories or globs (sorted, resources skipped later)."""
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            out.extend(sorted(f for f in p.rglob("*") if f.suffix in CASE_SUFFIXES and f.is_file()))
+        elif any(ch in str(p) for ch in "*?["):
+            out.extend(sorted(Path().glob(str(p))))
+        elif p.exists():
+            out.append(p)
+        else:
+            raise ValidationError([Problem(str(p), None, None, "path", "no such file or directory")])
+    return list(dict.fromkeys(out))
+
+
+def load_cases(paths: Iterable[str | Path]) -> list[CaseSet]:
+    """Load every case set under `paths`; raise one ValidationError with all problems of all files.
+
+    Checks across files: case ids unique, `perturbation_of` names an existing case.
+    """
+    problems: list[Problem] = []
+    casesets: list[CaseSet] = []
+    cache: dict = {}
+    for f in discover(paths):
+        if f.suffix in (".yaml", ".yml"):
+            try:
+                data, _ = load_yaml(f)
+            except ValidationError as exc:
+                problems.extend(exc.problems)
+                continue
+            if _is_resource(data):
+                try:
+                    _load_resource(f, problems, cache)
+                except ValidationError as exc:
+                    problems.extend(exc.problems)
+                continue
+        try:
+            casesets.append(load_caseset(f, cache))
+        except ValidationError as exc:
+            problems.extend(exc.problems)
+    seen: dict[str, Case] = {}
+    for cs in casesets:
+        for c in cs.cases:
+            if c.id in seen:
+                first = seen[c.id]
+                problems.append(Problem(c.source, c.line, c.id, "id", f"duplicate case id (first defined at {first.source}:{first.line})"))
+            else:
+                seen[c.id] = c
+    for cs in casesets:
+        for c in cs.cases:
+            if c.perturbation_of and c.perturbation_of not in seen:
+                problems.append(Problem(c.source, c.line, c.id, "perturbation_of", f"unknown case id {c.perturbation_of!r}"))
+    if problems:
+        raise ValidationError(problems)
+    return casesets
+
+
+def all_cases(casesets: Iterable[CaseSet]) -> list[Case]:
+    return [c for cs in casesets for c in cs.cases]

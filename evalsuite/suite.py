@@ -1,0 +1,328 @@
+"""The suite file: which case sets, which variants (one baseline), how to generate, which rubric.
+
+Variants inherit the baseline's backend, model and options, and state what they change. A variant
+that changes more than one of {quantization, speculative, backend, generation} is allowed, with a
+warning: change one variable at a time, or a regression cannot be attributed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .backends.base import GenerationSettings
+from .cases import Case, CaseSet, all_cases, load_cases, sha256_json
+from .errors import Problem, ValidationError
+from .yamlio import LineMap, load_yaml
+
+log = logging.getLogger("evalsuite")
+
+CHANGE_CATEGORIES = ("quantization", "speculative", "backend", "generation")
+_VARIANT_KEYS = {"name", "baseline", "noise", "backend", "model", "options", "quantization", "speculative", "generation", "changes", "description", "degrade"}
+_SUITE_KEYS = {"schema_version", "name", "description", "casesets", "variants", "generation", "rubric", "stage", "output_dir", "cache", "limit"}
+_GEN_KEYS = set(GenerationSettings.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A model configuration to compare with the baseline."""
+
+    name: str
+    backend: str = "fake"
+    model: str | None = None  #: model directory, hub-style id, or "embedded" for the default model
+    options: dict = field(default_factory=dict)  #: backend options (device, dtype, scripted outputs...)
+    quantization: dict | None = None  #: e.g. {method: bnb, bits: 4, quant_type: nf4}
+    speculative: dict | None = None  #: e.g. {method: prompt_lookup, num_tokens: 10}
+    generation: GenerationSettings = field(default_factory=GenerationSettings)  #: effective settings
+    baseline: bool = False
+    noise: bool = False  #: a rerun of the baseline, used as the noise floor
+    degrade: dict | None = None  #: planted regression applied to the outputs (see evalsuite.degrade)
+    description: str = ""
+    changes: tuple[str, ...] = ()  #: categories changed against the baseline (computed)
+
+    def spec(self) -> dict:
+        """Everything about the variant that can change an output (its name cannot)."""
+        gen = self.generation
+        return {
+            "backend": self.backend,
+            "model": self.model,
+            "options": self.options,
+            "quantization": self.quantization,
+            "speculative": self.speculative,
+            "degrade": self.degrade,
+            # batch composition changes padded outputs on real models, so it is part of identity
+            "batch_size": gen.batch_size,
+        }
+
+    def fingerprint(self, weights_identity: Any = None) -> str:
+        """Hash of the spec plus the backend's weights identity (file hashes, revision...)."""
+        return sha256_json({"spec": self.spec(), "weights": weights_identity})
+
+    def to_dict(self) -> dict:
+        d = {
+            "name": self.name,
+            "baseline": self.baseline,
+            "noise": self.noise,
+            "backend": self.backend,
+            "model": self.model,
+            "options": self.options,
+            "quantization": self.quantization,
+            "speculative": self.speculative,
+            "generation": self.generation.to_dict(),
+            "changes": list(self.changes),
+        }
+        if self.degrade:
+            d["degrade"] = self.degrade
+        if self.description:
+            d["description"] = self.description
+        return d
+
+
+@dataclass(frozen=True)
+class CaseSelector:
+    """A case-set path or glob with optional filters."""
+
+    path: str
+    tags: tuple[str, ...] = ()
+    exclude_tags: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    scenarios: tuple[str, ...] = ()
+    ids: tuple[str, ...] = ()
+
+    def accepts(self, case: Case) -> bool:
+        if self.tags and not set(self.tags) & set(case.tags):
+            return False
+        if self.exclude_tags and set(self.exclude_tags) & set(case.tags):
+            return False
+        if self.kinds and case.kind not in self.kinds:
+            return False
+        if self.scenarios and case.scenario not in self.scenarios:
+            return False
+        if self.ids and case.id not in self.ids:
+            return False
+        return True
+
+
+@dataclass(frozen=True, eq=False)
+class Suite:
+    """A resolved suite file."""
+
+    name: str
+    path: str
+    casesets: tuple[CaseSelector, ...]
+    variants: tuple[Variant, ...]
+    generation: GenerationSettings
+    rubric: str | None
+    stage: str
+    output_dir: str
+    cache: str | None
+    raw: dict
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def baseline(self) -> Variant:
+        return next(v for v in self.variants if v.baseline)
+
+    def variant(self, name: str) -> Variant:
+        from .errors import UnknownNameError
+
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise UnknownNameError("variant", name, [v.name for v in self.variants])
+
+    def load_cases(self) -> list[Case]:
+        """The selected cases, in file order; ids are unique across the suite."""
+        selected: dict[str, Case] = {}
+        for sel in self.casesets:
+            sets: list[CaseSet] = load_cases([sel.path])
+            for c in all_cases(sets):
+                if sel.accepts(c):
+                    selected.setdefault(c.id, c)
+        return list(selected.values())
+
+    def resolved(self) -> dict:
+        """The suite as it will run, every default filled in: saved beside each run."""
+        return {
+            "schema_version": 1,
+            "name": self.name,
+            "path": self.path,
+            "casesets": [s.__dict__ | {k: list(v) for k, v in s.__dict__.items() if isinstance(v, tuple)} for s in self.casesets],
+            "generation": self.generation.to_dict(),
+            "rubric": self.rubric,
+            "stage": self.stage,
+            "output_dir": self.output_dir,
+            "cache": self.cache,
+            "variants": [v.to_dict() for v in self.variants],
+            "warnings": list(self.warnings),
+        }
+
+
+def _gen_settings(raw: Any, base: GenerationSettings, file: str, lines: LineMap, path: tuple, problems: list[Problem], who: str | None) -> GenerationSettings:
+    if raw is None:
+        return base
+    if not isinstance(raw, dict):
+        problems.append(Problem(file, lines.line_of(path), who, ".".join(map(str, path)), "expected a mapping"))
+        return base
+    unknown = set(raw) - _GEN_KEYS
+    for k in sorted(unknown):
+        problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", f"unknown setting (known: {', '.join(sorted(_GEN_KEYS))})"))
+    values = {k: v for k, v in raw.items() if k in _GEN_KEYS}
+    types = {"max_new_tokens": int, "samples": int, "seed": int, "batch_size": int, "temperature": (int, float), "top_p": (int, float), "timeout_s": (int, float, type(None))}
+    for k, v in list(values.items()):
+        if not isinstance(v, types[k]) or isinstance(v, bool):
+            problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", f"expected a number, got {v!r}"))
+            del values[k]
+        elif k in ("max_new_tokens", "samples", "batch_size") and v < 1:
+            problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", "must be at least 1"))
+            del values[k]
+    return replace(base, **values)
+
+
+def compute_changes(variant: Variant, baseline: Variant) -> tuple[str, ...]:
+    """Which categories a variant changes against the baseline."""
+    changed = []
+    if (variant.quantization or None) != (baseline.quantization or None):
+        changed.append("quantization")
+    if (variant.speculative or None) != (baseline.speculative or None):
+        changed.append("speculative")
+    if (variant.backend, variant.model, variant.options) != (baseline.backend, baseline.model, baseline.options):
+        changed.append("backend")
+    if variant.generation.request_part() != baseline.generation.request_part() or variant.generation.batch_size != baseline.generation.batch_size:
+        changed.append("generation")
+    return tuple(changed)
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Load and validate a suite file; raise ValidationError naming every problem."""
+    path = Path(path)
+    file = str(path)
+    if not path.is_file():
+        raise ValidationError([Problem(file, None, None, "path", "suite file not found")])
+    data, lines = load_yaml(path)
+    problems: list[Problem] = []
+    if not isinstance(data, dict):
+        raise ValidationError([Problem(file, 1, None, "(top level)", "expected a mapping")])
+    for k in sorted(set(data) - _SUITE_KEYS):
+        problems.append(Problem(file, lines.line_of((k,)), None, k, f"unknown field (known: {', '.join(sorted(_SUITE_KEYS))})"))
+    base_dir = path.parent
+
+    def rel(p: str) -> str:
+        return os.path.normpath(base_dir / p) if not Path(p).is_absolute() else p
+
+    selectors: list[CaseSelector] = []
+    raw_sets = data.get("casesets")
+    if not raw_sets or not isinstance(raw_sets, list):
+        problems.append(Problem(file, lines.line_of(("casesets",)), None, "casesets", "list at least one case-set path or glob"))
+        raw_sets = []
+    for i, item in enumerate(raw_sets):
+        if isinstance(item, str):
+            selectors.append(CaseSelector(rel(item)))
+        elif isinstance(item, dict) and "path" in item:
+            extra = set(item) - {"path", "tags", "exclude_tags", "kinds", "scenarios", "ids"}
+            for k in sorted(extra):
+                problems.append(Problem(file, lines.line_of(("casesets", i, k)), None, f"casesets[{i}].{k}", "unknown field"))
+            selectors.append(
+                CaseSelector(
+                    rel(item["path"]),
+                    tuple(item.get("tags", ())),
+                    tuple(item.get("exclude_tags", ())),
+                    tuple(item.get("kinds", ())),
+                    tuple(item.get("scenarios", ())),
+                    tuple(item.get("ids", ())),
+                )
+            )
+        else:
+            problems.append(Problem(file, lines.line_of(("casesets", i)), None, f"casesets[{i}]", "expected a path or a mapping with `path`"))
+
+    generation = _gen_settings(data.get("generation"), GenerationSettings(), file, lines, ("generation",), problems, None)
+
+    raw_variants = data.get("variants")
+    if not isinstance(raw_variants, list) or not raw_variants:
+        problems.append(Problem(file, lines.line_of(("variants",)), None, "variants", "list the variants, exactly one with `baseline: true`"))
+        raw_variants = []
+    baselines = [i for i, v in enumerate(raw_variants) if isinstance(v, dict) and v.get("baseline") is True]
+    if raw_variants and len(baselines) != 1:
+        problems.append(Problem(file, lines.line_of(("variants",)), None, "variants", f"exactly one variant must have `baseline: true` (found {len(baselines)})"))
+    base_raw = raw_variants[baselines[0]] if len(baselines) == 1 else {}
+
+    variants: list[Variant] = []
+    names: set[str] = set()
+    for i, rv in enumerate(raw_variants):
+        if not isinstance(rv, dict) or not isinstance(rv.get("name"), str):
+            problems.append(Problem(file, lines.line_of(("variants", i)), None, f"variants[{i}].name", "each variant needs a name"))
+            continue
+        name = rv["name"]
+        for k in sorted(set(rv) - _VARIANT_KEYS):
+            problems.append(Problem(file, lines.line_of(("variants", i, k)), name, f"variants[{i}].{k}", f"unknown field (known: {', '.join(sorted(_VARIANT_KEYS))})"))
+        if name in names:
+            problems.append(Problem(file, lines.line_of(("variants", i, "name")), name, f"variants[{i}].name", "duplicate variant name"))
+        names.add(name)
+        inherit = lambda k, default=None: rv.get(k, base_raw.get(k, default))  # noqa: E731
+        for k in ("options", "quantization", "speculative", "degrade"):
+            if rv.get(k) is not None and not isinstance(rv.get(k), dict):
+                problems.append(Problem(file, lines.line_of(("variants", i, k)), name, f"variants[{i}].{k}", "expected a mapping"))
+        gen = _gen_settings(base_raw.get("generation"), generation, file, lines, ("variants", baselines[0] if baselines else 0, "generation"), [], name)
+        gen = _gen_settings(rv.get("generation"), gen, file, lines, ("variants", i, "generation"), problems, name)
+        model = inherit("model")
+        variants.append(
+            Variant(
+                name=name,
+                backend=inherit("backend", "fake"),
+                model=rel(model) if isinstance(model, str) and (model.startswith("./") or model.startswith("../")) else model,
+                options=dict(inherit("options", {}) or {}),
+                quantization=rv.get("quantization"),
+                speculative=rv.get("speculative"),
+                generation=gen,
+                baseline=rv.get("baseline") is True,
+                noise=rv.get("noise") is True,
+                degrade=rv.get("degrade"),
+                description=rv.get("description", ""),
+            )
+        )
+    from .backends import BACKENDS
+
+    for i, v in enumerate(variants):
+        if v.backend not in BACKENDS:
+            import difflib
+
+            close = difflib.get_close_matches(v.backend, BACKENDS.names(), n=2)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            problems.append(Problem(file, lines.line_of(("variants", i, "backend")), v.name, "backend", f"unknown backend {v.backend!r}{hint}; available: {', '.join(BACKENDS.names())}"))
+
+    stage = data.get("stage", "pilot")
+    if problems:
+        raise ValidationError(problems)
+
+    warnings: list[str] = []
+    baseline = next(v for v in variants if v.baseline)
+    resolved_variants = []
+    for v in variants:
+        changes = () if v.baseline else compute_changes(v, baseline)
+        declared = next((rv.get("changes") for rv in raw_variants if rv.get("name") == v.name), None)
+        if len(changes) > 1:
+            warnings.append(f"variant {v.name!r} changes {', '.join(changes)} against the baseline: change one variable at a time, or a regression cannot be attributed")
+        if declared is not None and set([declared] if isinstance(declared, str) else declared) != set(changes):
+            warnings.append(f"variant {v.name!r} declares changes {declared!r} but changes {list(changes)!r}")
+        if not v.baseline and not changes and not v.noise and not v.degrade:
+            warnings.append(f"variant {v.name!r} changes nothing against the baseline (mark it `noise: true` if it is a rerun)")
+        resolved_variants.append(replace(v, changes=changes))
+    for w in warnings:
+        log.warning(w)
+
+    return Suite(
+        name=data.get("name", path.stem),
+        path=file,
+        casesets=tuple(selectors),
+        variants=tuple(resolved_variants),
+        generation=generation,
+        rubric=rel(data["rubric"]) if data.get("rubric") else None,
+        stage=stage,
+        output_dir=rel(data.get("output_dir", "../reports")) if data.get("output_dir") else str(Path("reports")),
+        cache=rel(data["cache"]) if data.get("cache") else None,
+        raw=data,
+        warnings=tuple(warnings),
+    )

@@ -1,0 +1,104 @@
+"""YAML/JSONL loading that remembers the line of every field, so errors can point at it."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import Problem, ValidationError
+
+PathKey = tuple  # a path into the loaded document: keys and list indices
+
+
+class LineMap(dict):
+    """Maps a path (tuple of keys/indices) to its 1-based line; `line_of` falls back to parents."""
+
+    def line_of(self, path: PathKey) -> int | None:
+        path = tuple(path)
+        while True:
+            if path in self:
+                return self[path]
+            if not path:
+                return None
+            path = path[:-1]
+
+
+def _walk(node: yaml.Node, path: PathKey, lines: LineMap) -> None:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value
+            lines[path + (key,)] = key_node.start_mark.line + 1
+            _walk(value_node, path + (key,), lines)
+            lines[path + (key,)] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _walk(item, path + (i,), lines)
+
+
+def load_yaml(path: str | Path) -> tuple[Any, LineMap]:
+    """Load one YAML document and its line map; a syntax error becomes a located Problem."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else None
+        raise ValidationError([Problem(str(path), line, None, "yaml", str(exc).replace("\n", " "))])
+    lines = LineMap()
+    if node is not None:
+        _walk(node, (), lines)
+    return data, lines
+
+
+def load_jsonl(path: str | Path) -> tuple[list[Any], LineMap]:
+    """Load a JSONL file (one object per line, blank lines skipped) with each record's line."""
+    path = Path(path)
+    records: list[Any] = []
+    lines = LineMap()
+    problems = []
+    with path.open(encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                problems.append(Problem(str(path), lineno, None, "json", exc.msg))
+                continue
+            lines[(len(records),)] = lineno
+            records.append(obj)
+    if problems:
+        raise ValidationError(problems)
+    return records, lines
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write a file so that readers see the old content or the new one, never half of it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
