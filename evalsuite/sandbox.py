@@ -96,6 +96,10 @@ def _isolate_fs(cfg: dict, warnings: list) -> None:
     _mount(libc, ctypes, None, "/", None, _MS_REC | _MS_PRIVATE)
     size_mb = max(4, int(cfg["max_file_mb"]) * 2)
     _mount(libc, ctypes, "evalsuite-sandbox", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size_mb}m,nr_inodes=4096,mode=1777")
+    try:
+        _expose_prefix(cfg["prefix"], warnings)
+    except OSError as exc:
+        warnings.append(f"interpreter prefix not exposed: {exc}")
     if os.path.isdir("/dev/shm"):
         try:
             _mount(libc, ctypes, "evalsuite-shm", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=4m,nr_inodes=256,mode=1777")
@@ -130,6 +134,49 @@ def _isolate_fs(cfg: dict, warnings: list) -> None:
                 visible_rw.append(target)
     if visible_rw:
         warnings.append("could not make read-only: " + ", ".join(sorted(set(visible_rw))))
+
+
+def _blocking_ancestor(path: str) -> str | None:
+    """The first directory on `path` that other users cannot traverse (e.g. /root for pyenv)."""
+    import stat
+
+    cur = "/"
+    for part in [p for p in path.split("/") if p]:
+        cur = os.path.join(cur, part)
+        try:
+            st = os.stat(cur)
+        except OSError:
+            return cur
+        if stat.S_ISDIR(st.st_mode) and not st.st_mode & stat.S_IXOTH:
+            return cur
+    return None
+
+
+def _expose_prefix(prefix: str, warnings: list) -> None:
+    """Make the interpreter's prefix reachable at its own path (its rpath needs that path).
+
+    A tmpfs replaces the untraversable ancestor (hiding, say, root's home) and the prefix alone is
+    bind-mounted back into it; both end up read-only with the rest.
+    """
+    blocker = _blocking_ancestor(prefix)
+    if blocker is None:
+        return
+    if not prefix.startswith(blocker + "/"):
+        warnings.append(f"interpreter prefix {prefix} is not readable by other users")
+        return
+    ctypes, libc = _libc()
+    stage = "/tmp/.evalsuite-python"
+    os.mkdir(stage, 0o755)
+    _mount(libc, ctypes, prefix, stage, None, _MS_BIND | _MS_REC)
+    _mount(libc, ctypes, "evalsuite-hide", blocker, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,nr_inodes=256,mode=755")
+    cur = blocker
+    for part in prefix[len(blocker) + 1 :].split("/"):
+        cur = os.path.join(cur, part)
+        os.mkdir(cur)
+        os.chmod(cur, 0o755)
+    _mount(libc, ctypes, stage, prefix, None, _MS_BIND | _MS_REC)
+    libc.umount2(stage.encode(), 2)  # MNT_DETACH
+    os.rmdir(stage)
 
 
 def _drop_all_caps() -> None:
@@ -381,6 +428,30 @@ def isolation_summary() -> dict:
     return {"isolation": m.label, "root": m.root, "warnings": list(m.warnings)}
 
 
+def _reachable_by_others(path: str) -> bool:
+    import stat
+
+    real = os.path.realpath(path)
+    try:
+        if not os.stat(real).st_mode & stat.S_IXOTH:
+            return False
+    except OSError:
+        return False
+    return _blocking_ancestor(os.path.dirname(real)) is None and _blocking_ancestor(os.path.realpath(sys.base_prefix)) is None
+
+
+@lru_cache(maxsize=4)
+def _program_python(mode: _Mode) -> tuple[str, str | None]:
+    """The interpreter the program runs with: the suite's own, unless the dropped uid cannot reach it."""
+    own = os.path.realpath(sys.executable)
+    if mode.namespaces or not mode.root or _reachable_by_others(own):
+        return own, None
+    for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.path.exists(cand) and _reachable_by_others(cand):
+            return os.path.realpath(cand), f"the suite's interpreter {own} is not reachable by the sandbox uid: programs run with {cand}"
+    return own, f"the suite's interpreter {own} is not reachable by the sandbox uid and no other python3 was found"
+
+
 def _truncate(b: bytes) -> str:
     s = b.decode("utf-8", "replace")
     if len(s) <= OUTPUT_LIMIT:
@@ -424,6 +495,9 @@ def run_python(
     lim = Limits(timeout_s, memory_mb, cpu_s, max_procs, max_file_mb, network)
     mode = _mode(network)
     warnings = list(mode.warnings)
+    python, pywarn = _program_python(mode)
+    if pywarn:
+        warnings.append(pywarn)
     uid = secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0]) + _UID_RANGE[0] if mode.root else None
     hostdir = tempfile.mkdtemp(prefix="evalsuite-sbx-")
     r_status, w_status = os.pipe()
@@ -438,7 +512,8 @@ def run_python(
             "pidns": mode.pidns,
             "drop_caps": mode.namespaces and not mode.root,
             "uid": uid,
-            "python": sys.executable,
+            "python": python,
+            "prefix": os.path.realpath(sys.base_prefix),
             "cpu_s": lim.resolved_cpu_s(),
             "memory_mb": memory_mb,
             "max_file_mb": max_file_mb,

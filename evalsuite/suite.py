@@ -149,7 +149,7 @@ class Suite:
         return {
             "schema_version": 1,
             "name": self.name,
-            "path": self.path,
+            "path": str(Path(self.path).resolve()),
             "casesets": [s.__dict__ | {k: list(v) for k, v in s.__dict__.items() if isinstance(v, tuple)} for s in self.casesets],
             "generation": self.generation.to_dict(),
             "rubric": self.rubric,
