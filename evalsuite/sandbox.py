@@ -10,9 +10,12 @@ here as root, and needs no extra package; bubblewrap would do the same but is no
    `unshare --mount --net --pid --fork --kill-child --mount-proc -- python -I -S sandbox.py --boot DIR`
    (non-root: with `--user --map-root-user` added) in a new session (its own process group).
 2. The bootstrap (this file run as a script, stdlib only, PID 1 of the new PID namespace) reads the
-   program, mounts a size-limited private tmpfs over `/tmp` and `/dev/shm` (the host's `/tmp` is
-   hidden), creates the working directory `/tmp/work` in it, and bind-remounts every other mount
-   read-only: writes outside the working directory fail with EROFS whoever the user is.
+   program, mounts a size-limited private tmpfs over `/tmp` (the host's `/tmp` is hidden; the new one
+   is root-owned 0755), creates the working directory `/tmp/work` in it, owned by the sandbox uid,
+   and bind-remounts every other mount read-only (`/dev/shm`, `/var/tmp`, the repository...): writes
+   outside the working directory fail (EROFS or EACCES) whoever the user is. If the interpreter lives
+   under a directory other users cannot enter (pyenv under /root), a tmpfs replaces that directory
+   and only the interpreter's prefix is bind-mounted back, read-only.
 3. It forks the program's process: resource limits (RLIMIT_CPU, AS, FSIZE, NPROC, NOFILE, CORE=0),
    then, as root, setgroups/setgid/setuid to a random unprivileged uid that no other process uses
    (not `nobody`: RLIMIT_NPROC counts every process of a uid host-wide, so runs in parallel, or a
@@ -91,27 +94,22 @@ def _unescape(path: str) -> str:
 
 
 def _isolate_fs(cfg: dict, warnings: list) -> None:
-    """Private tmpfs on /tmp and /dev/shm, everything else read-only (in our mount namespace only)."""
+    """A private tmpfs on /tmp (only /tmp/work writable), everything else read-only (our mount namespace only)."""
     ctypes, libc = _libc()
     _mount(libc, ctypes, None, "/", None, _MS_REC | _MS_PRIVATE)
     size_mb = max(4, int(cfg["max_file_mb"]) * 2)
-    _mount(libc, ctypes, "evalsuite-sandbox", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size_mb}m,nr_inodes=4096,mode=1777")
+    _mount(libc, ctypes, "evalsuite-sandbox", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size_mb}m,nr_inodes=4096,mode=755")
     try:
         _expose_prefix(cfg["prefix"], warnings)
     except OSError as exc:
         warnings.append(f"interpreter prefix not exposed: {exc}")
-    if os.path.isdir("/dev/shm"):
-        try:
-            _mount(libc, ctypes, "evalsuite-shm", "/dev/shm", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=4m,nr_inodes=256,mode=1777")
-        except OSError as exc:
-            warnings.append(f"/dev/shm not replaced: {exc}")
     with open("/proc/self/mountinfo") as fh:
         mounts = [line.split() for line in fh]
     failed = []
     for parts in mounts:
         target = _unescape(parts[4])
         opts = parts[5].split(",")
-        if target in ("/tmp", "/dev/shm", "/proc") or target.startswith(("/tmp/", "/proc/", "/dev/shm/")):
+        if target in ("/tmp", "/proc") or target.startswith(("/tmp/", "/proc/")):
             continue
         if "ro" in opts:
             continue
@@ -128,7 +126,7 @@ def _isolate_fs(cfg: dict, warnings: list) -> None:
         for line in fh:
             parts = line.split()
             target = _unescape(parts[4])
-            if target in ("/tmp", "/dev/shm", "/proc") or target.startswith(("/tmp/", "/proc/", "/dev/shm/")):
+            if target in ("/tmp", "/proc") or target.startswith(("/tmp/", "/proc/")):
                 continue
             if "rw" in parts[5].split(",") and target in failed:
                 visible_rw.append(target)
@@ -267,20 +265,23 @@ def _boot(argv: list) -> int:
         "PYTHONHASHSEED": "0",
         "PYTHONIOENCODING": "utf-8",
     }
+    ctypes, libc = _libc()
+    import resource  # noqa: F401 - imported while the interpreter's files are still readable
+
     pid = os.fork()
     if pid == 0:
         try:
             os.chdir(workdir)
             _set_limits(cfg)
+            # before the uid drop: the interpreter's own files may be unreadable afterwards
+            if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
             if uid is not None:
                 os.setgroups([])
                 os.setgid(uid)
                 os.setuid(uid)
             elif cfg["drop_caps"]:
                 _drop_all_caps()
-            ctypes, libc = _libc()
-            if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-                raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
             py = cfg["python"]
             os.execve(py, [py, "-I", "-S", "-B", _MAIN], env)
         except BaseException as exc:  # noqa: BLE001 - report anything that stops the exec
@@ -332,6 +333,7 @@ log = logging.getLogger(__name__)
 STATUSES = ("passed", "failed", "timeout", "error")
 OUTPUT_LIMIT = 8000  #: characters of stdout/stderr kept (head and tail)
 POOL_SIZE = 2
+_logged: set[str] = set()
 _UID_RANGE = (1_100_000, 1_900_000)  #: unprivileged uids nobody else uses (see the module docstring)
 
 
@@ -368,6 +370,7 @@ class SandboxResult:
     workdir: str = ""  #: the host temp dir (already deleted)
     tests_run: int | None = None  #: test functions the harness called (run_tests only)
     cpu_s: float | None = None  #: CPU seconds the program used
+    uid: int | None = None  #: the uid the program ran as (None: the caller's)
 
     @property
     def passed(self) -> bool:
@@ -437,14 +440,14 @@ def _reachable_by_others(path: str) -> bool:
             return False
     except OSError:
         return False
-    return _blocking_ancestor(os.path.dirname(real)) is None and _blocking_ancestor(os.path.realpath(sys.base_prefix)) is None
+    return _blocking_ancestor(os.path.dirname(real)) is None
 
 
 @lru_cache(maxsize=4)
 def _program_python(mode: _Mode) -> tuple[str, str | None]:
     """The interpreter the program runs with: the suite's own, unless the dropped uid cannot reach it."""
     own = os.path.realpath(sys.executable)
-    if mode.namespaces or not mode.root or _reachable_by_others(own):
+    if mode.namespaces or not mode.root or (_reachable_by_others(own) and _blocking_ancestor(os.path.realpath(sys.base_prefix)) is None):
         return own, None
     for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
         if os.path.exists(cand) and _reachable_by_others(cand):
@@ -585,14 +588,13 @@ def run_python(
     verdict_seen = False
     tests_run = None
     if verdict_token is not None:
-        lines = stdout.rstrip("\n").split("\n")
-        last = lines[-1] if lines else ""
-        if last.startswith(verdict_token):
+        # the harness writes "\n<token> <tests run>\n" last; anything after it means it was not last
+        body, sep, last = stdout.rstrip("\n").rpartition("\n")
+        if last.startswith(verdict_token + " ") or last == verdict_token:
             verdict_seen = True
             rest = last[len(verdict_token) :].strip()
             tests_run = int(rest) if rest.isdigit() else None
-            stdout = "\n".join(lines[:-1]) + ("\n" if len(lines) > 1 else "")
-            stdout_b = stdout.encode()
+            stdout_b = body.encode()
     stderr = _truncate(stderr_b)
     isolation = mode.label + (f"+uid {uid}" if uid is not None else "")
 
@@ -608,10 +610,10 @@ def run_python(
         status = "failed"
         if rc < 0:
             reason = f"signal {signal.Signals(-rc).name}" if -rc in signal.valid_signals() else f"signal {-rc}"
-            if rc == -signal.SIGXFSZ:
-                reason += " (file size limit)"
         else:
             reason = f"exit {rc}"
+        if rc == -signal.SIGXFSZ or b"File too large" in stderr_b[-4000:]:
+            reason += " (file size limit)"
         if b"MemoryError" in stderr_b[-4000:]:
             reason += " (MemoryError: memory limit)"
     elif verdict_token is not None and not verdict_seen:
@@ -619,7 +621,9 @@ def run_python(
     else:
         status, reason = "passed", ""
     for w in warnings:
-        log.warning("sandbox: %s", w)
+        if w not in _logged:
+            _logged.add(w)
+            log.warning("sandbox: %s", w)
     return SandboxResult(
         status=status,
         stdout=_truncate(stdout_b),
@@ -632,6 +636,7 @@ def run_python(
         isolation=isolation,
         workdir=hostdir,
         tests_run=tests_run,
+        uid=uid,
         cpu_s=None if boot.get("cpu_s") is None else round(boot["cpu_s"], 4),
     )
 
@@ -719,6 +724,9 @@ def _es_token():
 def _es_main(_tok=_es_token(), _out=_es_os.dup(1), _write=_es_os.write):
     _src = {sources!r}
     _ns = {{"__name__": "__solution__", "__builtins__": __builtins__}}
+    import linecache as _lc
+    for _fn, _text in (("solution.py", _src[0]), ("tests.py", _src[1])):
+        _lc.cache[_fn] = (len(_text), None, _text.splitlines(True), _fn)
     {shim}
     exec(compile(_src[0], "solution.py", "exec"), _ns)
     exec(compile(_src[1], "tests.py", "exec"), _ns)

@@ -1,8 +1,8 @@
 """Citation scorers (kb_qa): which documents an answer cites, and whether the citations are real,
 right, complete, supported by the cited text, stable against the baseline and under perturbation.
 
-Markers understood (full-width forms are folded by NFKC first): `[1]` (1-based index into the
-case's context list), `[doc-id]`, `[a, b]` / `[a; b]` / `[a、b]`, `[1-3]`, `【1】` / `【doc-id】`,
+Markers understood (full-width forms and dashes are folded first): `[1]` or `[^1]` (1-based
+index into the case's context list), `[doc-id]`, `[a, b]` / `[a; b]` / `[a、b]`, `[1-3]`, `【1】` / `【doc-id】`,
 `(source: X)` / `(sources: X, Y)` / `(来源：X)`, and prefixed ids such as `[doc: X]`. An id that is
 not in the context is kept as an invalid citation, so a hallucinated source counts against
 `citations.valid` instead of disappearing.
@@ -11,13 +11,12 @@ not in the context is kept as an invalid citation, so a hallucinated source coun
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ..cases import Case
 from .base import Score, ScoreInput, scorer
-from .textnorm import is_cjk, normalize, units
+from .textnorm import fold, is_cjk, normalize, units
 
 SCENARIOS = ("kb_qa",)
 SUPPORT_MIN_OVERLAP = 0.3  #: share of a sentence's content units that must occur in a cited passage
@@ -26,7 +25,7 @@ _ITEM = r"[A-Za-z0-9][\w.:#/-]*"
 _LIST = rf"{_ITEM}(?:\s*(?:[,;、]|\band\b|和|与)\s*{_ITEM})*"
 _PREFIX = r"(?:(?:doc(?:ument)?s?|sources?|refs?|references?|citations?|来源|出处|文档|参考)\s*[:#]?\s*)"
 _MARKERS = re.compile(
-    rf"\[\s*(?P<sqall>{_PREFIX}?(?P<sq>{_LIST}))\s*\](?!\()"  # [1], [doc-id], [a, b]; not a markdown link
+    rf"\[\s*\^?(?P<sqall>{_PREFIX}?(?P<sq>{_LIST}))\s*\](?!\()"  # [1], [doc-id], [a, b]; not a markdown link
     rf"|【\s*(?P<lentall>{_PREFIX}?(?P<lent>{_LIST}))\s*】"  # 【1】, 【doc-id】
     rf"|\(\s*(?P<srcall>(?:sources?|来源|出处|参考)\s*:\s*(?P<src>{_LIST}))\s*\)",  # (source: X), (来源：X)
     re.IGNORECASE,
@@ -52,7 +51,7 @@ class Citation:
 
 
 def _prep(text: str) -> str:
-    return unicodedata.normalize("NFKC", text or "")
+    return fold(text)
 
 
 def _resolve(ref: str, context_ids: Sequence[str]) -> str | None:
@@ -93,7 +92,7 @@ def parse_citations(text: str, context_ids: Sequence[str] = ()) -> list[Citation
     return out
 
 
-def cited_ids(case: Case, text: str) -> list[str]:
+def cited_ids(text: str, case: Case) -> list[str]:
     """The distinct sources an output cites, in order of first citation (unresolved ones as "?ref")."""
     return list(dict.fromkeys(c.key for c in parse_citations(text, [d.id for d in case.context])))
 
@@ -175,14 +174,10 @@ def sentence_support(case: Case, text: str, min_overlap: float = SUPPORT_MIN_OVE
 # scorers
 
 
-def _ctx(case: Case) -> list[str]:
-    return [d.id for d in case.context]
-
-
 @scorer("citations.valid", scenarios=SCENARIOS)
 def valid(inp: ScoreInput) -> list[Score]:
     """Share of distinct cited sources that exist in the context; None when nothing is cited."""
-    cited = cited_ids(inp.case, inp.text)
+    cited = cited_ids(inp.text, inp.case)
     if not cited:
         return [Score("citations.valid", None, details={"reason": "no citations", "cited": []})]
     invalid = [c[1:] for c in cited if c.startswith("?")]
@@ -200,7 +195,7 @@ def precision(inp: ScoreInput) -> list[Score]:
     gold = _gold(inp.case)
     if not gold:
         return [Score("citations.precision", None, details={"reason": "no gold citations"})]
-    cited = cited_ids(inp.case, inp.text)
+    cited = cited_ids(inp.text, inp.case)
     wrong = [c for c in cited if c not in gold]
     value = (len(cited) - len(wrong)) / len(cited) if cited else 0.0
     return [Score("citations.precision", value, passed=bool(cited) and not wrong, details={"cited": cited, "gold": gold, "not_gold": wrong})]
@@ -212,7 +207,7 @@ def recall(inp: ScoreInput) -> list[Score]:
     gold = _gold(inp.case)
     if not gold:
         return [Score("citations.recall", None, details={"reason": "no gold citations"})]
-    cited = set(cited_ids(inp.case, inp.text))
+    cited = set(cited_ids(inp.text, inp.case))
     missing = [g for g in gold if g not in cited]
     return [Score("citations.recall", (len(gold) - len(missing)) / len(gold), passed=not missing, details={"gold": gold, "missing": missing})]
 
@@ -240,7 +235,7 @@ def agreement(inp: ScoreInput) -> list[Score]:
     """Jaccard of this output's cited sources and the baseline's (1 when neither cites); None for the baseline."""
     if inp.baseline_text is None:
         return [Score("citations.agreement", None, details={"reason": "no baseline output"})]
-    mine, base = cited_ids(inp.case, inp.text), cited_ids(inp.case, inp.baseline_text)
+    mine, base = cited_ids(inp.text, inp.case), cited_ids(inp.baseline_text, inp.case)
     return [
         Score(
             "citations.agreement",
@@ -261,7 +256,7 @@ def citation_robustness(original_case: Case, original_cited: Iterable[str] | str
     """
 
     def ids(case: Case, cited: Iterable[str] | str) -> set[str]:
-        return set(cited_ids(case, cited)) if isinstance(cited, str) else set(cited)
+        return set(cited_ids(cited, case)) if isinstance(cited, str) else set(cited)
 
     gold = set(original_case.expect.citations)
     restrict = (lambda s: s & gold) if gold else (lambda s: s)

@@ -45,6 +45,7 @@ def is_cjk(ch: str) -> bool:
 
 
 def has_cjk(text: str) -> bool:
+    """Whether `text` contains any CJK character."""
     return any(is_cjk(ch) for ch in text)
 
 
@@ -53,10 +54,15 @@ def is_word_char(ch: str) -> bool:
     return (ch.isalnum() or ch == "_") and not is_cjk(ch)
 
 
+def fold(text: str) -> str:
+    """NFKC (full-width to half-width) with typographic quotes and hyphens folded to ASCII and
+    zero-width characters dropped; case and whitespace are kept."""
+    return unicodedata.normalize("NFKC", text or "").translate(_FOLD)
+
+
 def normalize(text: str, *, casefold: bool = True) -> str:
-    """NFKC (full-width to half-width), typographic quotes and hyphens folded, whitespace collapsed,
-    casefolded unless `casefold=False`."""
-    text = unicodedata.normalize("NFKC", text or "").translate(_FOLD)
+    """`fold`, whitespace collapsed, casefolded unless `casefold=False`."""
+    text = fold(text)
     text = _WS.sub(" ", text).strip()
     return text.casefold() if casefold else text
 

@@ -197,6 +197,24 @@ def test_ast_checker(code, check, expected):
     assert ast_violations(code, check) == expected
 
 
+def test_harness_passes_only_programs_whose_tests_all_ran():
+    results = run_programs(
+        [
+            ("right", "def f():\n    return 1\n"),
+            ("wrong", "def f():\n    return 2\n"),
+            ("exits-early", "import sys\nsys.exit(0)\n"),
+            ("missing", "x = 1\n"),
+        ],
+        "assert f() == 1\nassert f() + 1 == 2\n",
+    )
+    assert {k: r["passed"] for k, r in results.items()} == {"right": True, "wrong": False, "exits-early": False, "missing": False}
+
+
+def test_harness_killed_mid_run_is_not_a_pass():
+    with pytest.raises(AssertionError, match="harness did not finish"):
+        run_programs([("hard-exit", "import os\nos._exit(0)\n")], "assert True\n")
+
+
 # ------------------------------------------------------------------ the set as a whole
 
 
@@ -273,6 +291,8 @@ def test_case_shape(cid):
     assert lo <= len(expect["mutants"]) <= hi
     assert all(_defines(m, ep) for m in expect["mutants"])
     assert len({m.strip() for m in expect["mutants"]}) == len(expect["mutants"]), "duplicate mutants"
+    if kind == "tests":
+        assert ast.dump(ast.parse(code)) == ast.dump(ast.parse(expect["reference"])), "the reference differs from the function shown"
     if kind == "completion":
         # the unit tests are hidden: no assert line of them shows in the prompt
         assert not any(line.strip() in prompt for line in expect["tests"].splitlines() if line.strip())

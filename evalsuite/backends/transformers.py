@@ -1,0 +1,451 @@
+"""The transformers backend: local model directories (or the embedded model), batched generation.
+
+Options (under a variant's `options`, usually set once on the baseline and inherited):
+
+- `device`: cpu, cuda or auto (default auto: cuda when available)
+- `dtype`: float32, bfloat16, float16 or auto (default: float32 on CPU, bfloat16 on CUDA)
+- `threads`: torch CPU threads (default: torch's choice)
+- `cache_dir`: where converted/quantized models live (default $EVALSUITE_CACHE_DIR or ~/.cache/evalsuite)
+- `trust_remote_code`: not supported (a suite must not run code shipped with a model)
+
+Variant fields used: `model` (directory or "embedded"), `quantization` (bnb 8/4-bit, gptq) and
+`speculative` (`{method: prompt_lookup, num_tokens: 10}` or `{method: draft, model: DIR,
+draft: {quantization: {...}}, num_tokens: 5}`).
+
+Sampling (temperature > 0) is done by a per-row logits processor with a torch.Generator seeded
+from `Request.sample_seed()`, so a sample depends on its seed only, not on which other requests
+share its batch. Speculative variants generate one request at a time (transformers' assisted
+generation supports batch size 1 only) and sample with transformers' own sampler under the seed.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import EvalsuiteError, MissingExtraError
+from .base import Generation, Request
+
+try:
+    import torch
+    import transformers
+    from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+    from transformers.generation.streamers import BaseStreamer
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise MissingExtraError("the transformers backend", "models", exc.name or "transformers") from exc
+
+from .. import models
+
+log = logging.getLogger("evalsuite")
+
+_OPTIONS = {"device", "dtype", "threads", "cache_dir", "trust_remote_code"}
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+
+
+# -- generation hooks --------------------------------------------------------------------------
+class _FirstStepTimer(LogitsProcessor):
+    """Records when the first new token's logits exist: the batch's time to first token."""
+
+    def __init__(self) -> None:
+        self.first: float | None = None
+
+    def __call__(self, input_ids, scores):
+        if self.first is None:
+            self.first = time.perf_counter()
+        return scores
+
+
+class _FirstTokenStreamer(BaseStreamer):
+    """A streamer (batch size 1) recording when the first generated token is emitted."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.first: float | None = None
+
+    def put(self, value):
+        self.calls += 1
+        if self.calls == 2 and self.first is None:  # the first put is the prompt
+            self.first = time.perf_counter()
+
+    def end(self):
+        pass
+
+
+class _SeededSampler(LogitsProcessor):
+    """Temperature + top-p sampling per row with its own generator; returns one-hot logits.
+
+    Generation then runs greedy (argmax of the one-hot), so each row's sample depends on its own
+    seed only: batch composition cannot change which random numbers a row gets.
+    """
+
+    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, device) -> None:
+        self.generators = []
+        for s in seeds:
+            g = torch.Generator(device=device)
+            g.manual_seed(int(s))
+            self.generators.append(g)
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+
+    def __call__(self, input_ids, scores):
+        logits = scores.float() / max(self.temperature, 1e-6)
+        probs = torch.softmax(logits, dim=-1)
+        if self.top_p < 1.0:
+            sorted_p, idx = torch.sort(probs, descending=True, dim=-1)
+            cum = torch.cumsum(sorted_p, dim=-1)
+            drop = (cum - sorted_p) > self.top_p  # keep the smallest prefix reaching top_p
+            sorted_p = sorted_p.masked_fill(drop, 0.0)
+            probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
+        out = torch.full_like(scores, float("-inf"))
+        for row, g in enumerate(self.generators):
+            p = probs[row]
+            tok = torch.multinomial(p / p.sum(), 1, generator=g)
+            out[row, tok] = 0.0
+        return out
+
+
+class _Deadline(StoppingCriteria):
+    """Stops the whole batch past the suite's per-batch timeout."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.hit = False
+
+    def __call__(self, input_ids, scores, **kwargs):
+        if time.perf_counter() > self.deadline:
+            self.hit = True
+            return torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+
+# -- memory ------------------------------------------------------------------------------------
+def _reset_rss_peak() -> bool:
+    """Reset the process's peak RSS (Linux VmHWM), so a backend reports its own peak."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _rss_peak_mb() -> float:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+class TransformersBackend:
+    """Generation with a transformers causal LM; the model loads on the first `generate`."""
+
+    name = "transformers"
+
+    def __init__(self, variant):
+        self.variant = variant
+        self.options = dict(variant.options or {})
+        unknown = set(self.options) - _OPTIONS
+        if unknown:
+            raise EvalsuiteError(f"variant {variant.name!r}: unknown transformers option(s) {sorted(unknown)}; known: {', '.join(sorted(_OPTIONS))}")
+        if self.options.get("trust_remote_code"):
+            raise EvalsuiteError(f"variant {variant.name!r}: trust_remote_code is not supported (a suite must not run code shipped with a model)")
+        self.quant_method = models.quantization_method(variant.quantization)
+        spec = dict(variant.speculative or {})
+        self.spec_method = spec.get("method")
+        if self.spec_method not in (None, "prompt_lookup", "draft"):
+            raise EvalsuiteError(f"variant {variant.name!r}: unknown speculative method {self.spec_method!r}; available: prompt_lookup, draft")
+        self.speculative = spec
+        self.cache_dir = self.options.get("cache_dir")
+        self.device = self._resolve_device(self.options.get("device", "auto"))
+        self.dtype = self._resolve_dtype(self.options.get("dtype", "auto"))
+        self.model = None
+        self.tokenizer = None
+        self.draft = None
+        self._identity: dict | None = None
+        self._model_dir: Path | None = None
+        self._rss_reset = False
+        self.load_s: float | None = None
+
+    # -- configuration -------------------------------------------------------------------------
+    @staticmethod
+    def _resolve_device(device: str) -> str:
+        device = str(device or "auto").lower()
+        if device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise EvalsuiteError("device cuda requested but CUDA is not available (torch.cuda.is_available() is False)")
+        if device != "cpu" and not device.startswith("cuda"):
+            raise EvalsuiteError(f"unknown device {device!r}; use cpu, cuda or auto")
+        return device
+
+    def _resolve_dtype(self, dtype: str):
+        dtype = str(dtype or "auto").lower()
+        if dtype == "auto":
+            if self.device == "cpu":
+                return torch.float32
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        if dtype not in _DTYPES:
+            raise EvalsuiteError(f"unknown dtype {dtype!r}; use {', '.join(sorted(_DTYPES))} or auto")
+        return _DTYPES[dtype]
+
+    @property
+    def model_dir(self) -> Path:
+        if self._model_dir is None:
+            self._model_dir = models.resolve_model_dir(self.variant.model, self.cache_dir)
+        return self._model_dir
+
+    def _draft_spec(self) -> tuple[Path, dict | None]:
+        draft = dict(self.speculative.get("draft") or {})
+        model = self.speculative.get("model") or draft.get("model")
+        draft_dir = models.resolve_model_dir(model, self.cache_dir) if model else self.model_dir
+        return draft_dir, draft.get("quantization")
+
+    def weights_identity(self) -> dict:
+        """What the loaded weights are: file hashes, derived checkpoints, device, dtype, libraries."""
+        if self._identity is None:
+            libs = ["torch", "transformers"]
+            ident: dict = {"model": models.model_dir_identity(self.model_dir, self.cache_dir), "device": self.device.split(":")[0], "dtype": str(self.dtype).replace("torch.", "")}
+            if self.quant_method == "bnb":
+                libs.append("bitsandbytes")
+            elif self.quant_method == "gptq":
+                libs.append("gptqmodel")
+                _, ident["gptq"], _, _ = models.gptq_plan(self.model_dir, self.variant.quantization, self.cache_dir)
+            if self.spec_method == "draft":
+                draft_dir, draft_q = self._draft_spec()
+                ident["draft"] = {"model": models.model_dir_identity(draft_dir, self.cache_dir), "quantization": draft_q}
+                if draft_q and models.quantization_method(draft_q) == "bnb":
+                    libs.append("bitsandbytes")
+            ident["libraries"] = models.library_identity(*libs)
+            self._identity = ident
+        return self._identity
+
+    def fingerprint(self) -> str:
+        return self.variant.fingerprint(self.weights_identity())
+
+    # -- loading -------------------------------------------------------------------------------
+    def _load_causal_lm(self, model_dir: Path, quantization: dict | None):
+        from transformers import AutoModelForCausalLM
+
+        method = models.quantization_method(quantization)
+        device_map = {"": self.device if self.device != "cuda" else "cuda:0"}
+        if method == "gptq":
+            return self._load_gptq(model_dir, quantization)
+        kwargs: dict = {"dtype": self.dtype, "device_map": device_map}
+        if method == "bnb":
+            kwargs["quantization_config"] = models.bnb_config(quantization)
+            models.require("accelerate", "bitsandbytes quantization", "bnb", "accelerate")
+        elif self.device == "cpu":
+            kwargs.pop("device_map")  # plain CPU load: no accelerate dispatch needed
+        model = AutoModelForCausalLM.from_pretrained(str(model_dir), **kwargs)
+        model.eval()
+        return model
+
+    def _load_gptq(self, model_dir: Path, quantization: dict):
+        models.require("gptqmodel", "GPTQ quantization", "gptq", "gptqmodel")
+        os.environ.setdefault("GPTQMODEL_CPU_WORKERS", "2")
+        ckpt = models.gptq_checkpoint(model_dir, quantization, self.cache_dir)
+        from gptqmodel import GPTQModel
+
+        kernel = models.gptq_backend(quantization.get("kernel") or ("gptq_torch" if self.device == "cpu" else None))
+        kwargs = {"device": self.device if self.device != "cuda" else "cuda:0"}
+        if kernel is not None:
+            kwargs["backend"] = kernel
+        wrapped = GPTQModel.load(str(ckpt), **kwargs)
+        self._gptq_wrapper = wrapped  # keeps gptqmodel's state alive with the HF model
+        model = wrapped.model
+        model.eval()
+        return model
+
+    def load(self) -> None:
+        """Load tokenizer, model and draft model (idempotent)."""
+        if self.model is not None:
+            return
+        from transformers import AutoTokenizer
+
+        if self.options.get("threads"):
+            torch.set_num_threads(int(self.options["threads"]))
+        self._rss_reset = _reset_rss_peak()
+        if self.device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        tok = AutoTokenizer.from_pretrained(str(self.model_dir))
+        tok.padding_side = "left"
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        if not getattr(tok, "chat_template", None):
+            raise EvalsuiteError(f"the tokenizer of {self.model_dir} has no chat template; evalsuite sends chat messages")
+        self.tokenizer = tok
+        self.model = self._load_causal_lm(self.model_dir, self.variant.quantization)
+        if self.spec_method == "draft":
+            draft_dir, draft_q = self._draft_spec()
+            self.draft = self._load_causal_lm(draft_dir, draft_q)
+            n = self.speculative.get("num_tokens")
+            if n:
+                self.draft.generation_config.num_assistant_tokens = int(n)
+                self.draft.generation_config.num_assistant_tokens_schedule = "constant"
+        self.load_s = time.perf_counter() - t0
+        log.debug("loaded %s (%s) in %.1fs", self.variant.name, self.model_dir, self.load_s)
+
+    # -- prompts -------------------------------------------------------------------------------
+    def prompt_text(self, request: Request) -> str:
+        msgs = [{"role": r, "content": c} for r, c in request.messages]
+        return self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+
+    def encode(self, requests: Sequence[Request]) -> dict:
+        """Left-padded input ids and attention mask for a batch of chats."""
+        texts = [self.prompt_text(r) for r in requests]
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        return {k: v.to(self._input_device()) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
+
+    def _input_device(self):
+        try:
+            return self.model.get_input_embeddings().weight.device
+        except Exception:  # noqa: BLE001
+            return torch.device(self.device)
+
+    def _eos_ids(self) -> set[int]:
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        ids = set(eos if isinstance(eos, (list, tuple)) else [eos])
+        return {int(i) for i in ids if i is not None}
+
+    # -- generation ----------------------------------------------------------------------------
+    def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        if not requests:
+            return []
+        self.load()
+        if self.spec_method is not None and len(requests) > 1:
+            # assisted and prompt-lookup generation in transformers support batch size 1 only
+            out: list[Generation] = []
+            for r in requests:
+                out.extend(self._generate_batch([r]))
+            return out
+        return self._generate_batch(list(requests))
+
+    def _generate_batch(self, requests: list[Request]) -> list[Generation]:
+        first = requests[0]
+        if any((r.temperature, r.top_p) != (first.temperature, first.top_p) for r in requests):
+            raise EvalsuiteError("a batch mixes decoding settings; the runner batches one variant's requests only")
+        max_new = max(r.max_new_tokens for r in requests)
+        enc = self.encode(requests)
+        prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
+        timer = _FirstStepTimer()
+        processors = LogitsProcessorList([timer])
+        kwargs: dict = {"max_new_tokens": max_new, "pad_token_id": self.tokenizer.pad_token_id, "do_sample": False}
+        # neutral values, so a model's generation_config defaults do not leak into greedy decoding
+        kwargs.update({"temperature": None, "top_p": None, "top_k": None})
+        if not first.greedy:
+            if self.spec_method is None:
+                processors.append(_SeededSampler([r.sample_seed() for r in requests], first.temperature, first.top_p, enc["input_ids"].device))
+            else:
+                torch.manual_seed(first.sample_seed())
+                kwargs.update({"do_sample": True, "temperature": first.temperature, "top_p": first.top_p})
+        if self.spec_method == "prompt_lookup":
+            kwargs["prompt_lookup_num_tokens"] = int(self.speculative.get("num_tokens", 10))
+            if self.speculative.get("max_ngram"):
+                kwargs["max_matching_ngram_size"] = int(self.speculative["max_ngram"])
+        elif self.spec_method == "draft":
+            kwargs["assistant_model"] = self.draft
+        stopping = StoppingCriteriaList()
+        deadline = None
+        timeout = self.variant.generation.timeout_s
+        streamer = _FirstTokenStreamer() if len(requests) == 1 else None
+        t0 = time.perf_counter()
+        if timeout is not None:
+            deadline = _Deadline(t0 + float(timeout))
+            stopping.append(deadline)
+        with torch.inference_mode():
+            out = self.model.generate(**enc, logits_processor=processors, stopping_criteria=stopping, streamer=streamer, **kwargs)
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        latency = t1 - t0
+        if streamer is not None and streamer.first is not None:
+            ttft, ttft_source = streamer.first - t0, "streamer"
+        elif timer.first is not None:
+            ttft, ttft_source = timer.first - t0, "first_step"
+        else:
+            ttft, ttft_source = None, None
+        new = out[:, enc["input_ids"].shape[1] :].tolist()
+        eos = self._eos_ids()
+        gens = []
+        total_new = 0
+        rows = []
+        for req, ids in zip(requests, new):
+            ids = ids[: req.max_new_tokens]
+            stop_at = next((i for i, t in enumerate(ids) if t in eos), None)
+            if stop_at is not None:
+                ids, finish = ids[: stop_at + 1], "stop"
+            else:
+                finish = "length"
+            rows.append((req, ids, finish))
+            total_new += len(ids)
+        for (req, ids, finish), plen in zip(rows, prompt_lens):
+            timed_out = bool(deadline and deadline.hit and finish != "stop" and len(ids) < req.max_new_tokens)
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            extra = {
+                "token_ids": ids,
+                "ttft_source": ttft_source,
+                "batch_tokens_per_s": round(total_new / latency, 3) if latency > 0 else None,
+                "device": self.device,
+            }
+            if self.spec_method:
+                extra["speculative"] = self.spec_method
+            if timed_out:
+                gens.append(Generation(req.case_id, self.variant.name, req.sample, error=f"timed out after {timeout}s", timeout=True, finish_reason="timeout", prompt_tokens=int(plen), new_tokens=len(ids), latency_s=latency, batch_size=len(requests), extra=extra))
+                continue
+            gens.append(
+                Generation(
+                    case_id=req.case_id,
+                    variant=self.variant.name,
+                    sample=req.sample,
+                    text=text,
+                    prompt_tokens=int(plen),
+                    new_tokens=len(ids),
+                    latency_s=latency,
+                    ttft_s=ttft,
+                    tokens_per_s=len(ids) / latency if latency > 0 else None,
+                    finish_reason=finish,
+                    batch_size=len(requests),
+                    extra=extra,
+                )
+            )
+        return gens
+
+    # -- resources -----------------------------------------------------------------------------
+    def peak_memory_mb(self) -> float | None:
+        """Peak memory since this backend loaded: CUDA allocator peak, or process peak RSS on CPU."""
+        if self.model is None:
+            return None
+        if self.device.startswith("cuda"):
+            return torch.cuda.max_memory_allocated() / 2**20
+        return _rss_peak_mb()
+
+    def model_memory_mb(self) -> float | None:
+        """Bytes of the loaded weights and buffers (main model plus draft)."""
+        if self.model is None:
+            return None
+        total = self.model.get_memory_footprint()
+        if self.draft is not None:
+            total += self.draft.get_memory_footprint()
+        return total / 2**20
+
+    def close(self) -> None:
+        self.model = None
+        self.draft = None
+        self.tokenizer = None
+        self._gptq_wrapper = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()

@@ -1,0 +1,539 @@
+"""Paired comparison of every variant (and every noise run) with the baseline, per scenario and metric.
+
+Per-case statistics stay separate from aggregation: each metric is first reduced to one value per
+case (the mean over samples, or the case-level value), and every test then resamples *case ids*,
+the same ones on both sides, so the samples of one case always move together.
+
+Which statistic a metric gets:
+
+- a metric whose records carry `passed` is a pass/fail metric: its headline number is the pass
+  rate (a case passes when at least half its samples pass), flips are the cases that went
+  pass->fail and fail->pass, and the p-value is the exact McNemar test on those flips
+  (statsmodels), plus the one-sided exact binomial p of "more pass->fail than fail->pass" that the
+  gate uses (a regression gate asks one question, in one direction);
+- any other metric is continuous: the mean value, and a paired permutation test (scipy's
+  `permutation_test` with `permutation_type="samples"`, i.e. sign flips of the paired differences).
+
+The 95% confidence interval of the delta is a paired bootstrap over case ids (scipy's `bootstrap`,
+BCa, falling back to percentile when BCa is degenerate). All resampling is seeded from a fixed seed
+and the (variant, scenario, metric) triple, so a comparison is reproducible and independent of the
+order in which metrics are visited.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import warnings
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import EvalsuiteError
+from .scoring.base import ScoreRecord
+
+DEFAULT_SEED = 20240601
+N_BOOTSTRAP = 2000
+N_PERMUTATIONS = 4999
+MAX_EVIDENCE = 25  #: offending case ids kept per metric (all of them are counted)
+
+
+# ---------------------------------------------------------------------------------------------
+# result types
+
+
+@dataclass(frozen=True)
+class MetricDelta:
+    """One variant against the baseline on one (scenario, metric), paired over shared case ids."""
+
+    variant: str
+    scenario: str
+    metric: str
+    pass_fail: bool  #: headline is a pass rate (records carry `passed`); else the mean value
+    higher_is_better: bool  #: direction of the headline (a pass rate is always higher-is-better)
+    n: int  #: paired cases
+    baseline_mean: float
+    variant_mean: float
+    delta: float  #: variant - baseline
+    ci_low: float  #: 95% paired-bootstrap CI of the delta
+    ci_high: float
+    p_value: float  #: two-sided: exact McNemar (pass/fail) or paired permutation (continuous)
+    p_worse: float  #: one-sided p of "the variant is worse" (exact binomial / permutation)
+    pass_to_fail: tuple[str, ...] = ()  #: case ids that passed on the baseline and fail on the variant
+    fail_to_pass: tuple[str, ...] = ()
+    worse_cases: tuple[str, ...] = ()  #: continuous metrics: cases where the variant is worse, worst first
+    missing_in_variant: tuple[str, ...] = ()  #: scored on the baseline only (not paired)
+    missing_in_baseline: tuple[str, ...] = ()
+    baseline_value_mean: float | None = None  #: pass/fail metrics: mean of the raw values too
+    variant_value_mean: float | None = None
+    noise: bool = False  #: the "variant" is a noise run of the baseline
+    details: Mapping[str, Any] = field(default_factory=dict, compare=False)  #: case id -> variant score details (offending cases)
+
+    @property
+    def harm(self) -> float:
+        """How much worse the variant is, in the headline's units (negative: better)."""
+        return (self.baseline_mean - self.variant_mean) if self.higher_is_better else (self.variant_mean - self.baseline_mean)
+
+    @property
+    def rel_harm(self) -> float:
+        """`harm` relative to the baseline (0 when the baseline is 0 and nothing changed)."""
+        if self.baseline_mean == 0:
+            return 0.0 if self.harm <= 0 else math.inf
+        return self.harm / abs(self.baseline_mean)
+
+    @property
+    def flips(self) -> int:
+        """Pass->fail flips (regressions), the number a flip rule counts."""
+        return len(self.pass_to_fail)
+
+    @property
+    def offending(self) -> tuple[str, ...]:
+        """The case ids to show as evidence: pass->fail flips, or the worst continuous cases."""
+        return self.pass_to_fail if self.pass_fail else self.worse_cases
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["details"] = dict(self.details)
+        d.update(harm=self.harm, flips=self.flips)
+        return d
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """What reruns of the baseline show on one (scenario, metric): the flips and drift of noise alone."""
+
+    scenario: str
+    metric: str
+    runs: tuple[str, ...]  #: noise runs that scored this metric
+    flips: int  #: max over runs of max(pass->fail, fail->pass)
+    harm: float  #: max over runs of |delta| (headline units)
+
+    @classmethod
+    def empty(cls, scenario: str, metric: str) -> "NoiseFloor":
+        return cls(scenario, metric, (), 0, 0.0)
+
+
+@dataclass(frozen=True)
+class PerfDelta:
+    """Per-variant performance and reliability against the baseline, from variants.json."""
+
+    variant: str
+    generations: int
+    errors: int
+    timeouts: int
+    error_rate: float
+    timeout_rate: float
+    baseline_error_rate: float
+    baseline_timeout_rate: float
+    latency_p95_ratio: float | None  #: variant / baseline p95 latency (> 1: slower)
+    tokens_per_s_ratio: float | None  #: variant / baseline median tokens/s (< 1: slower)
+    peak_memory_ratio: float | None  #: variant / baseline peak memory (< 1: smaller)
+    speculative: bool  #: the variant changes speculative decoding
+    exactness: float | None  #: share of outputs identical to the baseline's (`exactness.identical`)
+    exactness_n: int = 0
+    noise: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything the gate needs: paired deltas, noise floors, performance, and the outputs for diffs."""
+
+    run_id: str
+    baseline: str
+    variants: tuple[str, ...]  #: compared variants (not the baseline, not noise runs)
+    noise_runs: tuple[str, ...]
+    deltas: tuple[MetricDelta, ...]  #: variants' and noise runs' deltas
+    perf: tuple[PerfDelta, ...]
+    scenarios: tuple[str, ...]  #: scenarios present in the baseline's scores
+    complete: bool = True  #: the run finished generating
+    problems: tuple[str, ...] = ()  #: reasons the run cannot be judged (missing data)
+    warnings: tuple[str, ...] = ()
+    seed: int = DEFAULT_SEED
+    outputs: Mapping[tuple[str, str], str] = field(default_factory=dict, compare=False, repr=False)  #: (variant, case id) -> sample-0 text
+
+    def delta(self, variant: str, scenario: str, metric: str) -> MetricDelta | None:
+        for d in self.deltas:
+            if d.variant == variant and d.scenario == scenario and d.metric == metric:
+                return d
+        return None
+
+    def deltas_for(self, variant: str) -> list[MetricDelta]:
+        return [d for d in self.deltas if d.variant == variant]
+
+    def perf_for(self, variant: str) -> PerfDelta | None:
+        return next((p for p in self.perf if p.variant == variant), None)
+
+    def noise_floor(self, scenario: str, metric: str) -> NoiseFloor:
+        """The largest flips and |delta| any noise run shows on (scenario, metric)."""
+        ds = [d for d in self.deltas if d.noise and d.scenario == scenario and d.metric == metric]
+        if not ds:
+            return NoiseFloor.empty(scenario, metric)
+        flips = max(max(len(d.pass_to_fail), len(d.fail_to_pass)) for d in ds)
+        return NoiseFloor(scenario, metric, tuple(d.variant for d in ds), flips, max(abs(d.delta) for d in ds))
+
+    def output(self, variant: str, case_id: str) -> str | None:
+        return self.outputs.get((variant, case_id))
+
+    def to_dict(self) -> dict:
+        return {
+            "run_id": self.run_id,
+            "baseline": self.baseline,
+            "variants": list(self.variants),
+            "noise_runs": list(self.noise_runs),
+            "scenarios": list(self.scenarios),
+            "complete": self.complete,
+            "problems": list(self.problems),
+            "warnings": list(self.warnings),
+            "seed": self.seed,
+            "deltas": [d.to_dict() for d in self.deltas],
+            "perf": [p.to_dict() for p in self.perf],
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# statistics (scipy / statsmodels; nothing hand-rolled but the bookkeeping)
+
+
+def _seed_for(seed: int, *parts: str) -> int:
+    h = hashlib.sha256("\x1f".join([str(seed), *parts]).encode("utf-8")).digest()
+    return int.from_bytes(h[:8], "big")
+
+
+def mcnemar_p(table: Sequence[Sequence[int]]) -> float:
+    """Two-sided exact McNemar p-value of a 2x2 table [[a, b], [c, d]] (statsmodels)."""
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    b, c = int(table[0][1]), int(table[1][0])
+    if b + c == 0:
+        return 1.0
+    return float(mcnemar(np.asarray(table, dtype=float), exact=True).pvalue)
+
+
+def binom_worse_p(pass_to_fail: int, fail_to_pass: int) -> float:
+    """One-sided exact p of "pass->fail flips outnumber fail->pass" (the McNemar test, one tail)."""
+    from scipy.stats import binomtest
+
+    n = pass_to_fail + fail_to_pass
+    if n == 0:
+        return 1.0
+    return float(binomtest(pass_to_fail, n, 0.5, alternative="greater").pvalue)
+
+
+def bootstrap_delta_ci(base: np.ndarray, var: np.ndarray, seed: int, n_resamples: int = N_BOOTSTRAP, level: float = 0.95) -> tuple[float, float]:
+    """Paired bootstrap CI of mean(var) - mean(base), resampling case ids (scipy, BCa)."""
+    from scipy.stats import bootstrap
+
+    diff = var - base
+    if len(diff) == 0:
+        return (math.nan, math.nan)
+    if len(diff) < 2 or np.all(diff == diff[0]):
+        d = float(diff[0]) if len(diff) else math.nan
+        return (d, d)
+
+    def stat(x, y, axis=-1):
+        return np.mean(y, axis=axis) - np.mean(x, axis=axis)
+
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = bootstrap((base, var), stat, paired=True, vectorized=True, n_resamples=n_resamples, confidence_level=level, method=method, rng=np.random.default_rng(seed))
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(lo) and math.isfinite(hi):
+            return (lo, hi)
+    return (math.nan, math.nan)
+
+
+def permutation_p(base: np.ndarray, var: np.ndarray, higher_is_better: bool, seed: int, n_resamples: int = N_PERMUTATIONS) -> tuple[float, float]:
+    """Paired permutation test of the mean difference (sign flips; exact when 2^n <= n_resamples).
+
+    Returns (two-sided p, one-sided p of "the variant is worse").
+    """
+    from scipy.stats import permutation_test
+
+    diff = var - base
+    if len(diff) == 0 or np.all(diff == 0):
+        return (1.0, 1.0)
+
+    def stat(x, y, axis=-1):
+        return np.mean(y, axis=axis) - np.mean(x, axis=axis)
+
+    worse = "less" if higher_is_better else "greater"
+    res = permutation_test((base, var), stat, permutation_type="samples", vectorized=True, n_resamples=n_resamples, alternative=worse, rng=np.random.default_rng(seed))
+    p_worse = float(res.pvalue)
+    res2 = permutation_test((base, var), stat, permutation_type="samples", vectorized=True, n_resamples=n_resamples, alternative="two-sided", rng=np.random.default_rng(seed))
+    return (float(res2.pvalue), p_worse)
+
+
+# ---------------------------------------------------------------------------------------------
+# per-case reduction
+
+
+@dataclass
+class _CaseAgg:
+    values: list = field(default_factory=list)
+    passes: list = field(default_factory=list)
+    hib: bool = True
+    details: dict | None = None
+
+
+def _per_case(records: Iterable[ScoreRecord]) -> dict[tuple[str, str, str], dict[str, _CaseAgg]]:
+    """(variant, scenario, metric) -> case id -> values and passes over samples (None values skipped)."""
+    out: dict[tuple[str, str, str], dict[str, _CaseAgg]] = defaultdict(dict)
+    for r in records:
+        if r.metric.endswith(".scorer_error"):
+            continue
+        if r.value is None and r.passed is None:
+            continue  # the metric does not apply to this output
+        agg = out[(r.variant, r.scenario, r.metric)].setdefault(r.case_id, _CaseAgg())
+        if r.value is not None:
+            agg.values.append(float(r.value))
+        if r.passed is not None:
+            agg.passes.append(1.0 if r.passed else 0.0)
+        agg.hib = bool(r.higher_is_better) if r.higher_is_better is not None else True
+        if agg.details is None or (r.passed is False and not agg.details.get("_failed")):
+            agg.details = dict(r.details or {}, _failed=r.passed is False)
+    return out
+
+
+def _compare_metric(variant: str, scenario: str, metric: str, base: dict[str, _CaseAgg], var: dict[str, _CaseAgg], *, noise: bool, seed: int, n_resamples: int) -> MetricDelta | None:
+    shared = sorted(set(base) & set(var))
+    missing_v = tuple(sorted(set(base) - set(var)))
+    missing_b = tuple(sorted(set(var) - set(base)))
+    pass_fail = all(base[c].passes for c in shared) and all(var[c].passes for c in shared) and bool(shared)
+    if not shared:
+        return MetricDelta(variant, scenario, metric, False, True, 0, math.nan, math.nan, math.nan, math.nan, math.nan, 1.0, 1.0,
+                           missing_in_variant=missing_v, missing_in_baseline=missing_b, noise=noise)
+    s = _seed_for(seed, variant, scenario, metric)
+    if pass_fail:
+        b = np.array([np.mean(base[c].passes) for c in shared])
+        v = np.array([np.mean(var[c].passes) for c in shared])
+        hib = True
+        bpass, vpass = b >= 0.5, v >= 0.5
+        p2f = tuple(c for c, x, y in zip(shared, bpass, vpass) if x and not y)
+        f2p = tuple(c for c, x, y in zip(shared, bpass, vpass) if y and not x)
+        binary = bool(np.all(np.isin(b, (0.0, 1.0))) and np.all(np.isin(v, (0.0, 1.0))))
+        if binary:
+            table = [[int(np.sum(bpass & vpass)), len(p2f)], [len(f2p), int(np.sum(~bpass & ~vpass))]]
+            p_two, p_worse = mcnemar_p(table), binom_worse_p(len(p2f), len(f2p))
+        else:  # several samples per case: pass shares are not 0/1, test them as continuous
+            p_two, p_worse = permutation_p(b, v, True, s)
+        bv = [np.mean(base[c].values) for c in shared if base[c].values]
+        vv = [np.mean(var[c].values) for c in shared if var[c].values]
+        bvm = float(np.mean(bv)) if bv else None
+        vvm = float(np.mean(vv)) if vv else None
+        worse: tuple[str, ...] = ()
+        offending = p2f
+    else:
+        hib_votes = [base[c].hib for c in shared]
+        hib = sum(hib_votes) * 2 >= len(hib_votes)
+        b = np.array([np.mean(base[c].values) if base[c].values else np.mean(base[c].passes) for c in shared])
+        v = np.array([np.mean(var[c].values) if var[c].values else np.mean(var[c].passes) for c in shared])
+        p_two, p_worse = permutation_p(b, v, hib, s)
+        harm = (b - v) if hib else (v - b)
+        order = np.argsort(-harm, kind="stable")
+        worse = tuple(shared[i] for i in order if harm[i] > 1e-12)
+        p2f, f2p, bvm, vvm = (), (), None, None
+        offending = worse
+    ci = bootstrap_delta_ci(b, v, s, n_resamples)
+    details = {c: {k: val for k, val in (var[c].details or {}).items() if k != "_failed"} for c in offending[:MAX_EVIDENCE]}
+    return MetricDelta(
+        variant=variant, scenario=scenario, metric=metric, pass_fail=pass_fail, higher_is_better=hib, n=len(shared),
+        baseline_mean=float(np.mean(b)), variant_mean=float(np.mean(v)), delta=float(np.mean(v) - np.mean(b)),
+        ci_low=ci[0], ci_high=ci[1], p_value=p_two, p_worse=p_worse, pass_to_fail=p2f, fail_to_pass=f2p, worse_cases=worse,
+        missing_in_variant=missing_v, missing_in_baseline=missing_b, baseline_value_mean=bvm, variant_value_mean=vvm,
+        noise=noise, details=details,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# comparison
+
+
+@dataclass(frozen=True)
+class VariantInfo:
+    """What the comparison needs to know about a variant besides its scores."""
+
+    name: str
+    baseline: bool = False
+    noise: bool = False
+    speculative: bool = False  #: changes speculative decoding against the baseline
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    if a is None or b is None:
+        return None
+    try:
+        a, b = float(a), float(b)
+    except (TypeError, ValueError):
+        return None
+    if b == 0:
+        return None
+    return a / b
+
+
+def _perf(info: VariantInfo, summary: Mapping | None, base: Mapping | None, records: Sequence[ScoreRecord]) -> PerfDelta:
+    s, bs = summary or {}, base or {}
+    gens = int(s.get("generations") or 0)
+    bgens = int(bs.get("generations") or 0)
+    errors, timeouts = int(s.get("errors") or 0), int(s.get("timeouts") or 0)
+    ident = [r for r in records if r.variant == info.name and r.metric == "exactness.identical" and (r.value is not None or r.passed is not None)]
+    vals = [float(r.value) if r.value is not None else float(bool(r.passed)) for r in ident]
+    return PerfDelta(
+        variant=info.name, generations=gens, errors=errors, timeouts=timeouts,
+        error_rate=errors / gens if gens else 0.0, timeout_rate=timeouts / gens if gens else 0.0,
+        baseline_error_rate=int(bs.get("errors") or 0) / bgens if bgens else 0.0,
+        baseline_timeout_rate=int(bs.get("timeouts") or 0) / bgens if bgens else 0.0,
+        latency_p95_ratio=_ratio(s.get("latency_p95_s"), bs.get("latency_p95_s")),
+        tokens_per_s_ratio=_ratio(s.get("tokens_per_s_median"), bs.get("tokens_per_s_median")),
+        peak_memory_ratio=_ratio(s.get("peak_memory_mb"), bs.get("peak_memory_mb")),
+        speculative=info.speculative, exactness=float(np.mean(vals)) if vals else None, exactness_n=len(vals), noise=info.noise,
+    )
+
+
+def compare_records(
+    records: Sequence[ScoreRecord],
+    variants: Sequence[VariantInfo],
+    *,
+    perf: Mapping[str, Mapping] | None = None,
+    outputs: Mapping[tuple[str, str], str] | None = None,
+    run_id: str = "",
+    complete: bool = True,
+    seed: int = DEFAULT_SEED,
+    n_resamples: int = N_BOOTSTRAP,
+) -> Comparison:
+    """Compare every variant and noise run with the baseline (pure: records in, Comparison out)."""
+    baselines = [v for v in variants if v.baseline]
+    problems: list[str] = []
+    warn: list[str] = []
+    if len(baselines) != 1:
+        raise EvalsuiteError(f"exactly one baseline variant is needed to compare (found {len(baselines)})")
+    baseline = baselines[0].name
+    per = _per_case(records)
+    scen_metrics = sorted({(s, m) for (v, s, m) in per if v == baseline})
+    scenarios = tuple(sorted({s for s, _ in scen_metrics}))
+    if not records:
+        problems.append("the run has no scores (run `evalsuite score RUN`)")
+    elif not scen_metrics:
+        problems.append(f"the baseline {baseline!r} has no scores")
+    deltas: list[MetricDelta] = []
+    perf_out: list[PerfDelta] = []
+    perf = perf or {}
+    others = [v for v in variants if not v.baseline]
+    for info in others:
+        vkeys = [(s, m) for (v, s, m) in per if v == info.name]
+        if records and not vkeys:
+            problems.append(f"variant {info.name!r} has no scores")
+        for s, m in scen_metrics:
+            d = _compare_metric(info.name, s, m, per[(baseline, s, m)], per.get((info.name, s, m), {}), noise=info.noise, seed=seed, n_resamples=n_resamples)
+            if d is not None:
+                deltas.append(d)
+                if d.missing_in_variant and d.n:
+                    warn.append(f"{info.name} {s}/{m}: {len(d.missing_in_variant)} case(s) scored on the baseline only, not paired: {', '.join(d.missing_in_variant[:5])}")
+        perf_out.append(_perf(info, perf.get(info.name), perf.get(baseline), records))
+    if not complete:
+        problems.append("the run is incomplete (status.json says complete: false); resume it first")
+    return Comparison(
+        run_id=run_id, baseline=baseline,
+        variants=tuple(v.name for v in others if not v.noise), noise_runs=tuple(v.name for v in others if v.noise),
+        deltas=tuple(deltas), perf=tuple(perf_out), scenarios=scenarios, complete=complete,
+        problems=tuple(problems), warnings=tuple(warn), seed=seed, outputs=dict(outputs or {}),
+    )
+
+
+def variant_infos(store) -> list[VariantInfo]:
+    """The variants of a stored run, from its resolved suite (baseline, noise, speculative)."""
+    suite = store.suite or {}
+    raw = suite.get("variants") or []
+    base = next((v for v in raw if v.get("baseline")), None)
+    out = []
+    for v in raw:
+        spec = (v.get("speculative") or None) != ((base or {}).get("speculative") or None) or "speculative" in (v.get("changes") or [])
+        out.append(VariantInfo(v["name"], bool(v.get("baseline")), bool(v.get("noise")), bool(spec) and not v.get("baseline")))
+    if not any(i.baseline for i in out):
+        b = store.signature.get("baseline")
+        if b:
+            out = [VariantInfo(b, baseline=True)] + [i for i in out if i.name != b]
+    return out
+
+
+def compare_run(store, *, seed: int = DEFAULT_SEED, n_resamples: int = N_BOOTSTRAP) -> Comparison:
+    """Compare a stored run (scores.jsonl, variants.json, generations.jsonl) with its baseline."""
+    records = store.scores()
+    infos = variant_infos(store)
+    present = {r.variant for r in records} | set((store.read_json("variants.json", {}) or {}))
+    infos = [i for i in infos if i.baseline or i.name in present]  # variants not run (--variants) are not compared
+    outputs: dict[tuple[str, str], str] = {}
+    for g in store.generations():
+        if g.sample == 0:
+            outputs[(g.variant, g.case_id)] = g.text if g.ok else f"<error: {g.error}>"
+    status = store.read_json("status.json", {}) or {}
+    return compare_records(records, infos, perf=store.read_json("variants.json", {}) or {}, outputs=outputs, run_id=store.run_id,
+                           complete=bool(status.get("complete", False)), seed=seed, n_resamples=n_resamples)
+
+
+# ---------------------------------------------------------------------------------------------
+# printing
+
+
+def _fmt(x: float | None, fmt: str = "{:.3f}") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return fmt.format(x)
+
+
+def _p(x: float) -> str:
+    return "-" if x is None or math.isnan(x) else ("<0.001" if x < 0.001 else f"{x:.3f}")
+
+
+def format_comparison(cmp: Comparison, console) -> None:
+    """Rich tables: one per variant (metrics with noise floors beside), then performance."""
+    from rich.table import Table
+
+    for name in cmp.variants + cmp.noise_runs:
+        noise = name in cmp.noise_runs
+        t = Table(title=f"{name} vs {cmp.baseline}" + (" (noise run)" if noise else ""), title_justify="left")
+        for col in ("scenario", "metric", "n", "baseline", "variant", "delta", "95% CI", "p", "pass->fail", "fail->pass", "noise flips / |delta|"):
+            t.add_column(col, justify="right" if col not in ("scenario", "metric") else "left")
+        for d in cmp.deltas_for(name):
+            nf = cmp.noise_floor(d.scenario, d.metric)
+            bad = d.harm > 0 and d.p_worse < 0.05
+            delta = _fmt(d.delta, "{:+.3f}")
+            t.add_row(
+                d.scenario, d.metric + ("" if d.pass_fail else " (mean)"), str(d.n), _fmt(d.baseline_mean), _fmt(d.variant_mean),
+                f"[red]{delta}[/red]" if bad else delta, f"[{_fmt(d.ci_low, '{:+.3f}')}, {_fmt(d.ci_high, '{:+.3f}')}]", _p(d.p_value),
+                str(len(d.pass_to_fail)) if d.pass_fail else "-", str(len(d.fail_to_pass)) if d.pass_fail else "-",
+                "-" if noise or not nf.runs else f"{nf.flips} / {nf.harm:.3f}",
+            )
+        console.print(t)
+    t = Table(title="performance vs baseline", title_justify="left")
+    for col in ("variant", "gens", "error rate", "timeout rate", "latency p95 x", "tokens/s x", "peak mem x", "exactness"):
+        t.add_column(col)
+    for p in cmp.perf:
+        t.add_row(p.variant + (" (noise)" if p.noise else ""), str(p.generations), _fmt(p.error_rate), _fmt(p.timeout_rate), _fmt(p.latency_p95_ratio, "{:.2f}"),
+                  _fmt(p.tokens_per_s_ratio, "{:.2f}"), _fmt(p.peak_memory_ratio, "{:.2f}"), _fmt(p.exactness) + (f" (n={p.exactness_n})" if p.exactness is not None else ""))
+    console.print(t)
+    for w in cmp.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+    for p in cmp.problems:
+        console.print(f"[red]cannot judge:[/red] {p}", highlight=False)
+
+
+def cli_compare(run: str, runs_dir: str | Path, console) -> int:
+    """`evalsuite compare RUN`: print the comparison; 0 when it could be computed, 2 otherwise."""
+    from .store import RunStore
+
+    try:
+        store = RunStore.find(runs_dir, run)
+        cmp = compare_run(store)
+    except EvalsuiteError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    console.print(f"run {cmp.run_id}: baseline {cmp.baseline}, {len(cmp.variants)} variant(s), {len(cmp.noise_runs)} noise run(s)")
+    format_comparison(cmp, console)
+    return 2 if cmp.problems else 0

@@ -1,0 +1,476 @@
+"""Rubrics: thresholds parsed once, at the file edge, into typed rules.
+
+A rubric file holds a base list of rules and per-stage overrides (`dev`, `pilot`, `production`)::
+
+    schema_version: 1
+    name: default
+    alpha: 0.05                 # significance level of the gate (family-wise, per variant)
+    multiple_testing: holm      # holm | bonferroni | none, over a variant's significance-gated block checks
+    rules:
+      - name: kb-citation-recall
+        scenario: kb_qa         # a scenario, a list, or "*"
+        metric: citations.recall  # a metric name or a glob ("citations.*")
+        min: 0.80               # absolute floor of the variant's headline (pass rate or mean)
+        max_drop: 0.03          # largest allowed drop vs the baseline, absolute ...
+        max_drop_rel: 0.05      # ... or relative to the baseline
+        max_flips: 2            # largest allowed number of pass->fail cases
+        require_significance: true   # drop/flip checks fire only when the regression is significant
+        above_noise: true       # drop/flip checks fire only when they exceed what noise runs show
+        severity: block         # block | warn
+      - name: reliability
+        max_error_rate: 0.01    # variant-level rules: no `metric`
+        max_timeout_rate: 0.01
+    stages:
+      dev:
+        alpha: 0.10
+        rules:
+          kb-citation-recall: {max_drop: 0.10, severity: warn}   # field overrides; null removes a field
+      production:
+        rules:
+          reliability: {max_error_rate: 0.0}
+        add: [ {name: extra, metric: json.valid, scenario: brand, min: 0.95} ]
+
+Every stage is resolved when the file is loaded, so a typo in any stage is reported at once, with
+the file, the line, the rule (index and name) and the field. The typed rules have the
+pytest-benchmark compare-fail shape: `fails(...) -> reason | None`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .errors import EvalsuiteError
+from .yamlio import LineMap, load_yaml
+
+STAGES = ("dev", "pilot", "production")
+SEVERITIES = ("block", "warn")
+MULTIPLE_TESTING = ("holm", "bonferroni", "none")
+DEFAULT_ALPHA = 0.05
+
+_COMMON = {"name", "severity", "description", "enabled", "required"}
+_METRIC_FIELDS = {"scenario", "metric", "min", "max", "max_drop", "max_drop_rel", "max_flips", "require_significance", "above_noise"}
+_VARIANT_FIELDS = {"max_error_rate", "max_timeout_rate", "max_latency_p95_ratio", "min_tokens_per_s_ratio", "max_peak_memory_ratio", "min_exactness"}
+_ALL_FIELDS = _COMMON | _METRIC_FIELDS | _VARIANT_FIELDS
+_TOP = {"schema_version", "name", "description", "alpha", "multiple_testing", "rules", "stages"}
+_STAGE_KEYS = {"alpha", "multiple_testing", "rules", "add", "description"}
+
+
+class RubricError(EvalsuiteError):
+    """A rubric file with problems; the message names the file, line, rule and field of each."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("bad rubric:\n" + "\n".join(self.problems))
+
+
+# ---------------------------------------------------------------------------------------------
+# typed rules
+
+
+def _f(x: float) -> str:
+    return f"{x:.3f}" if isinstance(x, float) else str(x)
+
+
+@dataclass(frozen=True)
+class MetricRule:
+    """Checks on one metric (per scenario) of a variant against the baseline."""
+
+    name: str
+    scenarios: tuple[str, ...]  #: ("*",) for every scenario
+    metric: str  #: name or glob
+    min: float | None = None
+    max: float | None = None
+    max_drop: float | None = None
+    max_drop_rel: float | None = None
+    max_flips: int | None = None
+    alpha: float | None = None  #: require_significance: drop/flip checks need p (adjusted) < alpha
+    above_noise: bool = False  #: drop/flip checks need the variant to exceed the noise floor
+    severity: str = "block"
+    required: bool = False  #: a missing metric makes the run unjudgeable (else the rule is skipped)
+    description: str = ""
+
+    kind = "metric"
+
+    def matches(self, scenario: str, metric: str) -> bool:
+        return ("*" in self.scenarios or scenario in self.scenarios) and fnmatch.fnmatchcase(metric, self.metric)
+
+    @property
+    def significance_gated(self) -> bool:
+        return self.alpha is not None and (self.max_drop is not None or self.max_drop_rel is not None or self.max_flips is not None)
+
+    def fails(self, delta: Any, noise: Any = None, p_adjusted: float | None = None) -> str | None:
+        """Why `delta` (a compare.MetricDelta: baseline and variant, paired) breaks this rule, or None.
+
+        `noise` is the NoiseFloor of the same scenario and metric; `p_adjusted` the one-sided
+        p-value after the gate's multiple-testing correction (defaults to `delta.p_worse`).
+        """
+        if delta.n == 0:
+            return None
+        what = "pass rate" if delta.pass_fail else "mean"
+        reasons = []
+        if self.min is not None and delta.variant_mean < self.min:
+            reasons.append(f"{what} {delta.variant_mean:.3f} < min {self.min:g}")
+        if self.max is not None and delta.variant_mean > self.max:
+            reasons.append(f"{what} {delta.variant_mean:.3f} > max {self.max:g}")
+        relative = []
+        if self.max_drop is not None and delta.harm > self.max_drop + 1e-12:
+            relative.append(f"drop {delta.harm:.3f} > max_drop {self.max_drop:g} (baseline {delta.baseline_mean:.3f} -> {delta.variant_mean:.3f})")
+        if self.max_drop_rel is not None and delta.rel_harm > self.max_drop_rel + 1e-12:
+            relative.append(f"relative drop {100 * delta.rel_harm:.1f}% > max_drop_rel {100 * self.max_drop_rel:g}% (baseline {delta.baseline_mean:.3f} -> {delta.variant_mean:.3f})")
+        if self.max_flips is not None and delta.pass_fail and delta.flips > self.max_flips:
+            relative.append(f"{delta.flips} pass->fail flip(s) > max_flips {self.max_flips} ({len(delta.fail_to_pass)} fail->pass)")
+        if relative and self.alpha is not None:
+            p = delta.p_worse if p_adjusted is None else p_adjusted
+            if not p < self.alpha:
+                relative = []  # not significant: within what chance explains
+            else:
+                relative = [r + f"; p={p:.4f} < alpha {self.alpha:g}" for r in relative]
+        if relative and self.above_noise:
+            floor_flips = noise.flips if noise is not None else 0
+            floor_harm = noise.harm if noise is not None else 0.0
+            beats = (delta.flips > floor_flips) if delta.pass_fail else (delta.harm > floor_harm)
+            if not beats:
+                relative = []
+            else:
+                src = f"noise floor {floor_flips} flip(s) / {floor_harm:.3f} over {len(noise.runs) if noise is not None else 0} noise run(s)"
+                relative = [r + f"; above {src}" for r in relative]
+        reasons += relative
+        return "; ".join(reasons) or None
+
+
+@dataclass(frozen=True)
+class VariantRule:
+    """Variant-level checks: reliability, performance ratios and speculative exactness."""
+
+    name: str
+    max_error_rate: float | None = None
+    max_timeout_rate: float | None = None
+    max_latency_p95_ratio: float | None = None
+    min_tokens_per_s_ratio: float | None = None
+    max_peak_memory_ratio: float | None = None
+    min_exactness: float | None = None  #: only for variants that change speculative decoding
+    severity: str = "block"
+    required: bool = False  #: missing performance figures make the run unjudgeable
+    description: str = ""
+
+    kind = "variant"
+
+    def applies(self, perf: Any) -> bool:
+        if self.min_exactness is not None and not perf.speculative:
+            return any(getattr(self, f) is not None for f in _VARIANT_FIELDS - {"min_exactness"})
+        return True
+
+    def missing(self, perf: Any) -> list[str]:
+        """Figures this rule needs that the run does not have."""
+        need = {
+            "max_latency_p95_ratio": perf.latency_p95_ratio,
+            "min_tokens_per_s_ratio": perf.tokens_per_s_ratio,
+            "max_peak_memory_ratio": perf.peak_memory_ratio,
+            "min_exactness": perf.exactness if perf.speculative else 0.0,
+        }
+        return [k for k, v in need.items() if getattr(self, k) is not None and v is None]
+
+    def fails(self, perf: Any, baseline: Any = None) -> str | None:
+        """Why the variant's PerfDelta breaks this rule, or None (missing figures are not failures)."""
+        r = []
+        if self.max_error_rate is not None and perf.error_rate > self.max_error_rate + 1e-12:
+            r.append(f"error rate {perf.error_rate:.3f} ({perf.errors}/{perf.generations}) > max_error_rate {self.max_error_rate:g}")
+        if self.max_timeout_rate is not None and perf.timeout_rate > self.max_timeout_rate + 1e-12:
+            r.append(f"timeout rate {perf.timeout_rate:.3f} ({perf.timeouts}/{perf.generations}) > max_timeout_rate {self.max_timeout_rate:g}")
+        if self.max_latency_p95_ratio is not None and perf.latency_p95_ratio is not None and perf.latency_p95_ratio > self.max_latency_p95_ratio:
+            r.append(f"latency p95 x{perf.latency_p95_ratio:.2f} of the baseline > max_latency_p95_ratio {self.max_latency_p95_ratio:g}")
+        if self.min_tokens_per_s_ratio is not None and perf.tokens_per_s_ratio is not None and perf.tokens_per_s_ratio < self.min_tokens_per_s_ratio:
+            r.append(f"tokens/s x{perf.tokens_per_s_ratio:.2f} of the baseline < min_tokens_per_s_ratio {self.min_tokens_per_s_ratio:g}")
+        if self.max_peak_memory_ratio is not None and perf.peak_memory_ratio is not None and perf.peak_memory_ratio > self.max_peak_memory_ratio:
+            r.append(f"peak memory x{perf.peak_memory_ratio:.2f} of the baseline > max_peak_memory_ratio {self.max_peak_memory_ratio:g}")
+        if self.min_exactness is not None and perf.speculative and perf.exactness is not None and perf.exactness < self.min_exactness:
+            r.append(f"speculative exactness {perf.exactness:.3f} (share identical to the baseline, n={perf.exactness_n}) < min_exactness {self.min_exactness:g}")
+        return "; ".join(r) or None
+
+
+Rule = MetricRule | VariantRule
+
+
+@dataclass(frozen=True)
+class StageRubric:
+    """The rules of one stage, resolved."""
+
+    name: str
+    stage: str
+    path: str
+    alpha: float
+    multiple_testing: str
+    rules: tuple[Rule, ...]
+
+    def rule(self, name: str) -> Rule:
+        for r in self.rules:
+            if r.name == name:
+                return r
+        from .errors import UnknownNameError
+
+        raise UnknownNameError("rule", name, [r.name for r in self.rules])
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """A parsed rubric file: every stage resolved and validated."""
+
+    name: str
+    path: str
+    stages: Mapping[str, StageRubric] = field(default_factory=dict)
+
+    def for_stage(self, stage: str) -> StageRubric:
+        if stage not in self.stages:
+            from .errors import UnknownNameError
+
+            raise UnknownNameError("stage", stage, list(self.stages))
+        return self.stages[stage]
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing
+
+
+class _Ctx:
+    def __init__(self, file: str, lines: LineMap):
+        self.file, self.lines, self.problems = file, lines, []
+
+    def add(self, path: tuple, rule: str | None, fld: str, msg: str) -> None:
+        line = self.lines.line_of(path)
+        where = f"{self.file}:{line}" if line else self.file
+        who = f" rule {rule}:" if rule else ""
+        self.problems.append(f"{where}:{who} {fld}: {msg}")
+
+
+def _num(ctx: _Ctx, path: tuple, who: str, key: str, v: Any, lo: float | None = 0.0, hi: float | None = None, integer: bool = False) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)) or (isinstance(v, float) and math.isnan(v)):
+        ctx.add(path, who, key, f"expected {'an integer' if integer else 'a number'}, got {v!r}")
+        return None
+    if lo is not None and v < lo:
+        ctx.add(path, who, key, f"must be at least {lo:g}, got {v!r}")
+        return None
+    if hi is not None and v > hi:
+        ctx.add(path, who, key, f"must be at most {hi:g}, got {v!r}")
+        return None
+    return int(v) if integer else float(v)
+
+
+def _build_rule(ctx: _Ctx, raw: Any, path: tuple, index: int, alpha: float) -> Rule | None:
+    if not isinstance(raw, dict):
+        ctx.add(path, f"#{index}", "(rule)", "expected a mapping")
+        return None
+    name = raw.get("name")
+    who = f"#{index} ({name})" if isinstance(name, str) else f"#{index}"
+    if not isinstance(name, str) or not name.strip():
+        ctx.add(path, who, "name", "every rule needs a name (stages override rules by name)")
+        return None
+    ok = True
+    for k in sorted(set(raw) - _ALL_FIELDS):
+        import difflib
+
+        close = difflib.get_close_matches(k, sorted(_ALL_FIELDS), n=1)
+        ctx.add(path + (k,), who, k, f"unknown field{' (did you mean ' + repr(close[0]) + '?)' if close else ''}; known: {', '.join(sorted(_ALL_FIELDS))}")
+        ok = False
+    sev = raw.get("severity", "block")
+    if sev not in SEVERITIES:
+        ctx.add(path + ("severity",), who, "severity", f"must be one of {', '.join(SEVERITIES)}, got {sev!r}")
+        ok = False
+    for k in ("enabled", "required", "above_noise"):
+        if k in raw and not isinstance(raw[k], bool):
+            ctx.add(path + (k,), who, k, f"expected true or false, got {raw[k]!r}")
+            ok = False
+    desc = raw.get("description", "")
+    metric_keys = set(raw) & _METRIC_FIELDS
+    variant_keys = set(raw) & _VARIANT_FIELDS
+    if "metric" in raw or metric_keys - {"scenario"}:
+        if variant_keys:
+            ctx.add(path + (sorted(variant_keys)[0],), who, sorted(variant_keys)[0], "variant-level fields cannot be mixed with a metric rule; make a separate rule")
+            return None
+        metric = raw.get("metric")
+        if not isinstance(metric, str) or not metric:
+            ctx.add(path + ("metric",), who, "metric", "a metric rule needs `metric` (a name such as citations.recall, or a glob)")
+            return None
+        scen = raw.get("scenario", "*")
+        scen_t = (scen,) if isinstance(scen, str) else tuple(scen) if isinstance(scen, list) and all(isinstance(s, str) for s in scen) else None
+        if scen_t is None:
+            ctx.add(path + ("scenario",), who, "scenario", f"expected a scenario name, a list of them, or '*', got {scen!r}")
+            return None
+        from .cases import SCENARIOS
+
+        for s in scen_t:
+            if s != "*" and s not in SCENARIOS:
+                ctx.add(path + ("scenario",), who, "scenario", f"unknown scenario {s!r}; known: {', '.join(SCENARIOS)}, *")
+                ok = False
+        sig = raw.get("require_significance")
+        rule_alpha = None
+        if sig is True:
+            rule_alpha = alpha
+        elif sig is None or sig is False:
+            rule_alpha = None
+        else:
+            rule_alpha = _num(ctx, path + ("require_significance",), who, "require_significance", sig, lo=1e-9, hi=0.5)
+            if rule_alpha is None:
+                ok = False
+        vals = {}
+        for k, integer, lo in (("min", False, None), ("max", False, None), ("max_drop", False, 0.0), ("max_drop_rel", False, 0.0), ("max_flips", True, 0)):
+            if k in raw and raw[k] is not None:
+                vals[k] = _num(ctx, path + (k,), who, k, raw[k], lo=lo, integer=integer)
+                ok = ok and vals[k] is not None
+        if not any(v is not None for v in vals.values()):
+            ctx.add(path, who, "(checks)", "a metric rule needs at least one of min, max, max_drop, max_drop_rel, max_flips")
+            ok = False
+        if (rule_alpha is not None or raw.get("above_noise")) and not any(vals.get(k) is not None for k in ("max_drop", "max_drop_rel", "max_flips")):
+            ctx.add(path, who, "require_significance" if rule_alpha is not None else "above_noise", "qualifies max_drop, max_drop_rel or max_flips; the rule has none")
+            ok = False
+        if not ok:
+            return None
+        return MetricRule(name=name, scenarios=scen_t, metric=metric, alpha=rule_alpha, above_noise=bool(raw.get("above_noise", False)),
+                          severity=sev, required=bool(raw.get("required", False)), description=desc, **vals)
+    if not variant_keys:
+        ctx.add(path, who, "(checks)", f"a rule needs `metric` (with min/max/max_drop/max_drop_rel/max_flips) or a variant-level field ({', '.join(sorted(_VARIANT_FIELDS))})")
+        return None
+    vals = {}
+    for k in sorted(variant_keys):
+        hi = 1.0 if k in ("max_error_rate", "max_timeout_rate", "min_exactness") else None
+        vals[k] = _num(ctx, path + (k,), who, k, raw[k], lo=0.0, hi=hi)
+        ok = ok and (vals[k] is not None or raw[k] is None)
+    if not ok:
+        return None
+    return VariantRule(name=name, severity=sev, required=bool(raw.get("required", False)), description=desc, **vals)
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return out
+
+
+def parse_rubric(data: Any, file: str = "<rubric>", lines: LineMap | None = None) -> Rubric:
+    """Validate and resolve a loaded rubric document; raise RubricError naming every problem."""
+    ctx = _Ctx(file, lines or LineMap())
+    if not isinstance(data, dict):
+        raise RubricError([f"{file}:1: (top level): expected a mapping with `rules`"])
+    for k in sorted(set(data) - _TOP):
+        ctx.add((k,), None, k, f"unknown field; known: {', '.join(sorted(_TOP))}")
+    base_alpha = _num(ctx, ("alpha",), None, "alpha", data.get("alpha", DEFAULT_ALPHA), lo=1e-9, hi=0.5) or DEFAULT_ALPHA
+    mt = data.get("multiple_testing", "holm")
+    if mt not in MULTIPLE_TESTING:
+        ctx.add(("multiple_testing",), None, "multiple_testing", f"must be one of {', '.join(MULTIPLE_TESTING)}, got {mt!r}")
+        mt = "holm"
+    raw_rules = data.get("rules")
+    if not isinstance(raw_rules, list) or not raw_rules:
+        ctx.add(("rules",), None, "rules", "list at least one rule")
+        raw_rules = []
+    names: dict[str, int] = {}
+    for i, r in enumerate(raw_rules):
+        n = r.get("name") if isinstance(r, dict) else None
+        if isinstance(n, str):
+            if n in names:
+                ctx.add(("rules", i, "name"), f"#{i} ({n})", "name", f"duplicate rule name (also rule #{names[n]})")
+            names.setdefault(n, i)
+    stages_raw = data.get("stages") or {}
+    if not isinstance(stages_raw, dict):
+        ctx.add(("stages",), None, "stages", "expected a mapping of stage name to overrides")
+        stages_raw = {}
+    for s in sorted(set(stages_raw) - set(STAGES)):
+        ctx.add(("stages", s), None, f"stages.{s}", f"unknown stage; known: {', '.join(STAGES)}")
+    stages: dict[str, StageRubric] = {}
+    for stage in STAGES:
+        sraw = stages_raw.get(stage) or {}
+        if not isinstance(sraw, dict):
+            ctx.add(("stages", stage), None, f"stages.{stage}", "expected a mapping (alpha, multiple_testing, rules, add)")
+            continue
+        for k in sorted(set(sraw) - _STAGE_KEYS):
+            ctx.add(("stages", stage, k), None, f"stages.{stage}.{k}", f"unknown field; known: {', '.join(sorted(_STAGE_KEYS))}")
+        alpha = _num(ctx, ("stages", stage, "alpha"), None, f"stages.{stage}.alpha", sraw.get("alpha", base_alpha), lo=1e-9, hi=0.5) or base_alpha
+        smt = sraw.get("multiple_testing", mt)
+        if smt not in MULTIPLE_TESTING:
+            ctx.add(("stages", stage, "multiple_testing"), None, f"stages.{stage}.multiple_testing", f"must be one of {', '.join(MULTIPLE_TESTING)}")
+            smt = mt
+        overrides = sraw.get("rules") or {}
+        if not isinstance(overrides, dict):
+            ctx.add(("stages", stage, "rules"), None, f"stages.{stage}.rules", "expected a mapping of rule name to field overrides")
+            overrides = {}
+        for rname, ov in overrides.items():
+            if rname not in names:
+                import difflib
+
+                close = difflib.get_close_matches(str(rname), list(names), n=1)
+                ctx.add(("stages", stage, "rules", rname), str(rname), f"stages.{stage}.rules", f"no base rule named {rname!r}{' (did you mean ' + repr(close[0]) + '?)' if close else ''}")
+            elif not isinstance(ov, dict):
+                ctx.add(("stages", stage, "rules", rname), str(rname), f"stages.{stage}.rules.{rname}", "expected a mapping of field overrides")
+        rules: list[Rule] = []
+        for i, r in enumerate(raw_rules):
+            if not isinstance(r, dict):
+                if stage == STAGES[0]:
+                    _build_rule(ctx, r, ("rules", i), i, alpha)
+                continue
+            ov = overrides.get(r.get("name"))
+            merged, path = r, ("rules", i)
+            if isinstance(ov, dict):
+                merged = _merge(r, ov)
+                bad = set(ov) - _ALL_FIELDS
+                path = ("stages", stage, "rules", r.get("name")) if bad else path
+            if merged.get("enabled", True) is False:
+                continue
+            # report base-rule problems once (under the first stage); stage problems under their stage
+            sub = _Ctx(ctx.file, ctx.lines)
+            built = _build_rule(sub, merged, path, i, alpha)
+            if isinstance(ov, dict) and sub.problems:
+                sub.problems = [p.replace(f" rule #{i}", f" stages.{stage}: rule #{i}", 1) for p in sub.problems]
+            for p in sub.problems:
+                if p not in ctx.problems:
+                    ctx.problems.append(p)
+            if built is not None:
+                rules.append(built)
+        adds = sraw.get("add") or []
+        if not isinstance(adds, list):
+            ctx.add(("stages", stage, "add"), None, f"stages.{stage}.add", "expected a list of rules")
+            adds = []
+        for j, r in enumerate(adds):
+            sub = _Ctx(ctx.file, ctx.lines)
+            built = _build_rule(sub, r, ("stages", stage, "add", j), len(raw_rules) + j, alpha)
+            ctx.problems.extend(p.replace(" rule #", f" stages.{stage}.add: rule #", 1) for p in sub.problems)
+            if built is not None:
+                if built.name in names or any(x.name == built.name for x in rules):
+                    ctx.add(("stages", stage, "add", j, "name"), built.name, "name", "duplicate rule name")
+                rules.append(built)
+        stages[stage] = StageRubric(str(data.get("name", Path(file).stem)), stage, file, alpha, smt, tuple(rules))
+    if ctx.problems:
+        raise RubricError(ctx.problems)
+    return Rubric(str(data.get("name", Path(file).stem)), file, stages)
+
+
+def load_rubric(path: str | Path) -> Rubric:
+    """Load, validate and resolve a rubric file (every stage)."""
+    p = Path(path)
+    if not p.is_file():
+        raise RubricError([f"{p}: rubric file not found"])
+    try:
+        data, lines = load_yaml(p)
+    except EvalsuiteError as exc:
+        raise RubricError([str(exc)]) from exc
+    return parse_rubric(data, str(p), lines)
+
+
+def default_rubric_path() -> Path:
+    """The shipped rubric: rubrics/default.yaml in the working directory, else beside the package."""
+    for p in (Path("rubrics") / "default.yaml", Path(__file__).resolve().parent.parent / "rubrics" / "default.yaml"):
+        if p.is_file():
+            return p
+    raise RubricError(["rubrics/default.yaml not found (pass --rubric FILE)"])
+
+
+def replace_rule(rule: Rule, **changes: Any) -> Rule:
+    """A copy of a rule with some fields changed (tests and what-if analyses)."""
+    return replace(rule, **changes)

@@ -1,0 +1,488 @@
+"""Code scorers: unit tests in the sandbox (pass, pass@k), AST shape, test writing, explanations.
+
+Every program runs in `evalsuite.sandbox` (a separate, OS-isolated process), never in the suite's
+process. Runs are memoised by (code, tests, entry point, limits): the per-sample `code.pass` and the
+case-level `code.pass@k` share results, so no program runs twice in one process.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import sys
+import textwrap
+from typing import Sequence
+
+from .. import sandbox
+from ..cases import Case, Term
+from .base import Score, ScoreInput, scorer
+
+#: limits of every sandboxed run made by these scorers (part of the cache key, recorded in the specs)
+LIMITS: dict = {"timeout_s": 10.0, "memory_mb": 512, "max_procs": 32, "max_file_mb": 16}
+PASS_AT_K = (1, 2, 5, 10)
+STDERR_TAIL = 1500
+
+# ----------------------------------------------------------------------------------------------
+# Extraction
+# ----------------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:(?P<close>^[ \t]*\1[ \t]*$)|\Z)", re.S | re.M)
+_PY_TAGS = {"python", "py", "python3", "py3", "pycon", "ipython"}
+_CODE_START = re.compile(r"^(def |async def |class |import |from \S+ import |@|[A-Za-z_][\w.]*\s*(=|\()|if __name__|assert |for |while |with |try:|#)")
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+        return True
+    except (SyntaxError, ValueError):
+        return False
+
+
+def _fenced_blocks(text: str) -> list[tuple[str, str, bool]]:
+    """(language tag, body, closed) of each fenced block, in order."""
+    out = []
+    for m in _FENCE.finditer(text):
+        out.append((m.group(2).lower(), m.group(3), m.group("close") is not None))
+    return out
+
+
+def _trim_to_code(text: str) -> str | None:
+    """The longest run of lines that parses, starting at a line that looks like code."""
+    lines = text.split("\n")
+    if len(lines) > 400:
+        lines = lines[:400]
+    starts = [i for i, ln in enumerate(lines) if _CODE_START.match(ln)]
+    best: str | None = None
+    for s in starts:
+        for e in range(len(lines), s, -1):
+            chunk = "\n".join(lines[s:e]).strip("\n")
+            if chunk and _parses(chunk) and any(not ln.startswith("#") for ln in chunk.split("\n") if ln.strip()):
+                if best is None or len(chunk) > len(best):
+                    best = chunk
+                break
+        if best is not None and len(best) >= len("\n".join(lines[s:])):
+            break
+    return best
+
+
+def _defines(code: str, name: str) -> bool:
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return re.search(rf"^\s*(async\s+)?def\s+{re.escape(name)}\s*\(", code, re.M) is not None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return True
+    return False
+
+
+def prompt_code(prompt: str | None, entry_point: str | None = None) -> str | None:
+    """The code part of a completion prompt (imports, helpers, the signature and docstring)."""
+    if not prompt:
+        return None
+    if _parses(prompt.rstrip() + "\n    pass\n") and (entry_point is None or _defines(prompt + "\n    pass\n", entry_point)):
+        return prompt.rstrip("\n") + "\n"  # a pure-code prompt (HumanEval style)
+    for _, body, _ in _fenced_blocks(prompt):
+        if entry_point is None or _defines(body + "\n    pass\n", entry_point):
+            return body.rstrip("\n") + "\n"
+    lines = prompt.split("\n")
+    for i, ln in enumerate(lines):
+        if _CODE_START.match(ln) and not ln.startswith("#"):
+            chunk = "\n".join(lines[i:]).rstrip() + "\n"
+            if _parses(chunk + "    pass\n") and (entry_point is None or _defines(chunk + "    pass\n", entry_point)):
+                return chunk
+    return None
+
+
+def _prompt_preamble(pcode: str, entry_point: str | None, answer: str) -> str:
+    """Imports and helper definitions of the prompt that a whole-function answer does not repeat."""
+    try:
+        tree = ast.parse(pcode + "    pass\n")
+    except SyntaxError:
+        return ""
+    keep = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            keep.append(ast.get_source_segment(pcode + "    pass\n", node))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name != entry_point:
+            if not _defines(answer, node.name):
+                keep.append(ast.get_source_segment(pcode + "    pass\n", node))
+    return "\n".join(s for s in keep if s)
+
+
+def _attach_body(pcode: str, body: str) -> str | None:
+    """Prompt code + a body-only answer; trailing prose is cut until it parses."""
+    body = body.strip("\n")
+    first = next((ln for ln in body.split("\n") if ln.strip()), "")
+    if first and not first[0].isspace():
+        body = textwrap.indent(body, "    ")
+    lines = body.split("\n")
+    for e in range(len(lines), 0, -1):
+        combined = pcode.rstrip("\n") + "\n" + "\n".join(lines[:e]) + "\n"
+        if _parses(combined):
+            return combined
+    return None
+
+
+def extract_code(text: str, *, prompt: str | None = None, entry_point: str | None = None, kind: str = "completion") -> tuple[str, str]:
+    """The program in a model's answer, and how it was found.
+
+    `how` is one of "fence:python", "fence", "fence-unclosed", "raw", "raw-trimmed", "none", with
+    "+prompt-signature" (a body-only completion: the prompt's code is put in front, like HumanEval's
+    prompt + completion) or "+prompt-imports" (a whole function: the prompt's imports and helpers
+    it does not repeat go in front) appended for completions.
+    """
+    text = text.replace("\r\n", "\n")
+    blocks = _fenced_blocks(text)
+    code, how = "", "none"
+    if blocks:
+        py = [b for b in blocks if b[0] in _PY_TAGS]
+        cands = py or [b for b in blocks if b[0] == ""] or blocks
+        chosen = None
+        if entry_point:
+            chosen = next((b for b in cands if _defines(b[1], entry_point)), None)
+        if chosen is None:
+            chosen = next((b for b in cands if _parses(b[1])), cands[0])
+        code = chosen[1]
+        how = ("fence:python" if chosen[0] in _PY_TAGS else "fence") if chosen[2] else "fence-unclosed"
+    elif text.strip():
+        code, how = text, "raw"
+
+    pcode = prompt_code(prompt, entry_point) if kind == "completion" and entry_point else None
+    if pcode and code and not _defines(code, entry_point):
+        body = code if how != "raw" else text
+        attached = _attach_body(pcode, body)
+        if attached is not None:
+            return attached, how + "+prompt-signature"
+    if how == "raw" and not _parses(code):
+        trimmed = _trim_to_code(text)
+        if trimmed is not None:
+            code, how = trimmed, "raw-trimmed"
+    elif how == "fence-unclosed" and not _parses(code):
+        lines = code.rstrip("\n").split("\n")
+        while lines and not _parses("\n".join(lines)):
+            lines.pop()
+        code = "\n".join(lines)
+    code = code.strip("\n") + "\n" if code.strip() else ""
+    if pcode and code:
+        pre = _prompt_preamble(pcode, entry_point, code)
+        if pre:
+            return pre + "\n\n" + code, how + "+prompt-imports"
+    return code, how
+
+
+def _prompt_text(case: Case) -> str | None:
+    if case.prompt is not None:
+        return case.prompt
+    users = [content for role, content in case.messages if role == "user"]
+    return users[-1] if users else None
+
+
+def _case_code(case: Case, text: str) -> tuple[str, str]:
+    return extract_code(text, prompt=_prompt_text(case), entry_point=case.expect.entry_point, kind=case.kind)
+
+
+# ----------------------------------------------------------------------------------------------
+# Unit tests: code.pass and pass@k
+# ----------------------------------------------------------------------------------------------
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k (Chen et al. 2021), numerically stable: 1 - prod(1 - k / arange(n-c+1, n+1))."""
+    if not 0 <= c <= n or k < 1 or k > n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+def _tail(s: str, n: int = STDERR_TAIL) -> str:
+    return s if len(s) <= n else "..." + s[-n:]
+
+
+def _run_details(res: sandbox.SandboxResult) -> dict:
+    d = {
+        "status": res.status,
+        "reason": res.reason,
+        "stderr_tail": _tail(res.stderr),
+        "duration_s": res.duration_s,
+        "isolation": res.isolation,
+    }
+    if res.warnings:
+        d["sandbox_warnings"] = list(res.warnings)
+    return d
+
+
+def _sample_job(inp: ScoreInput) -> tuple[str, str] | None:
+    """(code, how) of one sample, or None when there is nothing to run."""
+    if inp.error:
+        return None
+    code, how = _case_code(inp.case, inp.text)
+    return (code, how) if code.strip() else None
+
+
+@scorer("code.pass", scenarios=("code",), kinds=("completion", "refactor"), **LIMITS)
+def code_pass(inp: ScoreInput) -> list[Score]:
+    """1.0 when the answer's code passes the case's unit tests in the sandbox."""
+    ex = inp.case.expect
+    if not ex.tests:
+        return [Score("code.pass", None, None, True, {"skipped": "the case has no tests"})]
+    job = _sample_job(inp)
+    if job is None:
+        why = f"generation failed: {inp.error}" if inp.error else "no code in the output"
+        return [Score("code.pass", 0.0, False, True, {"status": "failed", "reason": why, "how": "none"})]
+    code, how = job
+    res = sandbox.run_tests_cached(code, ex.tests, ex.entry_point, **LIMITS)
+    if res.status == "error":
+        return [Score("code.pass", None, None, True, {"how": how, **_run_details(res)})]
+    ok = res.status == "passed"
+    return [Score("code.pass", 1.0 if ok else 0.0, ok, True, {"how": how, **_run_details(res)})]
+
+
+@scorer("code.pass@k", level="case", scenarios=("code",), kinds=("completion", "refactor"), ks=PASS_AT_K, **LIMITS)
+def code_pass_at_k(case: Case, inputs: Sequence[ScoreInput]) -> list[Score]:
+    """pass@k for k in PASS_AT_K (k <= n) over the samples of one case (metrics code.pass@1, ...)."""
+    ex = case.expect
+    n = len(inputs)
+    if n == 0 or not ex.tests:
+        return []
+    jobs = [_sample_job(inp) for inp in inputs]
+    runnable = [(i, j) for i, j in enumerate(jobs) if j is not None]
+    results = sandbox.run_tests_many([(code, ex.tests, ex.entry_point) for _, (code, _) in runnable], **LIMITS)
+    statuses: list[str] = ["failed"] * n
+    for (i, _), res in zip(runnable, results):
+        statuses[i] = res.status
+    errors = statuses.count("error")
+    n_eff = n - errors  # sandbox failures are not the model's: leave those samples out
+    c = statuses.count("passed")
+    details = {"n": n_eff, "c": c, "statuses": statuses}
+    if errors:
+        details["sandbox_errors"] = errors
+    out = []
+    for k in PASS_AT_K:
+        if k <= n_eff:
+            out.append(Score(f"code.pass@{k}", pass_at_k(n_eff, c, k), None, True, dict(details, k=k)))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# AST shape (refactor)
+# ----------------------------------------------------------------------------------------------
+
+
+def _called_names(tree: ast.AST) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            parts = []
+            f = node.func
+            while isinstance(f, ast.Attribute):
+                parts.append(f.attr)
+                f = f.value
+            if isinstance(f, ast.Name):
+                parts.append(f.id)
+            if parts:
+                names.add(parts[0])  # the called name itself: `join` in ", ".join(x)
+                names.add(".".join(reversed(parts)))  # and the dotted path: `str.join`, `os.path.join`
+    return names
+
+
+def _defined_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        for t in targets:
+            if isinstance(t, ast.Name):
+                names.add(t.id)
+    return names
+
+
+def check_ast(code: str, spec: dict) -> list[str]:
+    """Failed requirements of an `ast_check` spec (empty: all met).
+
+    max_statements counts every statement of the module (defs and imports included).
+    """
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError) as exc:
+        return [f"syntax error: {exc}"]
+    failed = []
+    defined = _defined_names(tree)
+    called = _called_names(tree)
+    used = {type(node).__name__ for node in ast.walk(tree)}
+    for name in spec.get("must_define", ()):
+        if name not in defined:
+            failed.append(f"must_define: {name} is not defined")
+    for name in spec.get("must_call", ()):
+        if name not in called:
+            failed.append(f"must_call: {name} is never called")
+    for name in spec.get("must_not_call", ()):
+        if name in called:
+            failed.append(f"must_not_call: {name} is called")
+    for name in spec.get("must_use_nodes", ()):
+        if name not in used:
+            failed.append(f"must_use_nodes: no {name} node")
+    for name in spec.get("must_not_use_nodes", ()):
+        if name in used:
+            failed.append(f"must_not_use_nodes: uses {name}")
+    if "max_statements" in spec:
+        count = sum(isinstance(node, ast.stmt) for node in ast.walk(tree))
+        if count > spec["max_statements"]:
+            failed.append(f"max_statements: {count} statements > {spec['max_statements']}")
+    return failed
+
+
+@scorer("code.ast_ok", scenarios=("code",), kinds=("refactor",))
+def code_ast_ok(inp: ScoreInput) -> list[Score]:
+    """1.0 when the answer's code meets every structural requirement of `expect.ast_check`."""
+    spec = inp.case.expect.ast_check
+    if not spec:
+        return [Score("code.ast_ok", None, None, True, {"skipped": "the case has no ast_check"})]
+    code, how = _case_code(inp.case, inp.text) if not inp.error else ("", "none")
+    failed = check_ast(code, spec) if code.strip() else ["no code in the output"]
+    return [Score("code.ast_ok", 0.0 if failed else 1.0, not failed, True, {"failed": failed, "how": how})]
+
+
+# ----------------------------------------------------------------------------------------------
+# Test writing
+# ----------------------------------------------------------------------------------------------
+
+_STDLIB = set(getattr(sys, "stdlib_module_names", ())) | {"pytest", "unittest", "hypothesis"}
+
+
+def tests_prelude(tests: str) -> str:
+    """Lines that make `import solution` / `from solution import f` resolve to the code under test.
+
+    Models import the function from a module they guess the name of; any top-level, non-stdlib module
+    a test imports is served from the namespace the code under test was run in.
+    """
+    try:
+        tree = ast.parse(tests)
+    except SyntaxError:
+        return ""
+    mods = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            mods.append(node.module)
+        elif isinstance(node, ast.Import):
+            mods.extend(a.name for a in node.names)
+    mods = [m for m in dict.fromkeys(mods) if "." not in m and m not in _STDLIB]
+    if not mods:
+        return ""
+    return (
+        "import sys as _es_s, types as _es_t\n"
+        f"for _es_name in {mods!r}:\n"
+        "    _es_m = _es_t.ModuleType(_es_name)\n"
+        "    _es_m.__dict__.update({_k: _v for _k, _v in globals().items() if not _k.startswith('__')})\n"
+        "    _es_s.modules[_es_name] = _es_m\n"
+    )
+
+
+def _tests_of(inp: ScoreInput) -> tuple[str, str]:
+    if inp.error:
+        return "", "none"
+    code, how = extract_code(inp.text, kind="tests")
+    return code, how
+
+
+def _has_checks(tests: str) -> bool:
+    try:
+        tree = ast.parse(tests)
+    except SyntaxError:
+        return True  # let the run report the syntax error
+    return any(isinstance(n, ast.Assert) for n in ast.walk(tree)) or any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (n.func.attr.startswith("assert") or n.func.attr in ("raises", "fail"))
+        for n in ast.walk(tree)
+    )
+
+
+def _run_generated(case: Case, tests: str) -> list[sandbox.SandboxResult]:
+    """The generated tests against the reference, then against each mutant (pooled, cached)."""
+    ex = case.expect
+    full = tests_prelude(tests) + tests
+    programs = [ex.reference or ""] + list(ex.mutants)
+    return sandbox.run_tests_many([(p, full, ex.entry_point) for p in programs], **LIMITS)
+
+
+@scorer("code.tests_pass_reference", scenarios=("code",), kinds=("tests",), **LIMITS)
+def code_tests_pass_reference(inp: ScoreInput) -> list[Score]:
+    """1.0 when the generated tests pass on the reference implementation (and check something)."""
+    name = "code.tests_pass_reference"
+    if not inp.case.expect.reference:
+        return [Score(name, None, None, True, {"skipped": "the case has no reference"})]
+    tests, how = _tests_of(inp)
+    if not tests.strip():
+        return [Score(name, 0.0, False, True, {"reason": "no code in the output", "how": how})]
+    if not _has_checks(tests):
+        return [Score(name, 0.0, False, True, {"reason": "the tests check nothing (no assert)", "how": how})]
+    ref = _run_generated(inp.case, tests)[0]
+    if ref.status == "error":
+        return [Score(name, None, None, True, {"how": how, **_run_details(ref)})]
+    ok = ref.status == "passed"
+    return [Score(name, 1.0 if ok else 0.0, ok, True, {"how": how, "tests_run": ref.tests_run, **_run_details(ref)})]
+
+
+@scorer("code.mutants_caught", scenarios=("code",), kinds=("tests",), **LIMITS)
+def code_mutants_caught(inp: ScoreInput) -> list[Score]:
+    """Share of `expect.mutants` the generated tests fail on (0 when they fail the reference too)."""
+    name = "code.mutants_caught"
+    ex = inp.case.expect
+    if not ex.mutants or not ex.reference:
+        return [Score(name, None, None, True, {"skipped": "the case has no mutants or no reference"})]
+    tests, how = _tests_of(inp)
+    if not tests.strip() or not _has_checks(tests):
+        return [Score(name, 0.0, None, True, {"reason": "no tests in the output", "how": how, "caught": [], "missed": list(range(len(ex.mutants)))})]
+    runs = _run_generated(inp.case, tests)
+    ref, muts = runs[0], runs[1:]
+    if ref.status == "error" or any(m.status == "error" for m in muts):
+        return [Score(name, None, None, True, {"how": how, "reason": "sandbox error", "statuses": [r.status for r in runs]})]
+    if ref.status != "passed":
+        # tests that fail everything would "catch" every mutant
+        return [Score(name, 0.0, None, True, {"how": how, "reason": f"the tests fail on the reference ({ref.reason})", "caught": [], "missed": list(range(len(muts)))})]
+    caught = [i for i, m in enumerate(muts) if m.status != "passed"]
+    missed = [i for i, m in enumerate(muts) if m.status == "passed"]
+    return [Score(name, len(caught) / len(muts), None, True, {"how": how, "caught": caught, "missed": missed, "statuses": [m.status for m in muts]})]
+
+
+# ----------------------------------------------------------------------------------------------
+# Explanations
+# ----------------------------------------------------------------------------------------------
+
+_SUFFIX = r"(?:s|es|ed|d|ing|er|ers|ly)?"
+
+
+def _term_pattern(term: str) -> re.Pattern:
+    words = [re.escape(w) for w in term.casefold().split()]
+    body = r"[\s\-_]+".join(words)
+    return re.compile(rf"(?<!\w){body}{_SUFFIX}(?!\w)")
+
+
+def mentions(text: str, term: Term) -> bool:
+    """Whether `text` names the term or one of its synonyms (case-insensitive, simple inflections)."""
+    t = text.casefold()
+    return any(_term_pattern(w).search(t) for w in (term.term, *term.synonyms) if w.strip())
+
+
+def _prose(text: str) -> str:
+    """The answer without its fenced code blocks (quoting the code is not explaining it)."""
+    return _FENCE.sub(" ", text)
+
+
+@scorer("code.concepts", scenarios=("code",), kinds=("explanation",))
+def code_concepts(inp: ScoreInput) -> list[Score]:
+    """Share of `expect.concepts` the explanation mentions (synonyms count)."""
+    concepts = inp.case.expect.concepts
+    if not concepts:
+        return [Score("code.concepts", None, None, True, {"skipped": "the case has no concepts"})]
+    prose = _prose(inp.text) if not inp.error else ""
+    found = [c.term for c in concepts if mentions(prose, c)]
+    missing = [c.term for c in concepts if c.term not in found]
+    value = len(found) / len(concepts)
+    return [Score("code.concepts", value, not missing, True, {"found": found, "missing": missing})]
