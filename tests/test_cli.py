@@ -1,0 +1,47 @@
+"""The command line: every command listed, and the fake suite end to end."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from evalsuite.cli import app
+
+runner = CliRunner()
+
+COMMANDS = ["validate", "run", "score", "compare", "gate", "demo", "import", "export", "list"]
+
+
+def test_help_lists_every_command_with_one_line():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for cmd in COMMANDS:
+        assert f"│ {cmd} " in result.output, cmd
+
+
+def test_run_then_score_on_the_fake_suite(repo, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        (repo / "suites" / "fake.yaml").read_text().replace("../casesets", str(repo / "casesets")).replace("output_dir: ../reports", f"output_dir: {tmp_path}\ncache: {tmp_path}/cache.sqlite")
+    )
+    result = runner.invoke(app, ["run", str(suite), "-q"])
+    assert result.exit_code == 0, result.output
+    runs = list((tmp_path / "runs").iterdir())
+    assert len(runs) == 1
+    lines = (runs[0] / "generations.jsonl").read_text().splitlines()
+    assert len(lines) == 2 * 10
+    first = (runs[0] / "scores.jsonl").read_text()
+    (runs[0] / "scores.jsonl").unlink()
+    result = runner.invoke(app, ["score", str(runs[0])])
+    assert result.exit_code == 0, result.output
+    assert (runs[0] / "scores.jsonl").read_text() == first
+    assert json.loads((runs[0] / "status.json").read_text())["complete"] is True
+
+
+def test_unknown_variant_is_a_clear_error(repo, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["run", str(repo / "suites" / "fake.yaml"), "--variants", "fake-int9", "-q"])
+    assert result.exit_code == 1
+    assert "unknown variant 'fake-int9'" in result.output and "fake-int8" in result.output
