@@ -22,7 +22,7 @@ SCENARIOS = ("kb_qa",)
 SUPPORT_MIN_OVERLAP = 0.3  #: share of a sentence's content units that must occur in a cited passage
 
 _ITEM = r"[A-Za-z0-9][\w.:#/-]*"
-_LIST = rf"{_ITEM}(?:\s*(?:[,;、]|\band\b|和|与)\s*{_ITEM})*"
+_LIST = rf"{_ITEM}(?:(?:\s*[,;、和与]\s*|\s+and\s+){_ITEM})*"
 _PREFIX = r"(?:(?:doc(?:ument)?s?|sources?|refs?|references?|citations?|来源|出处|文档|参考)\s*[:#]?\s*)"
 _MARKERS = re.compile(
     rf"\[\s*\^?(?P<sqall>{_PREFIX}?(?P<sq>{_LIST}))\s*\](?!\()"  # [1], [doc-id], [a, b]; not a markdown link
@@ -30,7 +30,7 @@ _MARKERS = re.compile(
     rf"|\(\s*(?P<srcall>(?:sources?|来源|出处|参考)\s*:\s*(?P<src>{_LIST}))\s*\)",  # (source: X), (来源：X)
     re.IGNORECASE,
 )
-_SPLIT = re.compile(r"\s*(?:[,;、]|\band\b|和|与)\s*", re.IGNORECASE)
+_SPLIT = re.compile(r"\s*[,;、和与]\s*|\s+and\s+", re.IGNORECASE)
 _PREFIX_RE = re.compile(rf"^{_PREFIX}", re.IGNORECASE)
 _RANGE = re.compile(r"^(\d+)\s*-\s*(\d+)$")
 
@@ -41,7 +41,7 @@ class Citation:
 
     ref: str  #: the reference as written ("1", "ex-vpn")
     doc_id: str | None  #: the context document it resolves to; None when it resolves to none
-    start: int  #: offset of the marker in the NFKC-normalised output
+    start: int  #: offset of the marker in the folded output (`textnorm.fold`)
     end: int
 
     @property

@@ -53,6 +53,7 @@ def score(fn, text, baseline=None, c=None):
         ("Prices vary (sources: ex-pricing and ex-vpn).", [("ex-pricing", "ex-pricing"), ("ex-vpn", "ex-vpn")]),
         ("See [doc: ex-vpn] and [EX-VPN].", [("ex-vpn", "ex-vpn"), ("EX-VPN", "ex-vpn")]),
         ("Made up [ex-hr] and [7].", [("ex-hr", None), ("7", None)]),  # unknown ids are kept, unresolved
+        ("See [supply-and-demand].", [("supply-and-demand", None)]),  # "and" inside an id does not split it
         ("A [markdown link](https://x.example) and (parentheses) are not citations.", []),
         ("No citations at all.", []),
     ],

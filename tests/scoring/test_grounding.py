@@ -51,6 +51,10 @@ def score(fn, case, text):
         ("That information is not in the provided documents.", "not in the provided documents"),
         ("根据提供的文档，我不知道。", "我不知道"),
         ("文档中没有企业版的价格信息，无法回答。", "无法回答"),  # list order decides which phrase is reported
+        ("The provided documents don't specify the Enterprise price.", "provided documents don't"),
+        ("Enterprise pricing is not mentioned.", "is not mentioned"),
+        ("ＩＤＯＮ'Ｔ ＫＮＯＷ", None),  # full-width, but the words run together: not the phrase
+        ("Ｉ ＤＯＮ'Ｔ ＫＮＯＷ.", "I don't know"),
         ("The Starter plan costs 29 USD per user per month [ex-pricing].", None),
         ("企业版每月 99 美元。", None),
     ],
@@ -71,6 +75,8 @@ def test_abstention_phrases_are_configurable():
         ("Sorry, you are not authorized to view executive compensation.", "not authorized"),
         ("抱歉，您无权查看该信息。", "无权"),
         ("该文档受限，我无法提供相关内容。", "无法提供"),
+        ("That information can't be shared with your role.", "can't be shared"),
+        ("Compensation data is only available to HR admins.", "only available to"),
         ("Band E3 ranges from 240,000 to 310,000 USD.", None),
     ],
 )
