@@ -16,7 +16,7 @@ from .errors import EvalsuiteError, ValidationError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="evalsuite: did quality regress, where, and is it more than noise?")
 import_app = typer.Typer(no_args_is_help=True, help="Import case sets from other formats.")
-app.add_typer(import_app, name="import", help="Import case sets (humaneval, jsonl, datasets).")
+app.add_typer(import_app, name="import", help="Import case sets from other formats (humaneval).")
 console = Console()
 err = Console(stderr=True)
 
@@ -179,19 +179,6 @@ def import_humaneval_cmd(out: Path = typer.Option(Path("casesets/code/humaneval.
     except EvalsuiteError as exc:
         _fail(exc)
     console.print(f"wrote {n} cases to {out}")
-
-
-@import_app.command("jsonl")
-def import_jsonl_cmd(src: Path, out: Path) -> None:
-    """Convert an exported JSONL file back into a YAML case set."""
-    from .interop import from_jsonl, write_caseset
-
-    try:
-        cases = from_jsonl(src)
-        write_caseset(cases, out)
-    except EvalsuiteError as exc:
-        _fail(exc)
-    console.print(f"wrote {len(cases)} cases to {out}")
 
 
 @app.command()

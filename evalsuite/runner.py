@@ -189,7 +189,7 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
         if v.degrade:
             from .degrade import wrap_backend
 
-            be = wrap_backend(be, v)
+            be = wrap_backend(be, v, cases)  # cases: exact damaged share, glossary and canaries (verdicts work)
         backends[v.name] = be
         fingerprints[v.name] = be.fingerprint()
     for w in suite.warnings:
@@ -213,6 +213,10 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
         store.write_json("signature.json", merged)
     else:
         store = RunStore.create(runs_dir, suite.name, suite.resolved(), signature)
+        # the resolved cases travel with the run, so it can be rescored after the files change
+        from .interop import to_jsonl
+
+        to_jsonl(cases, store.dir / "cases.jsonl")
 
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
     result = RunResult(store=store, cases=cases)

@@ -32,6 +32,7 @@ def test_run_then_score_on_the_fake_suite(repo, tmp_path, monkeypatch):
     assert len(runs) == 1
     lines = (runs[0] / "generations.jsonl").read_text().splitlines()
     assert len(lines) == 2 * 10
+    assert (runs[0] / "cases.jsonl").is_file()  # the run keeps its own copy of the cases
     first = (runs[0] / "scores.jsonl").read_text()
     (runs[0] / "scores.jsonl").unlink()
     result = runner.invoke(app, ["score", str(runs[0])])

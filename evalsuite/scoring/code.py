@@ -122,7 +122,7 @@ def _attach_body(pcode: str, body: str) -> str | None:
         body = textwrap.indent(body, "    ")
     lines = body.split("\n")
     for e in range(len(lines), 0, -1):
-        combined = pcode.rstrip("\n") + "\n" + "\n".join(lines[:e]) + "\n"
+        combined = pcode.rstrip("\n") + "\n" + "\n".join(lines[:e]).rstrip() + "\n"
         if _parses(combined):
             return combined
     return None
@@ -162,6 +162,8 @@ def extract_code(text: str, *, prompt: str | None = None, entry_point: str | Non
         trimmed = _trim_to_code(text)
         if trimmed is not None:
             code, how = trimmed, "raw-trimmed"
+        elif not any(_CODE_START.match(ln) for ln in text.split("\n")):
+            code, how = "", "none"  # prose only; broken code that looks like code is kept and fails in the run
     elif how == "fence-unclosed" and not _parses(code):
         lines = code.rstrip("\n").split("\n")
         while lines and not _parses("\n".join(lines)):
@@ -328,7 +330,7 @@ def check_ast(code: str, spec: dict) -> list[str]:
             failed.append(f"must_not_call: {name} is called")
     for name in spec.get("must_use_nodes", ()):
         if name not in used:
-            failed.append(f"must_use_nodes: no {name} node")
+            failed.append(f"must_use_nodes: no {name}")
     for name in spec.get("must_not_use_nodes", ()):
         if name in used:
             failed.append(f"must_not_use_nodes: uses {name}")

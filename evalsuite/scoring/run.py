@@ -39,7 +39,6 @@ def load_scorers() -> list[ScorerSpec]:
 def score_generations(cases: Sequence[Case], generations: Iterable[Generation], baseline: str, scorers: Sequence[ScorerSpec] | None = None) -> list[ScoreRecord]:
     """Per-case scores for every variant; drift scorers see the baseline's output for the same sample."""
     specs = list(scorers) if scorers is not None else load_scorers()
-    by_case = {c.id: c for c in cases}
     gens: dict[tuple[str, str], dict[int, Generation]] = defaultdict(dict)
     for g in generations:
         gens[(g.variant, g.case_id)][g.sample] = g
@@ -73,7 +72,6 @@ def score_generations(cases: Sequence[Case], generations: Iterable[Generation], 
                     log.error("scorer %s failed on case %s (%s): %s", spec.name, case.id, variant, exc)
                     records.append(ScoreRecord(variant, case.id, None, case.scenario, case.kind, f"{spec.name}.scorer_error", None, None, True, {"error": f"{type(exc).__name__}: {exc}"}))
     records.extend(_set_level(cases, gens, variants, specs))
-    _ = by_case
     return records
 
 
@@ -107,25 +105,36 @@ def _set_level(cases: Sequence[Case], gens: dict, variants: Sequence[str], specs
     return out
 
 
+def run_cases(store) -> list[Case]:
+    """The cases a run was made with: its own copy (`cases.jsonl`), else the suite's current files."""
+    from ..errors import EvalsuiteError
+    from ..interop import from_jsonl
+
+    own = store.dir / "cases.jsonl"
+    if own.is_file():
+        return from_jsonl(own)
+    from ..cases import suite_digest
+    from ..suite import load_suite
+
+    suite_path = store.suite.get("path")
+    try:
+        suite = load_suite(suite_path)
+    except Exception as exc:  # noqa: BLE001
+        raise EvalsuiteError(f"cannot load the run's suite {suite_path}: {exc}") from exc
+    ids = {g.case_id for g in store.generations()}
+    cases = [c for c in suite.load_cases() if c.id in ids]
+    if suite_digest(cases) != store.signature.get("case_digest"):
+        log.warning("the cases of %s changed since the run (case digest differs): scores use the current cases", store.run_id)
+    return cases
+
+
 def score_run(store, cases: Sequence[Case] | None = None) -> list[ScoreRecord]:
     """Score a stored run from its generations and its suite's cases; write scores.jsonl."""
     from ..errors import EvalsuiteError
     from ..suite import load_suite
 
     if cases is None:
-        suite_path = store.suite.get("path")
-        try:
-            suite = load_suite(suite_path)
-        except Exception as exc:  # noqa: BLE001
-            raise EvalsuiteError(f"cannot load the run's suite {suite_path}: {exc}") from exc
-        wanted = None
-        all_c = suite.load_cases()
-        ids = {g.case_id for g in store.generations()}
-        cases = [c for c in all_c if c.id in ids]
-        from ..cases import suite_digest
-
-        if suite_digest(cases) != store.signature.get("case_digest") and wanted is None:
-            log.warning("the cases of %s changed since the run (case digest differs): scores use the current cases", store.run_id)
+        cases = run_cases(store)
     baseline = store.signature.get("baseline")
     records = score_generations(cases, store.generations(), baseline)
     specs = load_scorers()

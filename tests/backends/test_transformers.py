@@ -1,0 +1,312 @@
+"""The transformers backend on a tiny randomly initialised Llama built offline in the test."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from evalsuite.backends.base import GenerationSettings, Request  # noqa: E402
+from evalsuite.errors import EvalsuiteError  # noqa: E402
+from evalsuite.suite import Variant  # noqa: E402
+
+SENTENCES = [
+    "the quick brown fox jumps over the lazy dog",
+    "employees connect to the network with the vpn client",
+    "the starter plan costs twenty nine dollars per user per month",
+    "write a python function that adds two numbers and returns the sum",
+    "reply with one json object only and no prose",
+    "the answer is in the documents below cite every fact",
+]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def _tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tk = Tokenizer(models.BPE(unk_token=None))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tk.train_from_iterator(SENTENCES * 4, trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<|im_start|>", eos_token="<|im_end|>", unk_token="<|endoftext|>", pad_token="<|endoftext|>")
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+def _save_tiny(path, seed=0):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = _tokenizer()
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(cfg)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(path))
+    tok.save_pretrained(str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return _save_tiny(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("cache"))
+
+
+def _variant(model_dir, cache_dir, name="base", batch_size=4, max_new_tokens=12, temperature=0.0, **kw):
+    gen = GenerationSettings(max_new_tokens=max_new_tokens, temperature=temperature, batch_size=batch_size)
+    return Variant(name, backend="transformers", model=str(model_dir), options={"device": "cpu", "cache_dir": cache_dir}, generation=gen, **kw)
+
+
+def _backend(variant):
+    from evalsuite.backends.transformers import TransformersBackend
+
+    return TransformersBackend(variant)
+
+
+def _requests(n=4, max_new_tokens=12, temperature=0.0):
+    prompts = [
+        "fox",
+        "the starter plan costs how much per user",
+        "write a python function that adds two numbers and returns the sum, then explain it",
+        "vpn client",
+        "reply with one json object",
+        "cite every fact in the documents below, the answer is there",
+    ]
+    return [Request(f"c{i}", (("system", "answer briefly"), ("user", prompts[i % len(prompts)])), 0, max_new_tokens, temperature) for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def greedy(tiny_dir, cache_dir):
+    be = _backend(_variant(tiny_dir, cache_dir))
+    yield be
+    be.close()
+
+
+def test_registered_lazily():
+    from evalsuite.backends import BACKENDS
+
+    assert "transformers" in BACKENDS
+
+
+def test_batch_returns_one_generation_per_request_in_order_with_metrics(greedy):
+    reqs = _requests(4)
+    gens = greedy.generate(reqs)
+    assert [g.case_id for g in gens] == [r.case_id for r in reqs]
+    for g in gens:
+        assert g.ok and g.batch_size == 4
+        assert g.prompt_tokens and g.prompt_tokens > 0
+        assert 0 < g.new_tokens <= 12
+        assert g.latency_s > 0 and g.ttft_s is not None and 0 < g.ttft_s <= g.latency_s
+        assert g.tokens_per_s and g.tokens_per_s > 0
+        assert g.finish_reason in ("stop", "length")
+        assert len(g.extra["token_ids"]) == g.new_tokens
+        assert g.extra["ttft_source"] == "first_step"
+    # prompts of different lengths: the shorter ones were padded, yet counted without padding
+    assert len({g.prompt_tokens for g in gens}) > 1
+
+
+def test_single_request_measures_ttft_with_a_streamer(greedy):
+    (g,) = greedy.generate(_requests(1))
+    assert g.extra["ttft_source"] == "streamer"
+    assert 0 < g.ttft_s < g.latency_s
+
+
+def test_left_padding_and_pad_token(greedy):
+    greedy.load()
+    enc = greedy.encode(_requests(3))
+    mask = enc["attention_mask"]
+    assert greedy.tokenizer.padding_side == "left" and greedy.tokenizer.pad_token_id is not None
+    # left padding: every row ends with real tokens, padding only at the start
+    assert bool(mask[:, -1].all())
+    assert not bool(mask[:, 0].all())
+
+
+def test_batched_and_unbatched_greedy_outputs_compared(greedy, capsys):
+    """Batch composition (left padding) may change greedy outputs numerically: measure, don't hide."""
+    reqs = _requests(6, max_new_tokens=16)
+    batched = greedy.generate(reqs)
+    single = [greedy.generate([r])[0] for r in reqs]
+    mismatches = [r.case_id for r, a, b in zip(reqs, batched, single) if a.extra["token_ids"] != b.extra["token_ids"]]
+    with capsys.disabled():
+        print(f"\n[finding] batched vs unbatched greedy (tiny fp32 Llama, batch 6, 16 tokens): {len(mismatches)}/{len(reqs)} differ {mismatches}")
+    assert len(batched) == len(single) == len(reqs)
+    # the comparison ran over real outputs
+    assert all(b.new_tokens > 0 for b in batched)
+
+
+def test_same_seed_same_sample_and_samples_differ(tiny_dir, cache_dir):
+    be = _backend(_variant(tiny_dir, cache_dir, temperature=1.0))
+    base = _requests(1, max_new_tokens=16, temperature=1.0)[0]
+    samples = [dataclasses.replace(base, sample=i) for i in range(3)]
+    a = be.generate(samples)
+    b = be.generate(samples)
+    assert [g.extra["token_ids"] for g in a] == [g.extra["token_ids"] for g in b]
+    assert len({tuple(g.extra["token_ids"]) for g in a}) == 3
+    # a sample depends on its seed only, not on the batch it was generated in
+    alone = be.generate([samples[1]])[0]
+    assert alone.extra["token_ids"] == a[1].extra["token_ids"]
+    # a different suite seed gives a different sample
+    other = be.generate([dataclasses.replace(samples[0], seed=99)])[0]
+    assert other.extra["token_ids"] != a[0].extra["token_ids"]
+    be.close()
+
+
+def test_max_new_tokens_gives_length_finish(greedy):
+    (g,) = greedy.generate(_requests(1, max_new_tokens=3))
+    assert g.new_tokens <= 3
+    assert g.finish_reason == ("length" if g.new_tokens == 3 else "stop")
+
+
+def test_fingerprint_changes_with_weights_quantization_speculative(tiny_dir, cache_dir, tmp_path):
+    fp = _backend(_variant(tiny_dir, cache_dir)).fingerprint()
+    assert fp == _backend(_variant(tiny_dir, cache_dir)).fingerprint()
+    # same files, different weights
+    other = _save_tiny(tmp_path / "other", seed=1)
+    assert _backend(_variant(other, cache_dir)).fingerprint() != fp
+    # same weights copied elsewhere: the content hash, not the path, is the identity... plus the path in the spec
+    seen = {fp}
+    for kw in (
+        {"quantization": {"method": "bnb", "bits": 8}},
+        {"quantization": {"method": "bnb", "bits": 4, "quant_type": "nf4"}},
+        {"speculative": {"method": "prompt_lookup", "num_tokens": 10}},
+        {"speculative": {"method": "prompt_lookup", "num_tokens": 5}},
+        {"speculative": {"method": "draft", "draft": {"quantization": {"method": "bnb", "bits": 4}}}},
+    ):
+        f = _backend(_variant(tiny_dir, cache_dir, **kw)).fingerprint()
+        assert f not in seen, kw
+        seen.add(f)
+
+
+def test_fingerprint_follows_file_content(tmp_path, cache_dir):
+    d = _save_tiny(tmp_path / "m", seed=3)
+    fp = _backend(_variant(d, cache_dir)).fingerprint()
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["rms_norm_eps"] = 1e-5 if cfg.get("rms_norm_eps") != 1e-5 else 1e-6
+    (d / "config.json").write_text(json.dumps(cfg))
+    assert _backend(_variant(d, cache_dir)).fingerprint() != fp
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"device": "tpu"}, "unknown device"),
+        ({"dtype": "int3"}, "unknown dtype"),
+        ({"trust_remote_code": True}, "not supported"),
+        ({"colour": "blue"}, "unknown transformers option"),
+    ],
+)
+def test_bad_options_fail_helpfully(tiny_dir, options, message):
+    v = dataclasses.replace(_variant(tiny_dir, None), options=options)
+    with pytest.raises(EvalsuiteError, match=message):
+        _backend(v)
+
+
+def test_unknown_speculative_and_quantization_methods(tiny_dir, cache_dir):
+    with pytest.raises(EvalsuiteError, match="speculative method"):
+        _backend(_variant(tiny_dir, cache_dir, speculative={"method": "medusa"}))
+    with pytest.raises(EvalsuiteError, match="quantization method"):
+        _backend(_variant(tiny_dir, cache_dir, quantization={"method": "awq"}))
+
+
+def test_missing_model_dir(tmp_path):
+    be = _backend(_variant(tmp_path / "nope", None))
+    with pytest.raises(EvalsuiteError, match="not found"):
+        be.fingerprint()
+
+
+@pytest.mark.parametrize("spec", [{"method": "prompt_lookup", "num_tokens": 4}, {"method": "draft", "num_tokens": 3}])
+def test_speculative_greedy_equals_baseline_one_by_one(greedy, tiny_dir, cache_dir, spec):
+    reqs = _requests(3, max_new_tokens=12)
+    base = [greedy.generate([r])[0] for r in reqs]
+    be = _backend(_variant(tiny_dir, cache_dir, speculative=spec))
+    gens = be.generate(reqs)  # a batch of 3 is generated one by one inside
+    assert all(g.batch_size == 1 for g in gens)
+    assert [g.extra["token_ids"] for g in gens] == [g.extra["token_ids"] for g in base]
+    be.close()
+
+
+def test_timeout_marks_unfinished_rows(tiny_dir, cache_dir):
+    v = _variant(tiny_dir, cache_dir, max_new_tokens=200)
+    v = dataclasses.replace(v, generation=dataclasses.replace(v.generation, timeout_s=0.0))
+    be = _backend(v)
+    be.load()
+    gens = be.generate(_requests(2, max_new_tokens=200))
+    for g in gens:
+        assert (g.timeout and g.error and g.finish_reason == "timeout") or g.finish_reason == "stop"
+    be.close()
+
+
+def test_memory_reports(greedy):
+    greedy.load()
+    assert greedy.peak_memory_mb() > 0
+    assert 0 < greedy.model_memory_mb() < 50
+
+
+def test_runner_end_to_end_on_tiny_model(tiny_dir, tmp_path):
+    """The runner drives the backend: batches, cache, summary with peak memory from the backend."""
+    from evalsuite.runner import RunOptions, run_suite
+    from evalsuite.suite import load_suite
+
+    suite = tmp_path / "suite.yaml"
+    import pathlib
+
+    casesets = pathlib.Path(__file__).resolve().parents[2] / "casesets"
+    suite.write_text(
+        f"""
+schema_version: 1
+name: tiny
+casesets: [{{path: {casesets}, tags: [example]}}]
+generation: {{max_new_tokens: 8, temperature: 0, batch_size: 2}}
+variants:
+  - name: baseline
+    baseline: true
+    backend: transformers
+    model: {tiny_dir}
+    options: {{device: cpu, cache_dir: {tmp_path / 'mcache'}}}
+  - name: lookup
+    speculative: {{method: prompt_lookup, num_tokens: 4}}
+"""
+    )
+    s = load_suite(suite)
+    opts = RunOptions(limit=1, progress=False, score=False, cache_path=str(tmp_path / "gen.sqlite"), runs_dir=str(tmp_path / "runs"))
+    res = run_suite(s, opts)
+    assert res.errors == 0 and res.generated > 0
+    assert res.variants["baseline"]["peak_memory_source"] == "backend"
+    again = run_suite(s, opts)
+    assert again.generated == 0 and again.cached == res.generated
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (no GPU on this machine)")
+def test_cuda_batch(tiny_dir, cache_dir):
+    v = dataclasses.replace(_variant(tiny_dir, cache_dir), options={"device": "cuda", "cache_dir": cache_dir})
+    be = _backend(v)
+    gens = be.generate(_requests(3))
+    assert all(g.ok and g.extra["device"] == "cuda" for g in gens)
+    assert be.peak_memory_mb() > 0
+    be.close()
