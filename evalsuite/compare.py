@@ -62,6 +62,7 @@ class MetricDelta:
     ci_high: float
     p_value: float  #: two-sided: exact McNemar (pass/fail) or paired permutation (continuous)
     p_worse: float  #: one-sided p of "the variant is worse" (exact binomial / permutation)
+    p_min: float = 0.0  #: smallest p_worse this test could reach given the data (discrete tests; Tarone)
     pass_to_fail: tuple[str, ...] = ()  #: case ids that passed on the baseline and fail on the variant
     fail_to_pass: tuple[str, ...] = ()
     worse_cases: tuple[str, ...] = ()  #: continuous metrics: cases where the variant is worse, worst first
@@ -270,6 +271,14 @@ def permutation_p(base: np.ndarray, var: np.ndarray, higher_is_better: bool, see
     return (float(res2.pvalue), p_worse)
 
 
+def _perm_p_min(base: np.ndarray, var: np.ndarray, n_resamples: int = N_PERMUTATIONS) -> float:
+    """Smallest one-sided p a sign-flip permutation test can give: only nonzero differences flip."""
+    nz = int(np.count_nonzero(var - base))
+    if nz == 0:
+        return 1.0
+    return max(0.5**nz, 1.0 / (n_resamples + 1)) if nz > math.log2(n_resamples) else 0.5**nz
+
+
 # ---------------------------------------------------------------------------------------------
 # per-case reduction
 
@@ -307,7 +316,7 @@ def _compare_metric(variant: str, scenario: str, metric: str, base: dict[str, _C
     missing_b = tuple(sorted(set(var) - set(base)))
     pass_fail = all(base[c].passes for c in shared) and all(var[c].passes for c in shared) and bool(shared)
     if not shared:
-        return MetricDelta(variant, scenario, metric, False, True, 0, math.nan, math.nan, math.nan, math.nan, math.nan, 1.0, 1.0,
+        return MetricDelta(variant, scenario, metric, False, True, 0, math.nan, math.nan, math.nan, math.nan, math.nan, 1.0, 1.0, 1.0,
                            missing_in_variant=missing_v, missing_in_baseline=missing_b, noise=noise)
     s = _seed_for(seed, variant, scenario, metric)
     if pass_fail:
@@ -321,8 +330,10 @@ def _compare_metric(variant: str, scenario: str, metric: str, base: dict[str, _C
         if binary:
             table = [[int(np.sum(bpass & vpass)), len(p2f)], [len(f2p), int(np.sum(~bpass & ~vpass))]]
             p_two, p_worse = mcnemar_p(table), binom_worse_p(len(p2f), len(f2p))
+            p_min = 0.5 ** (len(p2f) + len(f2p))  # conditional on the discordant pairs
         else:  # several samples per case: pass shares are not 0/1, test them as continuous
             p_two, p_worse = permutation_p(b, v, True, s)
+            p_min = _perm_p_min(b, v)
         bv = [np.mean(base[c].values) for c in shared if base[c].values]
         vv = [np.mean(var[c].values) for c in shared if var[c].values]
         bvm = float(np.mean(bv)) if bv else None
@@ -335,6 +346,7 @@ def _compare_metric(variant: str, scenario: str, metric: str, base: dict[str, _C
         b = np.array([np.mean(base[c].values) if base[c].values else np.mean(base[c].passes) for c in shared])
         v = np.array([np.mean(var[c].values) if var[c].values else np.mean(var[c].passes) for c in shared])
         p_two, p_worse = permutation_p(b, v, hib, s)
+        p_min = _perm_p_min(b, v)
         harm = (b - v) if hib else (v - b)
         order = np.argsort(-harm, kind="stable")
         worse = tuple(shared[i] for i in order if harm[i] > 1e-12)
@@ -345,7 +357,7 @@ def _compare_metric(variant: str, scenario: str, metric: str, base: dict[str, _C
     return MetricDelta(
         variant=variant, scenario=scenario, metric=metric, pass_fail=pass_fail, higher_is_better=hib, n=len(shared),
         baseline_mean=float(np.mean(b)), variant_mean=float(np.mean(v)), delta=float(np.mean(v) - np.mean(b)),
-        ci_low=ci[0], ci_high=ci[1], p_value=p_two, p_worse=p_worse, pass_to_fail=p2f, fail_to_pass=f2p, worse_cases=worse,
+        ci_low=ci[0], ci_high=ci[1], p_value=p_two, p_worse=p_worse, p_min=p_min, pass_to_fail=p2f, fail_to_pass=f2p, worse_cases=worse,
         missing_in_variant=missing_v, missing_in_baseline=missing_b, baseline_value_mean=bvm, variant_value_mean=vvm,
         noise=noise, details=details,
     )

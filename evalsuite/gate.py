@@ -4,9 +4,12 @@ Exit codes of `evalsuite gate`: 0 pass, 1 regression (a block rule failed), 2 ca
 rubric, missing data, run incomplete). Warn rules are reported and never fail the gate.
 
 Multiple testing: a variant is judged by several significance-gated block checks at once (one per
-rule and matching scenario/metric). Their one-sided p-values are corrected together (Holm by
-default, statsmodels' `multipletests`), so the chance that an unchanged variant fails the gate on
-noise alone stays at or below the rubric's `alpha`. Warn checks use the raw p-values.
+rule and matching scenario/metric). Their one-sided p-values are corrected together, so the chance
+that an unchanged variant fails the gate on noise alone stays at or below the rubric's `alpha`.
+The default is Tarone's modified Bonferroni, made for discrete tests: an exact McNemar test with
+few discordant cases cannot reach a small p-value, so it is left out of the count, and a planted
+regression in one metric is not diluted by the metrics that did not move. `holm` and `bonferroni`
+(statsmodels' `multipletests`) are available too. Warn checks use the raw p-values.
 """
 
 from __future__ import annotations
@@ -179,9 +182,27 @@ def _evidence(cmp: Comparison, d: MetricDelta) -> tuple[tuple[str, ...], tuple[s
 # the gate
 
 
-def _adjust(pvals: Sequence[float], method: str) -> list[float]:
+def tarone_k(p_min: Sequence[float], alpha: float) -> int:
+    """Tarone's K: the smallest K such that at most K tests can reach p <= alpha/K at all.
+
+    A discrete test that cannot reach a small p (an exact McNemar test with 2 discordant cases can
+    never go below 0.25) cannot cause a false alarm, so it need not use up the error budget
+    (Tarone 1990, Biometrics 46:515). With every test able to reach 0, K is the family size.
+    """
+    m = len(p_min)
+    for k in range(1, m + 1):
+        if sum(1 for p in p_min if p <= alpha / k) <= k:
+            return k
+    return max(m, 1)
+
+
+def adjust_pvalues(pvals: Sequence[float], p_min: Sequence[float], method: str, alpha: float) -> list[float]:
+    """Family-wise adjusted p-values: tarone (modified Bonferroni), holm, bonferroni (statsmodels) or none."""
     if not pvals or method == "none":
         return list(pvals)
+    if method == "tarone":
+        k = tarone_k(p_min, alpha)
+        return [min(1.0, p * k) if pm <= alpha / k else 1.0 for p, pm in zip(pvals, p_min)]
     from statsmodels.stats.multitest import multipletests
 
     return [float(x) for x in multipletests(list(pvals), method=method)[1]]
@@ -213,7 +234,8 @@ def gate(comparison: Comparison, rubric: Rubric | StageRubric, stage: str = "pro
                 matches[ri] = [di for di, d in enumerate(deltas) if rule.matches(d.scenario, d.metric) and d.n > 0]
                 if rule.severity == "block" and rule.significance_gated:
                     family += [(ri, di) for di in matches[ri]]
-        adjusted = dict(zip(family, _adjust([deltas[di].p_worse for _, di in family], sr.multiple_testing)))
+        pv = [deltas[di].p_worse for _, di in family]
+        adjusted = dict(zip(family, adjust_pvalues(pv, [deltas[di].p_min for _, di in family], sr.multiple_testing, sr.alpha)))
         for ri, rule in enumerate(sr.rules):
             if isinstance(rule, MetricRule):
                 results.append(_judge_metric_rule(comparison, rule, variant, deltas, matches[ri], adjusted, ri, problems))

@@ -1,8 +1,199 @@
-"""pytest plugin (entry point `pytest11`): gate variants from pytest. Filled in by the verdicts work."""
+"""pytest plugin (entry point `pytest11`): gate variants from pytest, one test item per (variant, rule).
+
+    pytest --evalsuite-suite suites/fake.yaml [--evalsuite-run last] [--evalsuite-stage production]
+           [--evalsuite-rubric rubrics/default.yaml] [--junitxml out.xml]
+
+Suite files named `evalsuite_*.yaml` or `*.evalsuite.yaml` are collected directly when pytest walks
+a directory. Items are made from the suite and the rubric alone (cheap); the run (or, without
+`--evalsuite-run`, a fresh run of the suite) is compared and gated once, on the first item that
+needs it, and the verdict is kept in `config.stash`. A failing item's report lists the offending
+cases and a short diff of the outputs; a warn rule passes with a pytest warning; a rule that does
+not apply to the run is skipped.
+"""
 
 from __future__ import annotations
 
+import fnmatch
+import warnings
+from pathlib import Path
+from typing import Any
 
-def pytest_addoption(parser):  # pragma: no cover - placeholder until the plugin lands
+import pytest
+
+_verdicts_key = pytest.StashKey[dict]()
+_PATTERNS = ("evalsuite_*.yaml", "evalsuite_*.yml", "*.evalsuite.yaml", "*.evalsuite.yml")
+
+
+class EvalsuiteWarning(UserWarning):
+    """A warn-severity rule was violated (reported, never failing)."""
+
+
+class RuleFailed(Exception):
+    """A block rule failed for a variant; carries the rule result for `repr_failure`."""
+
+    def __init__(self, result: Any):
+        self.result = result
+        super().__init__(result.rule)
+
+
+class CannotJudge(Exception):
+    """The run cannot be judged (bad rubric, missing data, incomplete run)."""
+
+
+def pytest_addoption(parser):
     group = parser.getgroup("evalsuite", "evalsuite quality gate")
-    group.addoption("--evalsuite-suite", action="store", default=None, help="suite file to gate")
+    group.addoption("--evalsuite-suite", action="store", default=None, metavar="SUITE", help="suite file to gate: one test per (variant, rubric rule)")
+    group.addoption("--evalsuite-run", action="store", default=None, metavar="RUN", help="judge this stored run (id, directory or 'last') instead of running the suite")
+    group.addoption("--evalsuite-stage", action="store", default=None, choices=("dev", "pilot", "production"), help="rubric stage (default: the suite's stage)")
+    group.addoption("--evalsuite-rubric", action="store", default=None, metavar="FILE", help="rubric file (default: the suite's, else rubrics/default.yaml)")
+    group.addoption("--evalsuite-runs-dir", action="store", default=None, metavar="DIR", help="where runs live (default: the suite's output_dir/runs)")
+
+
+def pytest_configure(config):
+    config.stash[_verdicts_key] = {}
+    config.addinivalue_line("markers", "evalsuite: a quality-gate item made by the evalsuite plugin")
+
+
+def pytest_collect_file(file_path: Path, parent):
+    if any(fnmatch.fnmatch(file_path.name, p) for p in _PATTERNS):
+        return SuiteFile.from_parent(parent, path=file_path)
+    return None
+
+
+def pytest_collection_modifyitems(session, config, items):
+    suite = config.getoption("--evalsuite-suite")
+    if not suite:
+        return
+    path = Path(suite)
+    if not path.is_absolute():
+        path = Path(config.invocation_params.dir) / path
+    if any(isinstance(i, GateItem) and i.suite_path == path.resolve() for i in items):
+        return  # already collected as a suite file
+    collector = SuiteFile.from_parent(session, path=path)
+    items.extend(collector.collect())
+
+
+class SuiteFile(pytest.File):
+    """A suite file: its items are (variant, rule) pairs of the suite's rubric stage."""
+
+    def collect(self):
+        from .errors import EvalsuiteError
+        from .rubric import load_rubric
+        from .suite import load_suite
+
+        cfg = self.config
+        try:
+            suite = load_suite(self.path)
+            rubric_path = cfg.getoption("--evalsuite-rubric") or suite.rubric
+            if rubric_path is None:
+                from .rubric import default_rubric_path
+
+                rubric_path = default_rubric_path()
+            stage = cfg.getoption("--evalsuite-stage") or suite.stage
+            rubric = load_rubric(rubric_path)
+            sr = rubric.for_stage(stage)
+        except EvalsuiteError as exc:
+            yield SetupErrorItem.from_parent(self, name="evalsuite-setup", message=str(exc))
+            return
+        variants = [v.name for v in suite.variants if not v.baseline and not v.noise]
+        if not variants:
+            yield SetupErrorItem.from_parent(self, name="evalsuite-setup", message=f"{self.path}: no variant to judge besides the baseline")
+            return
+        for v in variants:
+            for rule in sr.rules:
+                yield GateItem.from_parent(self, name=f"{v}::{rule.name}", variant=v, rule=rule.name, severity=rule.severity,
+                                           suite_path=self.path.resolve(), rubric_path=str(rubric_path), stage=stage)
+
+
+class SetupErrorItem(pytest.Item):
+    """Reports a suite or rubric that cannot be loaded as one failing item."""
+
+    def __init__(self, *, message: str, **kw):
+        super().__init__(**kw)
+        self.message = message
+
+    def runtest(self):
+        raise CannotJudge(self.message)
+
+    def repr_failure(self, excinfo, style=None):
+        return f"evalsuite cannot judge: {excinfo.value}"
+
+    def reportinfo(self):
+        return self.path, None, f"evalsuite: {self.name}"
+
+
+def _verdict_for(item: "GateItem"):
+    """Run (or load) and gate once per (suite, run, rubric, stage); cached in config.stash."""
+    cfg = item.config
+    key = (str(item.suite_path), cfg.getoption("--evalsuite-run"), item.rubric_path, item.stage)
+    cache = cfg.stash[_verdicts_key]
+    if key in cache:
+        return cache[key]
+    from .errors import EvalsuiteError
+    from .gate import gate_run
+    from .store import RunStore
+    from .suite import load_suite
+
+    try:
+        suite = load_suite(item.suite_path)
+        runs_dir = cfg.getoption("--evalsuite-runs-dir") or str(Path(suite.output_dir) / "runs")
+        run = cfg.getoption("--evalsuite-run")
+        if run:
+            store = RunStore.find(runs_dir, run)
+        else:
+            from .runner import RunOptions, run_suite
+
+            store = run_suite(suite, RunOptions(progress=False, runs_dir=runs_dir)).store
+        verdict = gate_run(store, item.rubric_path, item.stage)
+        cache[key] = verdict
+    except EvalsuiteError as exc:
+        cache[key] = CannotJudge(str(exc))
+    return cache[key]
+
+
+class GateItem(pytest.Item):
+    """One rubric rule for one variant."""
+
+    def __init__(self, *, variant: str, rule: str, severity: str, suite_path: Path, rubric_path: str, stage: str, **kw):
+        super().__init__(**kw)
+        self.variant, self.rule, self.severity = variant, rule, severity
+        self.suite_path, self.rubric_path, self.stage = suite_path, rubric_path, stage
+        self.add_marker("evalsuite")
+        self.user_properties.append(("evalsuite_rule", rule))
+        self.user_properties.append(("evalsuite_variant", variant))
+
+    def runtest(self):
+        verdict = _verdict_for(self)
+        if isinstance(verdict, CannotJudge):
+            raise verdict
+        if not verdict.judgeable:
+            raise CannotJudge("; ".join(verdict.problems))
+        res = verdict.result(self.variant, self.rule)
+        if res is None:
+            raise CannotJudge(f"no result for variant {self.variant!r} and rule {self.rule!r} (variant not in the run?)")
+        self.user_properties.append(("evalsuite_status", res.status))
+        if res.status == "fail":
+            raise RuleFailed(res)
+        if res.status == "missing":
+            raise CannotJudge(res.note)
+        if res.status == "skip":
+            pytest.skip(res.note or "rule does not apply to this run")
+        if res.status == "warn":
+            from .gate import violation_text
+
+            for v in res.violations:
+                warnings.warn(EvalsuiteWarning(violation_text(v)))
+
+    def repr_failure(self, excinfo, style=None):
+        from .gate import violation_text
+
+        if isinstance(excinfo.value, RuleFailed):
+            res = excinfo.value.result
+            head = f"evalsuite rule {res.rule!r} failed for variant {res.variant!r} (stage {self.stage}, rubric {self.rubric_path})"
+            return "\n".join([head] + [violation_text(v) for v in res.violations])
+        if isinstance(excinfo.value, CannotJudge):
+            return f"evalsuite cannot judge: {excinfo.value}"
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, None, f"evalsuite: {self.variant} :: {self.rule}"

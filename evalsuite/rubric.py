@@ -5,7 +5,7 @@ A rubric file holds a base list of rules and per-stage overrides (`dev`, `pilot`
     schema_version: 1
     name: default
     alpha: 0.05                 # significance level of the gate (family-wise, per variant)
-    multiple_testing: holm      # holm | bonferroni | none, over a variant's significance-gated block checks
+    multiple_testing: tarone    # tarone | holm | bonferroni | none, over a variant's significance-gated block checks
     rules:
       - name: kb-citation-recall
         scenario: kb_qa         # a scenario, a list, or "*"
@@ -48,7 +48,7 @@ from .yamlio import LineMap, load_yaml
 
 STAGES = ("dev", "pilot", "production")
 SEVERITIES = ("block", "warn")
-MULTIPLE_TESTING = ("holm", "bonferroni", "none")
+MULTIPLE_TESTING = ("tarone", "holm", "bonferroni", "none")
 DEFAULT_ALPHA = 0.05
 
 _COMMON = {"name", "severity", "description", "enabled", "required"}
@@ -363,10 +363,10 @@ def parse_rubric(data: Any, file: str = "<rubric>", lines: LineMap | None = None
     for k in sorted(set(data) - _TOP):
         ctx.add((k,), None, k, f"unknown field; known: {', '.join(sorted(_TOP))}")
     base_alpha = _num(ctx, ("alpha",), None, "alpha", data.get("alpha", DEFAULT_ALPHA), lo=1e-9, hi=0.5) or DEFAULT_ALPHA
-    mt = data.get("multiple_testing", "holm")
+    mt = data.get("multiple_testing", "tarone")
     if mt not in MULTIPLE_TESTING:
         ctx.add(("multiple_testing",), None, "multiple_testing", f"must be one of {', '.join(MULTIPLE_TESTING)}, got {mt!r}")
-        mt = "holm"
+        mt = "tarone"
     raw_rules = data.get("rules")
     if not isinstance(raw_rules, list) or not raw_rules:
         ctx.add(("rules",), None, "rules", "list at least one rule")

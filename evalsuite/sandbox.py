@@ -10,9 +10,9 @@ here as root, and needs no extra package; bubblewrap would do the same but is no
    `unshare --mount --net --pid --fork --kill-child --mount-proc -- python -I -S sandbox.py --boot DIR`
    (non-root: with `--user --map-root-user` added) in a new session (its own process group).
 2. The bootstrap (this file run as a script, stdlib only, PID 1 of the new PID namespace) reads the
-   program, mounts a size-limited private tmpfs over `/tmp` (the host's `/tmp` is hidden; the new one
-   is root-owned 0755), creates the working directory `/tmp/work` in it, owned by the sandbox uid,
-   and bind-remounts every other mount read-only (`/dev/shm`, `/var/tmp`, the repository...): writes
+   program, mounts a private tmpfs over `/tmp` (the host's `/tmp` is hidden), makes the working
+   directory `/tmp/work` a size-limited tmpfs of its own owned by the sandbox uid, leaves `/tmp`
+   itself read-only, and bind-remounts every other mount read-only (`/dev/shm`, `/var/tmp`, the repository...): writes
    outside the working directory fail (EROFS or EACCES) whoever the user is. If the interpreter lives
    under a directory other users cannot enter (pyenv under /root), a tmpfs replaces that directory
    and only the interpreter's prefix is bind-mounted back, read-only.
@@ -98,11 +98,15 @@ def _isolate_fs(cfg: dict, warnings: list) -> None:
     ctypes, libc = _libc()
     _mount(libc, ctypes, None, "/", None, _MS_REC | _MS_PRIVATE)
     size_mb = max(4, int(cfg["max_file_mb"]) * 2)
-    _mount(libc, ctypes, "evalsuite-sandbox", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size_mb}m,nr_inodes=4096,mode=755")
+    _mount(libc, ctypes, "evalsuite-sandbox", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,nr_inodes=64,mode=755")
     try:
         _expose_prefix(cfg["prefix"], warnings)
     except OSError as exc:
         warnings.append(f"interpreter prefix not exposed: {exc}")
+    # the working directory is its own tmpfs so /tmp itself can be read-only, even for a uid-0 program
+    os.mkdir(_WORK, 0o700)
+    _mount(libc, ctypes, "evalsuite-work", _WORK, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size_mb}m,nr_inodes=4096,mode=700")
+    _mount(libc, ctypes, None, "/tmp", None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     with open("/proc/self/mountinfo") as fh:
         mounts = [line.split() for line in fh]
     failed = []
@@ -244,7 +248,6 @@ def _boot(argv: list) -> int:
     if cfg["namespaces"]:
         try:
             _isolate_fs(cfg, warnings)
-            os.mkdir(_WORK, 0o700)
             workdir = _WORK
         except OSError as exc:
             warnings.append(f"no private /tmp or read-only root: {exc}; program runs in the host temp dir")
