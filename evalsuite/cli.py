@@ -30,10 +30,10 @@ def _setup_logging(verbose: bool) -> None:
 def _fail(exc: Exception, code: int = 1) -> None:
     if isinstance(exc, ValidationError):
         for p in exc.problems:
-            err.print(str(p), markup=False, highlight=False)
+            print(str(p), file=sys.stderr)  # plain, unwrapped: editors and CI parse file:line
         err.print(f"[red]{len(exc.problems)} problem(s)[/red]")
     else:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
