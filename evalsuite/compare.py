@@ -509,18 +509,19 @@ def format_comparison(cmp: Comparison, console) -> None:
 
     for name in cmp.variants + cmp.noise_runs:
         noise = name in cmp.noise_runs
-        t = Table(title=f"{name} vs {cmp.baseline}" + (" (noise run)" if noise else ""), title_justify="left")
-        for col in ("scenario", "metric", "n", "baseline", "variant", "delta", "95% CI", "p", "pass->fail", "fail->pass", "noise flips / |delta|"):
-            t.add_column(col, justify="right" if col not in ("scenario", "metric") else "left")
+        t = Table(title=f"{name} vs {cmp.baseline}" + (" (noise run)" if noise else ""), title_justify="left", pad_edge=False)
+        t.add_column("scenario/metric", no_wrap=True)
+        for col in ("n", "base", "var", "delta [95% CI]", "p", "flips -/+", "noise"):
+            t.add_column(col, justify="right", no_wrap=True)
         for d in cmp.deltas_for(name):
             nf = cmp.noise_floor(d.scenario, d.metric)
             bad = d.harm > 0 and d.p_worse < 0.05
-            delta = _fmt(d.delta, "{:+.3f}")
+            delta = f"{_fmt(d.delta, '{:+.3f}')} [{_fmt(d.ci_low, '{:+.2f}')}, {_fmt(d.ci_high, '{:+.2f}')}]"
             t.add_row(
-                d.scenario, d.metric + ("" if d.pass_fail else " (mean)"), str(d.n), _fmt(d.baseline_mean), _fmt(d.variant_mean),
-                f"[red]{delta}[/red]" if bad else delta, f"[{_fmt(d.ci_low, '{:+.3f}')}, {_fmt(d.ci_high, '{:+.3f}')}]", _p(d.p_value),
-                str(len(d.pass_to_fail)) if d.pass_fail else "-", str(len(d.fail_to_pass)) if d.pass_fail else "-",
-                "-" if noise or not nf.runs else f"{nf.flips} / {nf.harm:.3f}",
+                f"{d.scenario}/{d.metric}" + ("" if d.pass_fail else " (mean)"), str(d.n), _fmt(d.baseline_mean), _fmt(d.variant_mean),
+                f"[red]{delta}[/red]" if bad else delta, _p(d.p_value),
+                f"{len(d.pass_to_fail)}/{len(d.fail_to_pass)}" if d.pass_fail else "-",
+                "-" if noise or not nf.runs else f"{nf.flips}/{nf.harm:.2f}",
             )
         console.print(t)
     t = Table(title="performance vs baseline", title_justify="left")

@@ -353,13 +353,14 @@ def format_verdict(verdict: Verdict, console) -> None:
         console.print(f"[bold green]PASS[/bold green] run {verdict.run_id}: {len(verdict.variants)} variant(s) vs {verdict.baseline}, stage {verdict.stage}, rubric {verdict.rubric}")
     else:
         console.print(f"[bold red]REGRESSION[/bold red] run {verdict.run_id}: {len(verdict.violations)} violation(s), stage {verdict.stage}, rubric {verdict.rubric}")
-    t = Table(title="rules", title_justify="left")
-    for col in ("variant", *(r for r in dict.fromkeys(r.rule for r in verdict.results))):
-        t.add_column(col)
-    style = {"pass": "[green]ok[/green]", "fail": "[red]FAIL[/red]", "warn": "[yellow]warn[/yellow]", "skip": "[dim]n/a[/dim]", "missing": "[yellow]missing[/yellow]"}
+    t = Table(title="rules", title_justify="left", pad_edge=False)
+    t.add_column("rule", no_wrap=True)
     for variant in verdict.variants:
-        row = [variant]
-        for rule in dict.fromkeys(r.rule for r in verdict.results):
+        t.add_column(variant, no_wrap=True)
+    style = {"pass": "[green]ok[/green]", "fail": "[red]FAIL[/red]", "warn": "[yellow]warn[/yellow]", "skip": "[dim]n/a[/dim]", "missing": "[yellow]missing[/yellow]"}
+    for rule in dict.fromkeys(r.rule for r in verdict.results):
+        row = [rule]
+        for variant in verdict.variants:
             res = verdict.result(variant, rule)
             row.append(style.get(res.status, res.status) if res else "")
         t.add_row(*row)

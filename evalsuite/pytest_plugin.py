@@ -1,4 +1,4 @@
-"""pytest plugin (entry point `pytest11`): gate variants from pytest, one test item per (variant, rule).
+"""pytest plugin (entry point `pytest11`): gate variants from pytest, one test item per (variant, rule), named `rule[variant]`.
 
     pytest --evalsuite-suite suites/fake.yaml [--evalsuite-run last] [--evalsuite-stage production]
            [--evalsuite-rubric rubrics/default.yaml] [--junitxml out.xml]
@@ -101,7 +101,7 @@ class SuiteFile(pytest.File):
             return
         for v in variants:
             for rule in sr.rules:
-                yield GateItem.from_parent(self, name=f"{v}::{rule.name}", variant=v, rule=rule.name, severity=rule.severity,
+                yield GateItem.from_parent(self, name=f"{rule.name}[{v}]", variant=v, rule=rule.name, severity=rule.severity,
                                            suite_path=self.path.resolve(), rubric_path=str(rubric_path), stage=stage)
 
 
@@ -119,7 +119,7 @@ class SetupErrorItem(pytest.Item):
         return f"evalsuite cannot judge: {excinfo.value}"
 
     def reportinfo(self):
-        return self.path, None, f"evalsuite: {self.name}"
+        return self.path, 0, f"evalsuite: {self.name}"
 
 
 def _verdict_for(item: "GateItem"):
@@ -177,7 +177,7 @@ class GateItem(pytest.Item):
         if res.status == "missing":
             raise CannotJudge(res.note)
         if res.status == "skip":
-            pytest.skip(res.note or "rule does not apply to this run")
+            raise pytest.skip.Exception(res.note or "rule does not apply to this run", _use_item_location=True)
         if res.status == "warn":
             from .gate import violation_text
 
@@ -196,4 +196,4 @@ class GateItem(pytest.Item):
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):
-        return self.path, None, f"evalsuite: {self.variant} :: {self.rule}"
+        return self.path, 0, f"evalsuite: {self.variant} :: {self.rule}"

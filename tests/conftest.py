@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["pytester"]  # tests/test_pytest_plugin.py (the verdicts work) drives pytest with pytester
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
