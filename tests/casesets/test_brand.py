@@ -205,7 +205,7 @@ def test_load_cases():
 
 
 def test_counts_and_languages():
-    assert len(CASES) >= 30
+    assert len(CASES) >= 90
     zh = [c for c in CASES if _lang(c) == "zh"]
     assert len(zh) / len(CASES) >= 0.2
     easy = [c for c in SUITE_CASES if "easy" in c["tags"]]
