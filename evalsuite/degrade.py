@@ -24,7 +24,6 @@ system prompt.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence

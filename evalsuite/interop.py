@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -321,17 +319,5 @@ def import_humaneval(out_path: str | Path, problems: Mapping[str, Mapping] | Non
         problems = read_problems()
     doc = humaneval_caseset(problems)
     text = yaml.dump(doc, Dumper=_LiteralDumper, sort_keys=False, allow_unicode=True, width=1_000_000)
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        load_caseset(tmp)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(out_path, text, check=load_caseset)  # a bad import leaves the old file
     return len(doc["cases"])

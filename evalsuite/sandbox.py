@@ -326,7 +326,7 @@ import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from functools import lru_cache  # noqa: E402
 from typing import Iterable, Sequence  # noqa: E402
 

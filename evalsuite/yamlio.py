@@ -84,8 +84,12 @@ def load_jsonl(path: str | Path) -> tuple[list[Any], LineMap]:
     return records, lines
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write a file so that readers see the old content or the new one, never half of it."""
+def atomic_write_text(path: str | Path, text: str, check=None) -> None:
+    """Write a file so that readers see the old content or the new one, never half of it.
+
+    `check(tmp_path)`, if given, runs on the written temporary file before it replaces `path`;
+    if it raises, `path` is left untouched.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -94,6 +98,8 @@ def atomic_write_text(path: str | Path, text: str) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        if check is not None:
+            check(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

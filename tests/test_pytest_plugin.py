@@ -5,7 +5,6 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pytest
 
 # pytester's in-process runs drop modules first imported inside them; numpy does not survive a
 # reload, so everything the plugin imports lazily is imported here, once

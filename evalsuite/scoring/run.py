@@ -130,8 +130,6 @@ def run_cases(store) -> list[Case]:
 
 def score_run(store, cases: Sequence[Case] | None = None) -> list[ScoreRecord]:
     """Score a stored run from its generations and its suite's cases; write scores.jsonl."""
-    from ..errors import EvalsuiteError
-    from ..suite import load_suite
 
     if cases is None:
         cases = run_cases(store)
