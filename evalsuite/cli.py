@@ -198,6 +198,33 @@ def export(paths: List[Path] = typer.Argument(..., help="case-set files or direc
     console.print(f"exported {len(cases)} cases to {out}")
 
 
+@app.command()
+def summary(
+    run: str = typer.Argument(..., help="run id, run directory, or 'last'"),
+    variant: Optional[str] = typer.Option(None, help="variant (default: the baseline)"),
+    markdown: bool = typer.Option(False, "--markdown", help="print a markdown table"),
+    runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live"),
+) -> None:
+    """Pass rates of one variant per scenario, kind and metric (the floor of a model)."""
+    from .store import RunStore
+    from .summary import markdown_table, pass_rates
+
+    try:
+        store = RunStore.find(runs_dir, run)
+    except EvalsuiteError as exc:
+        _fail(exc)
+    rows = pass_rates(store.scores(), variant or store.signature.get("baseline"))
+    if markdown:
+        print(markdown_table(rows))
+        return
+    table = Table(title=f"{variant or 'baseline'} pass rates, run {store.run_id}")
+    for col in ("scenario", "kind", "metric", "cases", "passed", "rate"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["scenario"], r["kind"], r["metric"], str(r["cases"]), str(r["passed"]), f"{100 * r['rate']:.0f}%")
+    console.print(table)
+
+
 @app.command("list")
 def list_cmd() -> None:
     """List the registered backends and scorers."""

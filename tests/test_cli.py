@@ -10,7 +10,7 @@ from evalsuite.cli import app
 
 runner = CliRunner()
 
-COMMANDS = ["validate", "run", "score", "compare", "gate", "demo", "import", "export", "list"]
+COMMANDS = ["validate", "run", "score", "compare", "gate", "summary", "demo", "import", "export", "list"]
 
 
 def test_help_lists_every_command_with_one_line():
@@ -39,6 +39,11 @@ def test_run_then_score_on_the_fake_suite(repo, tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert (runs[0] / "scores.jsonl").read_text() == first
     assert json.loads((runs[0] / "status.json").read_text())["complete"] is True
+    # the fake baseline always abstains: ungrounded passes, everything that needs an answer fails
+    result = runner.invoke(app, ["summary", str(runs[0]), "--markdown"])
+    assert result.exit_code == 0, result.output
+    assert "| kb_qa | ungrounded | `grounding.abstained` | 1 | 1 | 100% |" in result.output
+    assert "| code | completion | `code.pass` | 1 | 0 | 0% |" in result.output
 
 
 def test_unknown_variant_is_a_clear_error(repo, tmp_path, monkeypatch):
