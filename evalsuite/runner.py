@@ -279,6 +279,8 @@ def _run_variant(variant: Variant, backend: Backend, fp: str, cases: Sequence[Ca
     mine = [g for g in store.generations() if g.variant == variant.name]
     peak = getattr(backend, "peak_memory_mb", None)
     peak = peak() if callable(peak) else peak
+    weights = getattr(backend, "model_memory_mb", None)
+    weights = weights() if callable(weights) else weights
     summary = summarize_generations(mine)
     summary.update(
         {
@@ -287,6 +289,7 @@ def _run_variant(variant: Variant, backend: Backend, fp: str, cases: Sequence[Ca
             "changes": list(variant.changes),
             "peak_memory_mb": peak if peak is not None else (previous or {}).get("peak_memory_mb", _rss_mb()),
             "peak_memory_source": "backend" if peak is not None else "process RSS",
+            "model_memory_mb": weights,
             "generated_now": len(todo),
             "cached_now": len(from_cache),
             "wall_s": wall + (previous or {}).get("wall_s", 0.0),

@@ -182,6 +182,18 @@ def _gen_settings(raw: Any, base: GenerationSettings, file: str, lines: LineMap,
     return replace(base, **values)
 
 
+def _resolve_paths(d: Any, keys: tuple[str, ...], rel) -> Any:
+    """Paths inside a variant's settings are relative to the suite file, like `model`."""
+    if not isinstance(d, dict):
+        return d
+    out = dict(d)
+    for k in keys:
+        v = out.get(k)
+        if isinstance(v, str) and v and not v.startswith(("~", "embedded")) and ("/" in v or Path(rel(v)).exists()):
+            out[k] = rel(v)
+    return out
+
+
 def compute_changes(variant: Variant, baseline: Variant) -> tuple[str, ...]:
     """Which categories a variant changes against the baseline."""
     changed = []
@@ -268,14 +280,18 @@ def load_suite(path: str | Path) -> Suite:
         gen = _gen_settings(base_raw.get("generation"), generation, file, lines, ("variants", baselines[0] if baselines else 0, "generation"), [], name)
         gen = _gen_settings(rv.get("generation"), gen, file, lines, ("variants", i, "generation"), problems, name)
         model = inherit("model")
+        quant = _resolve_paths(rv.get("quantization"), ("calibration", "checkpoint"), rel)
+        spec = _resolve_paths(rv.get("speculative"), ("model",), rel)
+        if isinstance(spec, dict) and isinstance(spec.get("draft"), dict):
+            spec = dict(spec, draft=_resolve_paths(spec["draft"], ("model",), rel))
         variants.append(
             Variant(
                 name=name,
                 backend=inherit("backend", "fake"),
-                model=rel(model) if isinstance(model, str) and (model.startswith("./") or model.startswith("../")) else model,
+                model=rel(model) if isinstance(model, str) and model.startswith(("./", "../")) else model,
                 options=dict(inherit("options", {}) or {}),
-                quantization=rv.get("quantization"),
-                speculative=rv.get("speculative"),
+                quantization=quant,
+                speculative=spec,
                 generation=gen,
                 baseline=rv.get("baseline") is True,
                 noise=rv.get("noise") is True,

@@ -24,11 +24,18 @@ import gc
 import logging
 import os
 import time
+import warnings
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import EvalsuiteError, MissingExtraError
 from .base import Generation, Request
+
+# Library noise that would bury the runner's progress bars: optional kernels that are absent on
+# CPU (torchao, bitsandbytes), torch's pytree deprecations, bnb's per-call int8 cast warning.
+for _noisy in ("torchao", "bitsandbytes", "torch.utils._pytree"):
+    logging.getLogger(_noisy).setLevel(logging.ERROR)
+warnings.filterwarnings("ignore", message=r".*MatMul8bitLt.*")
 
 try:
     import torch
@@ -39,6 +46,8 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise MissingExtraError("the transformers backend", "models", exc.name or "transformers") from exc
 
 from .. import models
+
+transformers.utils.logging.disable_progress_bar()  # weight-loading bars; the runner shows progress
 
 log = logging.getLogger("evalsuite")
 
@@ -133,14 +142,21 @@ def _reset_rss_peak() -> bool:
         return False
 
 
-def _rss_peak_mb() -> float:
+def _proc_status_mb(field: str) -> float | None:
     try:
         with open("/proc/self/status") as fh:
             for line in fh:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024.0
     except OSError:
         pass
+    return None
+
+
+def _rss_peak_mb() -> float:
+    peak = _proc_status_mb("VmHWM")
+    if peak is not None:
+        return peak
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -174,6 +190,8 @@ class TransformersBackend:
         self._identity: dict | None = None
         self._model_dir: Path | None = None
         self._rss_reset = False
+        self._rss_after_load: float | None = None
+        self._model_mb: float | None = None
         self.load_s: float | None = None
 
     # -- configuration -------------------------------------------------------------------------
@@ -220,6 +238,7 @@ class TransformersBackend:
             elif self.quant_method == "gptq":
                 libs.append("gptqmodel")
                 _, ident["gptq"], _, _ = models.gptq_plan(self.model_dir, self.variant.quantization, self.cache_dir)
+                ident["gptq"]["kernel"] = self._gptq_kernel(self.variant.quantization) or "auto"
             if self.spec_method == "draft":
                 draft_dir, draft_q = self._draft_spec()
                 ident["draft"] = {"model": models.model_dir_identity(draft_dir, self.cache_dir), "quantization": draft_q}
@@ -253,18 +272,34 @@ class TransformersBackend:
     def _load_gptq(self, model_dir: Path, quantization: dict):
         models.require("gptqmodel", "GPTQ quantization", "gptq", "gptqmodel")
         os.environ.setdefault("GPTQMODEL_CPU_WORKERS", "2")
+        import contextlib
+        import io
+
+        buf = io.StringIO()  # gptqmodel prints a banner at import, config dumps and its kernel choice
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            import gptqmodel  # noqa: F401  (import-time banner captured here)
         ckpt = models.gptq_checkpoint(model_dir, quantization, self.cache_dir)
         from gptqmodel import GPTQModel
 
-        kernel = models.gptq_backend(quantization.get("kernel") or ("gptq_torch" if self.device == "cpu" else None))
+        kernel = models.gptq_backend(self._gptq_kernel(quantization))
         kwargs = {"device": self.device if self.device != "cuda" else "cuda:0"}
         if kernel is not None:
             kwargs["backend"] = kernel
-        wrapped = GPTQModel.load(str(ckpt), **kwargs)
+        try:
+            with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+                wrapped = GPTQModel.load(str(ckpt), **kwargs)
+        except Exception as exc:
+            raise EvalsuiteError(f"loading the GPTQ checkpoint {ckpt} failed: {type(exc).__name__}: {exc}\n{buf.getvalue()[-2000:]}") from exc
         self._gptq_wrapper = wrapped  # keeps gptqmodel's state alive with the HF model
         model = wrapped.model
         model.eval()
         return model
+
+    def _gptq_kernel(self, quantization: dict) -> str | None:
+        # measured here (SmolLM2-135M, 4-bit g64, 2 CPU cores): gptq_torch 0.6 tok/s, gptq_torch_fused
+        # 32, gptq_torch_int8 32, gptq_torch_aten 34 (what `auto` picks). Named explicitly on CPU so the
+        # kernel, which can change outputs, is part of the fingerprint and stable across versions.
+        return quantization.get("kernel") or ("gptq_torch_aten" if self.device == "cpu" else None)
 
     def load(self) -> None:
         """Load tokenizer, model and draft model (idempotent)."""
@@ -274,9 +309,6 @@ class TransformersBackend:
 
         if self.options.get("threads"):
             torch.set_num_threads(int(self.options["threads"]))
-        self._rss_reset = _reset_rss_peak()
-        if self.device.startswith("cuda"):
-            torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
         tok = AutoTokenizer.from_pretrained(str(self.model_dir))
         tok.padding_side = "left"
@@ -294,6 +326,17 @@ class TransformersBackend:
                 self.draft.generation_config.num_assistant_tokens = int(n)
                 self.draft.generation_config.num_assistant_tokens_schedule = "constant"
         self.load_s = time.perf_counter() - t0
+        self._model_mb = round(self.model_memory_mb() or 0.0, 1)
+        # the peak is measured from here: serving memory (weights + generation), not the load-time
+        # transients (bnb quantizes fp32 weights while loading) nor what earlier variants freed
+        if not self.device.startswith("cuda"):
+            _touch(self.model, self.draft)  # weights memory-mapped from safetensors: page them in now
+        gc.collect()
+        _malloc_trim()
+        self._rss_reset = _reset_rss_peak()
+        self._rss_after_load = _proc_status_mb("VmRSS")
+        if self.device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
         log.debug("loaded %s (%s) in %.1fs", self.variant.name, self.model_dir, self.load_s)
 
     # -- prompts -------------------------------------------------------------------------------
@@ -310,7 +353,7 @@ class TransformersBackend:
     def _input_device(self):
         try:
             return self.model.get_input_embeddings().weight.device
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - any model without plain embeddings: use the configured device
             return torch.device(self.device)
 
     def _eos_ids(self) -> set[int]:
@@ -399,6 +442,7 @@ class TransformersBackend:
                 "ttft_source": ttft_source,
                 "batch_tokens_per_s": round(total_new / latency, 3) if latency > 0 else None,
                 "device": self.device,
+                "model_mb": self._model_mb,
             }
             if self.spec_method:
                 extra["speculative"] = self.spec_method
@@ -425,11 +469,21 @@ class TransformersBackend:
 
     # -- resources -----------------------------------------------------------------------------
     def peak_memory_mb(self) -> float | None:
-        """Peak memory since this backend loaded: CUDA allocator peak, or process peak RSS on CPU."""
+        """Serving memory: the weights plus the peak working set of generation.
+
+        CUDA: the allocator's peak since loading (weights + KV cache + activations). CPU: the
+        weights' size plus how far the process's peak RSS rose above its RSS right after loading
+        (Linux VmHWM, reset then). Process RSS itself is not comparable between variants run in
+        one process (the interpreter, libraries and the allocator's leftovers from earlier
+        variants are in it: a baseline measured after three quantized variants read 35% higher).
+        Without /proc, the process peak RSS is returned.
+        """
         if self.model is None:
             return None
         if self.device.startswith("cuda"):
             return torch.cuda.max_memory_allocated() / 2**20
+        if self._rss_reset and self._rss_after_load is not None:
+            return (self._model_mb or 0.0) + max(0.0, _rss_peak_mb() - self._rss_after_load)
         return _rss_peak_mb()
 
     def model_memory_mb(self) -> float | None:
@@ -449,3 +503,25 @@ class TransformersBackend:
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+        _malloc_trim()
+
+
+def _touch(*modules) -> None:
+    """Read every weight once, so lazily mapped pages are resident before the peak is reset."""
+    with torch.inference_mode():
+        for m in modules:
+            if m is None:
+                continue
+            for t in list(m.parameters()) + list(m.buffers()):
+                if t.numel() and t.device.type == "cpu":
+                    t.view(-1)[:: max(1, 4096 // max(1, t.element_size()))].float().sum()
+
+
+def _malloc_trim() -> None:
+    """Return freed heap to the OS (glibc), so the next variant's peak RSS is its own."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ..errors import EvalsuiteError
 from .base import ScoreRecord

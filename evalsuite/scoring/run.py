@@ -135,6 +135,14 @@ def score_run(store, cases: Sequence[Case] | None = None) -> list[ScoreRecord]:
         cases = run_cases(store)
     baseline = store.signature.get("baseline")
     records = score_generations(cases, store.generations(), baseline)
+    # logit agreement needs the models, so it is computed once (by the demo) and kept as it is
+    from .logits import LOGITS_FILE
+
+    logits = store.dir / LOGITS_FILE
+    if logits.is_file():
+        import json
+
+        records += [ScoreRecord.from_dict(json.loads(line)) for line in logits.read_text("utf-8").splitlines() if line.strip()]
     specs = load_scorers()
     store.write_json("scorers.json", [s.describe() for s in specs])
     store.write_scores(records)

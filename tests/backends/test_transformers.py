@@ -10,9 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from evalsuite.backends.base import GenerationSettings, Request  # noqa: E402
-from evalsuite.errors import EvalsuiteError  # noqa: E402
-from evalsuite.suite import Variant  # noqa: E402
+from evalsuite.backends.base import GenerationSettings, Request
+from evalsuite.errors import EvalsuiteError
+from evalsuite.suite import Variant
 
 SENTENCES = [
     "the quick brown fox jumps over the lazy dog",
@@ -188,7 +188,6 @@ def test_fingerprint_changes_with_weights_quantization_speculative(tiny_dir, cac
     # same files, different weights
     other = _save_tiny(tmp_path / "other", seed=1)
     assert _backend(_variant(other, cache_dir)).fingerprint() != fp
-    # same weights copied elsewhere: the content hash, not the path, is the identity... plus the path in the spec
     seen = {fp}
     for kw in (
         {"quantization": {"method": "bnb", "bits": 8}},
@@ -310,3 +309,45 @@ def test_cuda_batch(tiny_dir, cache_dir):
     assert all(g.ok and g.extra["device"] == "cuda" for g in gens)
     assert be.peak_memory_mb() > 0
     be.close()
+
+
+def test_logit_agreement_identical_and_different_models(greedy, tiny_dir, cache_dir, tmp_path):
+    from evalsuite.scoring.logits import KL_METRIC, TOP1_METRIC, logit_agreement, to_score_records
+
+    reqs = _requests(2, max_new_tokens=8)
+    outs = greedy.generate(reqs)
+    conts = [g.extra["token_ids"] for g in outs]
+    same = logit_agreement(greedy, _backend(_variant(tiny_dir, cache_dir)), reqs, conts)
+    assert all(r["kl_mean"] < 1e-6 and r["top1_agreement"] == 1.0 and r["first_disagreement"] is None for r in same)
+    # the baseline's own greedy continuation: its top token agrees with itself at every position
+    other = _backend(_variant(_save_tiny(tmp_path / "o", seed=7), cache_dir))
+    diff = logit_agreement(greedy, other, reqs, [g.text for g in outs])
+    assert all(r["kl_mean"] > 0 and 0.0 <= r["top1_agreement"] <= 1.0 and r["positions"] > 0 for r in diff)
+    recs = to_score_records("other", diff, {})
+    assert {r.metric for r in recs} == {KL_METRIC, TOP1_METRIC}
+    assert all(r.higher_is_better is (r.metric == TOP1_METRIC) for r in recs)
+    with pytest.raises(EvalsuiteError):
+        logit_agreement(greedy, other, reqs, conts[:1])
+
+
+def test_gptq_on_the_fly_quantizes_once_and_generates(tiny_dir, tmp_path):
+    """GPTQ through gptqmodel on the tiny model: quantized once, cached, then loaded with the CPU kernel."""
+    pytest.importorskip("gptqmodel")
+    cache = str(tmp_path / "gcache")
+    import pathlib
+
+    casesets = pathlib.Path(__file__).resolve().parents[2] / "casesets"
+    q = {"method": "gptq", "bits": 4, "group_size": 32, "calibration": str(casesets), "calibration_samples": 8}
+    v = dataclasses.replace(_variant(tiny_dir, cache), quantization=q)
+    be = _backend(v)
+    fp = be.fingerprint()
+    gens = be.generate(_requests(2, max_new_tokens=6))
+    assert all(g.ok and g.new_tokens > 0 for g in gens)
+    be.close()
+    ckpts = [p for p in (tmp_path / "gcache" / "models").iterdir() if p.name.startswith("gptq-")]
+    assert len(ckpts) == 1 and (ckpts[0] / "evalsuite-gptq.json").is_file()
+    again = _backend(v)
+    assert again.fingerprint() == fp
+    again.generate(_requests(1, max_new_tokens=4))
+    assert [p for p in (tmp_path / "gcache" / "models").iterdir() if p.name.startswith("gptq-")] == ckpts
+    again.close()

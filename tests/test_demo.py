@@ -1,0 +1,65 @@
+"""evalsuite.demo on the fake backend (fast: no model), so the demo's plumbing is tested everywhere.
+
+The real demo (suites/demo.yaml on the embedded model) is what `make demo` runs; it takes minutes.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from evalsuite.backends.base import Generation
+from evalsuite.demo import identical_share, missing_requirement, run_demo
+from evalsuite.errors import EvalsuiteError
+from evalsuite.suite import Variant
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _g(variant, case, text, ids=None, error=None):
+    return Generation(case, variant, 0, text=text, error=error, extra={"token_ids": ids} if ids else {})
+
+
+@pytest.mark.parametrize(
+    "gens, expected",
+    [
+        ([_g("b", "c1", "x"), _g("v", "c1", "x"), _g("b", "c2", "y"), _g("v", "c2", "z")], {"b": (2, 2), "v": (1, 2)}),
+        # token ids win over text when both sides have them
+        ([_g("b", "c1", "x", [1, 2]), _g("v", "c1", "x", [1, 3])], {"b": (1, 1), "v": (0, 1)}),
+        # failed generations are not pairs
+        ([_g("b", "c1", "x"), _g("v", "c1", "", error="boom")], {"b": (1, 1)}),
+    ],
+)
+def test_identical_share(gens, expected):
+    got = identical_share(gens, "b")
+    assert {k: (v["identical"], v["pairs"]) for k, v in got.items()} == expected
+
+
+def test_missing_requirement(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gptqmodel" else real(name, *a))
+    assert missing_requirement(Variant("f", backend="fake")) is None
+    why = missing_requirement(Variant("g", backend="transformers", quantization={"method": "gptq", "bits": 4}))
+    assert why and "evalsuite[gptq]" in why
+    assert missing_requirement(Variant("c", backend="transformers", quantization={"method": "gptq", "checkpoint": "/x"})) is None
+
+
+def test_run_demo_on_the_fake_suite(tmp_path):
+    out = io.StringIO()
+    console = Console(file=out, width=160)
+    code = run_demo(REPO / "suites" / "fake.yaml", profile="quick", console=console, runs_dir=str(tmp_path / "runs"), cache_path=str(tmp_path / "c.sqlite"))
+    text = out.getvalue()
+    assert code in (0, 1, 2)
+    assert "same as base" in text and "fake-int8" in text
+    assert "demo wall time" in text
+    assert list((tmp_path / "runs").iterdir()), "the run is stored"
+
+
+def test_unknown_profile():
+    with pytest.raises(EvalsuiteError, match="unknown demo profile"):
+        run_demo(REPO / "suites" / "fake.yaml", profile="huge", console=Console(file=io.StringIO()))
