@@ -1,0 +1,203 @@
+"""The vllm backend: offline batched generation with `vllm.LLM.chat` on a CUDA GPU.
+
+Options (under a variant's `options`):
+
+- `dtype`: auto, bfloat16, float16, float32 (default auto)
+- `gpu_memory_utilization`: share of GPU memory vLLM may reserve (default 0.9; the KV cache is
+  preallocated from it, so peak memory follows this setting more than the model)
+- `max_model_len`, `tensor_parallel_size`, `enforce_eager`, `seed`: passed to `vllm.LLM`
+- `engine_args`: a mapping of further `vllm.LLM` keyword arguments, passed through
+- `cache_dir`: where the embedded model is converted (as for the transformers backend)
+- `trust_remote_code`: not supported (a suite must not run code shipped with a model)
+
+Variant fields used: `model` (a local directory, or "embedded"); `quantization`
+`{method: gptq|awq|fp8|bitsandbytes|..., checkpoint: DIR, kv_cache_dtype: fp8}` (gptq and awq
+need a quantized checkpoint: `checkpoint`, else `model` must be one); `speculative`
+`{method: ngram, num_tokens: 5, prompt_lookup_max: 4, prompt_lookup_min: 1}` (`prompt_lookup`
+with `max_ngram`, the transformers backend's spelling, means the same) or
+`{method: draft, model: DIR, num_tokens: 5}`.
+
+Each request carries its own `SamplingParams(seed=Request.sample_seed())`, so a sample depends on
+its seed, not on its batch. Greedy requests use temperature 0.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import models
+from ..errors import EvalsuiteError, MissingExtraError
+from .base import Generation, Request
+
+_OPTIONS = {"dtype", "gpu_memory_utilization", "max_model_len", "tensor_parallel_size", "enforce_eager", "seed", "engine_args", "cache_dir", "trust_remote_code"}
+_QUANT_KEYS = {"method", "checkpoint", "kv_cache_dtype"}
+#: evalsuite's spellings -> vLLM's `quantization` names (others are passed as given)
+_QUANT_NAMES = {"bnb": "bitsandbytes", "bitsandbytes": "bitsandbytes", "gptq": "gptq", "awq": "awq", "fp8": "fp8"}
+_PRECOMPUTED = {"gptq", "awq", "gptq_marlin", "awq_marlin", "compressed-tensors", "marlin"}  #: need a quantized checkpoint
+_DEFAULT_SPEC_TOKENS = 5
+
+
+def quantization_args(q: dict | None) -> tuple[dict, str | None]:
+    """vLLM `LLM` keyword arguments for a variant's quantization, and the checkpoint to load instead."""
+    if not q:
+        return {}, None
+    unknown = set(q) - _QUANT_KEYS
+    if unknown:
+        raise EvalsuiteError(f"unknown vllm quantization setting(s) {sorted(unknown)}; known: {', '.join(sorted(_QUANT_KEYS))}")
+    method = str(q.get("method") or "").lower()
+    if not method and not q.get("kv_cache_dtype"):
+        raise EvalsuiteError("quantization needs a `method` (gptq, awq, fp8, bitsandbytes...) or a `kv_cache_dtype`")
+    args: dict[str, Any] = {}
+    if method:
+        args["quantization"] = _QUANT_NAMES.get(method, method)
+    if q.get("kv_cache_dtype"):
+        args["kv_cache_dtype"] = str(q["kv_cache_dtype"])
+    return args, q.get("checkpoint")
+
+
+def speculative_config(spec: dict | None, resolve=lambda m: m) -> dict | None:
+    """vLLM's `speculative_config` for a variant's speculative settings (`resolve` maps a draft model to a path)."""
+    if not spec:
+        return None
+    method = spec.get("method")
+    tokens = int(spec.get("num_tokens", _DEFAULT_SPEC_TOKENS))
+    if method in ("ngram", "prompt_lookup"):
+        cfg: dict[str, Any] = {"method": "ngram", "num_speculative_tokens": tokens}
+        lookup_max = spec.get("prompt_lookup_max", spec.get("max_ngram"))
+        if lookup_max is not None:
+            cfg["prompt_lookup_max"] = int(lookup_max)
+        if spec.get("prompt_lookup_min") is not None:
+            cfg["prompt_lookup_min"] = int(spec["prompt_lookup_min"])
+        return cfg
+    if method == "draft":
+        draft = spec.get("model") or (spec.get("draft") or {}).get("model")
+        if not draft:
+            raise EvalsuiteError("speculative method draft needs `model` (the draft model directory)")
+        return {"method": "draft_model", "model": str(resolve(draft)), "num_speculative_tokens": tokens}
+    raise EvalsuiteError(f"unknown speculative method {method!r} for the vllm backend; available: ngram (or prompt_lookup), draft")
+
+
+def _import_vllm():
+    try:
+        import torch
+        import vllm
+    except ImportError as exc:
+        raise MissingExtraError("the vllm backend", "vllm", "vllm") from exc
+    if not torch.cuda.is_available():
+        raise EvalsuiteError("the vllm backend needs a CUDA GPU and none is available (torch.cuda.is_available() is False); use the transformers backend on CPU")
+    return vllm, torch
+
+
+class VLLMBackend:
+    """Generation with `vllm.LLM`; the engine starts on the first `generate`."""
+
+    name = "vllm"
+
+    def __init__(self, variant):
+        self.variant = variant
+        self.options = dict(variant.options or {})
+        unknown = set(self.options) - _OPTIONS
+        if unknown:
+            raise EvalsuiteError(f"variant {variant.name!r}: unknown vllm option(s) {sorted(unknown)}; known: {', '.join(sorted(_OPTIONS))}")
+        if self.options.get("trust_remote_code") or (self.options.get("engine_args") or {}).get("trust_remote_code"):
+            raise EvalsuiteError(f"variant {variant.name!r}: trust_remote_code is not supported (a suite must not run code shipped with a model)")
+        self.quant_args, checkpoint = quantization_args(variant.quantization)
+        self.spec_config = speculative_config(variant.speculative, self._resolve)  # validated before any import
+        self.vllm, self.torch = _import_vllm()
+        self.cache_dir = self.options.get("cache_dir")
+        self.model_dir = Path(checkpoint).expanduser() if checkpoint else models.resolve_model_dir(variant.model, self.cache_dir)
+        self.llm = None
+        self._peak_mb: float | None = None
+        self._identity: dict | None = None
+
+    def _resolve(self, model: str) -> Path:
+        return models.resolve_model_dir(model, self.options.get("cache_dir"))
+
+    def engine_args(self) -> dict:
+        """Keyword arguments for `vllm.LLM`."""
+        args: dict[str, Any] = {"model": str(self.model_dir), "dtype": self.options.get("dtype", "auto"), "gpu_memory_utilization": float(self.options.get("gpu_memory_utilization", 0.9))}
+        for k in ("max_model_len", "tensor_parallel_size", "enforce_eager", "seed"):
+            if self.options.get(k) is not None:
+                args[k] = self.options[k]
+        args.update(self.quant_args)
+        if self.spec_config:
+            args["speculative_config"] = self.spec_config
+        args.update(self.options.get("engine_args") or {})
+        return args
+
+    def fingerprint(self) -> str:
+        if self._identity is None:
+            ident: dict[str, Any] = {"model": models.model_dir_identity(self.model_dir, self.cache_dir), "engine": {k: v for k, v in self.engine_args().items() if k != "model"}, "libraries": models.library_identity("vllm", "torch")}
+            if self.spec_config and "model" in self.spec_config:
+                ident["engine"]["speculative_config"] = dict(self.spec_config, model=models.model_dir_identity(Path(self.spec_config["model"]), self.cache_dir))
+            self._identity = ident
+        return self.variant.fingerprint(self._identity)
+
+    def load(self):
+        if self.llm is None:
+            self.llm = self.vllm.LLM(**self.engine_args())
+            self.torch.cuda.reset_peak_memory_stats()
+        return self.llm
+
+    def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        if not requests:
+            return []
+        llm = self.load()
+        SamplingParams = self.vllm.SamplingParams
+        params = [SamplingParams(n=1, max_tokens=r.max_new_tokens, temperature=0.0 if r.greedy else r.temperature, top_p=1.0 if r.greedy else r.top_p, seed=r.sample_seed()) for r in requests]
+        conversations = [[{"role": role, "content": content} for role, content in r.messages] for r in requests]
+        t0 = time.perf_counter()
+        outputs = llm.chat(conversations, params, use_tqdm=False)
+        latency = time.perf_counter() - t0
+        self._note_memory()
+        timeout = self.variant.generation.timeout_s
+        timed_out = timeout is not None and latency > timeout  # an offline batch cannot be cut short
+        total_new = sum(len(o.outputs[0].token_ids) for o in outputs)
+        gens = []
+        for req, out in zip(requests, outputs):
+            comp = out.outputs[0]
+            ids = list(comp.token_ids)
+            extra = {"token_ids": ids, "batch_tokens_per_s": round(total_new / latency, 3) if latency > 0 else None, "ttft_source": None}
+            ttft = _ttft(out)
+            if ttft is not None:
+                extra["ttft_source"] = "vllm_metrics"
+            if self.spec_config:
+                extra["speculative"] = self.spec_config["method"]
+            common = {"case_id": req.case_id, "variant": self.variant.name, "sample": req.sample, "prompt_tokens": len(out.prompt_token_ids or []), "new_tokens": len(ids), "latency_s": latency, "batch_size": len(requests), "extra": extra}
+            if timed_out:
+                gens.append(Generation(**common, error=f"timed out after {timeout}s", timeout=True, finish_reason="timeout"))
+                continue
+            gens.append(Generation(**common, text=comp.text, ttft_s=ttft, tokens_per_s=len(ids) / latency if latency > 0 else None, finish_reason=comp.finish_reason))
+        return gens
+
+    def _note_memory(self) -> None:
+        # vLLM's engine may run in a child process (V1): this process then allocates nothing, and
+        # the device-wide use (all processes) is the honest figure
+        mb = self.torch.cuda.max_memory_allocated() / 2**20
+        if mb <= 0:
+            free, total = self.torch.cuda.mem_get_info()
+            mb = (total - free) / 2**20
+        self._peak_mb = max(self._peak_mb or 0.0, mb)
+
+    def peak_memory_mb(self) -> float | None:
+        """Peak GPU memory during generation (includes the KV cache vLLM preallocates)."""
+        return self._peak_mb
+
+    def close(self) -> None:
+        self.llm = None
+        gc.collect()
+        if self.torch.cuda.is_available():
+            self.torch.cuda.empty_cache()
+
+
+def _ttft(out) -> float | None:
+    """Time to first token from vLLM's request metrics, when the engine fills them in."""
+    m = getattr(out, "metrics", None)
+    first, arrival = getattr(m, "first_token_time", None), getattr(m, "arrival_time", None)
+    if first is None or arrival is None:
+        return None
+    return max(0.0, float(first) - float(arrival))

@@ -1,0 +1,374 @@
+"""The http backend against a small OpenAI-compatible server started in the test (stdlib only)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from evalsuite.backends.base import GenerationSettings, Request
+from evalsuite.backends.http import HTTPBackend
+from evalsuite.errors import EvalsuiteError
+from evalsuite.suite import Variant
+
+FIRST_TOKEN_DELAY_S = 0.1  #: the server waits this long between the role chunk and the first content
+SCRIPT = {"hello": "Hello there friend", "json please": '{"a": 1}'}
+
+
+class FakeOpenAIServer(ThreadingHTTPServer):
+    """POST /v1/chat/completions (plain and SSE) and GET /v1/models, with scripted replies.
+
+    The reply depends on the last user message: a SCRIPT entry, `boom` (HTTP 500), `slow` (2 s
+    before any byte), `trickle` (one word every 0.1 s), `wait:<s>` (sleep s, then reply), else an
+    echo. Every request is logged with server-side start and end times.
+    """
+
+    daemon_threads = True  # a slow handler must not hold up teardown
+
+    def __init__(self, models=("tiny-chat",)):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.models = list(models)
+        self.serve_models = True
+        self.log: list[dict] = []
+        self.models_hits = 0
+        self.lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def posts(self) -> list[dict]:
+        with self.lock:
+            return [e for e in self.log if e["path"].endswith("/chat/completions")]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FakeOpenAIServer
+    protocol_version = "HTTP/1.0"  # the connection closes after each reply: SSE ends at EOF
+
+    def log_message(self, *args):  # keep pytest output clean
+        pass
+
+    def _json(self, status: int, obj: dict) -> None:
+        body = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        if self.path.rstrip("/") != "/v1/models" or not self.server.serve_models:
+            return self._json(404, {"error": {"message": "not found"}})
+        with self.server.lock:
+            self.server.models_hits += 1
+        self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "root": f"/models/{m}"} for m in self.server.models]})
+
+    def do_POST(self):
+        entry = {"path": self.path, "start": time.monotonic(), "auth": self.headers.get("Authorization")}
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        entry["body"] = body
+        with self.server.lock:
+            self.server.log.append(entry)
+        try:
+            self._reply(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout): nothing to do
+        finally:
+            entry["end"] = time.monotonic()
+
+    def _reply(self, body: dict) -> None:
+        last = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+        if last == "boom":
+            return self._json(500, {"error": {"message": "injected failure", "type": "server_error"}})
+        if last == "slow":
+            time.sleep(2.0)
+        if last.startswith("wait:"):
+            time.sleep(float(last.split(":")[1]))
+        words = ("one two three four five six seven eight nine ten" if last == "trickle" else SCRIPT.get(last, f"echo: {last}")).split()
+        finish = "stop"
+        if len(words) > body["max_tokens"]:
+            words, finish = words[: body["max_tokens"]], "length"
+        text = " ".join(words)
+        usage = {"prompt_tokens": sum(len(m["content"].split()) for m in body["messages"]), "completion_tokens": len(words)}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        if not body.get("stream"):
+            return self._json(200, {"id": "c1", "object": "chat.completion", "model": body["model"], "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}], "usage": usage})
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+
+        def event(obj) -> None:
+            self.wfile.write(f"data: {json.dumps(obj)}\n\n".encode())
+            self.wfile.flush()
+
+        chunk = {"id": "c1", "object": "chat.completion.chunk", "model": body["model"]}
+        event(chunk | {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+        time.sleep(FIRST_TOKEN_DELAY_S)
+        for i, w in enumerate(words):
+            event(chunk | {"choices": [{"index": 0, "delta": {"content": w if i == 0 else " " + w}, "finish_reason": None}]})
+            if last == "trickle":
+                time.sleep(0.1)
+        event(chunk | {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            event(chunk | {"choices": [], "usage": usage})
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+@pytest.fixture
+def server():
+    srv = FakeOpenAIServer()
+    t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def make_backend(server, *, model="tiny-chat", timeout_s=None, **options) -> HTTPBackend:
+    opts = {"base_url": server.base_url} | options
+    return HTTPBackend(Variant(name="srv", backend="http", model=model, options=opts, generation=GenerationSettings(timeout_s=timeout_s)))
+
+
+def req(prompt: str, case_id: str | None = None, **kw) -> Request:
+    return Request(case_id or prompt, (("system", "Be brief."), ("user", prompt)), **({"max_new_tokens": 16} | kw))
+
+
+# -- replies -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize(
+    "prompt, max_new, text, new_tokens, finish",
+    [
+        ("hello", 16, "Hello there friend", 3, "stop"),
+        ("json please", 16, '{"a": 1}', 2, "stop"),
+        ("what is two plus two", 16, "echo: what is two plus two", 6, "stop"),
+        ("hello", 2, "Hello there", 2, "length"),
+    ],
+)
+def test_reply_text_usage_and_finish(server, stream, prompt, max_new, text, new_tokens, finish):
+    be = make_backend(server, stream=stream)
+    [g] = be.generate([req(prompt, max_new_tokens=max_new)])
+    be.close()
+    assert g.ok, g.error
+    assert (g.text, g.new_tokens, g.finish_reason) == (text, new_tokens, finish)
+    assert g.prompt_tokens == 2 + len(prompt.split())  # "Be brief." + the prompt, counted by the server
+    assert g.tokens_per_s == pytest.approx(new_tokens / g.latency_s)
+    assert g.extra["served_model"] == "tiny-chat"
+
+
+def test_stream_ttft_is_the_first_content_delta(server):
+    be = make_backend(server)
+    gens = be.generate([req("hello"), req("json please")])
+    for g in gens:
+        # the role-only chunk arrives at once; the first content only after the server's delay
+        assert FIRST_TOKEN_DELAY_S <= g.ttft_s <= g.latency_s
+        assert g.extra["ttft_source"] == "stream"
+    [plain] = make_backend(server, stream=False).generate([req("hello")])
+    assert plain.ttft_s is None and plain.extra["ttft_source"] is None
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_request_body(server, stream):
+    be = make_backend(server, stream=stream, extra_body={"top_k": 20, "repetition_penalty": 1.0})
+    r = req("hello", sample=3, temperature=0.7, top_p=0.9, max_new_tokens=12)
+    be.generate([r])
+    [entry] = server.posts()
+    body = entry["body"]
+    assert body["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello"}]
+    assert (body["model"], body["max_tokens"], body["temperature"], body["top_p"]) == ("tiny-chat", 12, 0.7, 0.9)
+    assert body["seed"] == r.sample_seed() != req("hello", sample=4).sample_seed()
+    assert (body["top_k"], body["repetition_penalty"]) == (20, 1.0)
+    assert body["stream"] is stream
+    assert ("stream_options" in body) is stream
+    if stream:
+        assert body["stream_options"] == {"include_usage": True}
+    assert entry["auth"] is None
+
+
+# -- failures stay per request -----------------------------------------------------------------
+@pytest.mark.parametrize("stream", [True, False])
+def test_error_and_timeout_are_recorded_per_request(server, stream):
+    be = make_backend(server, stream=stream, timeout_s=0.5)
+    ok, err, slow, ok2 = be.generate([req("hello"), req("boom"), req("slow"), req("json please")])
+    assert ok.ok and ok.text == "Hello there friend"
+    assert ok2.ok and ok2.text == '{"a": 1}'
+    assert not err.ok and not err.timeout
+    assert err.error == "HTTP 500: injected failure" and err.finish_reason == "error" and err.text == ""
+    assert err.extra["http_status"] == 500
+    assert slow.timeout and "timed out after 0.5s" in slow.error and slow.finish_reason == "timeout"
+    assert [g.case_id for g in (ok, err, slow, ok2)] == ["hello", "boom", "slow", "json please"]
+
+
+def test_a_stream_that_trickles_past_the_deadline_times_out(server):
+    # each chunk arrives well within the read timeout; only the request's deadline stops it
+    [g] = make_backend(server, timeout_s=0.45).generate([req("trickle")])
+    assert g.timeout and g.text == ""
+    [done] = make_backend(server, timeout_s=5).generate([req("trickle")])
+    assert done.ok and done.text.split()[-1] == "ten"
+
+
+def test_suite_timeout_applies_per_request_unless_the_option_overrides(server):
+    be = HTTPBackend(Variant(name="v", backend="http", model="tiny-chat", options={"base_url": server.base_url, "timeout_s": 0.3}, generation=GenerationSettings(timeout_s=60)))
+    assert be.timeout_s == 0.3
+    assert make_backend(server, timeout_s=7).timeout_s == 7.0
+
+
+def test_unreachable_server_is_an_error_per_request(server):
+    port = server.server_address[1]
+    server.shutdown()
+    server.server_close()
+    be = HTTPBackend(Variant(name="v", backend="http", model="m", options={"base_url": f"http://127.0.0.1:{port}/v1"}))
+    gens = be.generate([req("hello"), req("json please")])
+    assert all(not g.ok and not g.timeout and "Connect" in g.error for g in gens)
+
+
+# -- concurrency -------------------------------------------------------------------------------
+def _max_in_flight(entries: list[dict]) -> int:
+    events = sorted([(e["start"], 1) for e in entries] + [(e["end"], -1) for e in entries], key=lambda x: (x[0], x[1]))
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+@pytest.mark.parametrize("concurrency, in_flight", [(None, 4), (2, 2), (1, 1)])
+def test_concurrency_bounds_requests_in_flight(server, concurrency, in_flight):
+    opts = {} if concurrency is None else {"concurrency": concurrency}
+    be = make_backend(server, stream=False, **opts)
+    gens = be.generate([req("wait:0.2", case_id=f"c{i}") for i in range(4)])
+    assert [g.case_id for g in gens] == ["c0", "c1", "c2", "c3"] and all(g.ok for g in gens)
+    entries = server.posts()
+    assert len(entries) == 4
+    # server-side timestamps: how many requests were being served at the same time
+    assert _max_in_flight(entries) == in_flight
+    if concurrency is None:
+        assert max(e["start"] for e in entries) < min(e["end"] for e in entries)
+
+
+# -- keys, options, fingerprints ---------------------------------------------------------------
+def test_api_key_comes_from_the_named_env_var(server, monkeypatch):
+    monkeypatch.setenv("EVALSUITE_TEST_KEY", "sekrit-123")
+    be = make_backend(server, api_key_env="EVALSUITE_TEST_KEY")
+    be.generate([req("hello")])
+    assert [e["auth"] for e in server.posts()] == ["Bearer sekrit-123"]
+    assert "sekrit" not in json.dumps(be.variant.to_dict())
+    monkeypatch.delenv("EVALSUITE_TEST_KEY")
+    with pytest.raises(EvalsuiteError, match="EVALSUITE_TEST_KEY"):
+        make_backend(server, api_key_env="EVALSUITE_TEST_KEY")
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"api_key": "sekrit"}, "api_key_env"),
+        ({"retries": 3}, "unknown http option"),
+        ({"base_url": "localhost:8000"}, "base_url"),
+        ({"concurrency": 0}, "concurrency"),
+        ({"extra_body": ["top_k"]}, "extra_body"),
+    ],
+)
+def test_bad_options_fail_helpfully(server, options, message):
+    with pytest.raises(EvalsuiteError, match=message):
+        make_backend(server, **options)
+
+
+def test_fingerprint_differs_by_base_url_model_and_served_models(server):
+    base = make_backend(server)
+    fp = base.fingerprint()
+    assert fp == base.fingerprint() == make_backend(server).fingerprint()
+    other_host = HTTPBackend(Variant(name="srv", backend="http", model="tiny-chat", options={"base_url": server.base_url.replace("127.0.0.1", "localhost")}))
+    assert other_host.fingerprint() != fp
+    assert make_backend(server, model="other-model").fingerprint() != fp
+    server.models = ["tiny-chat", "tiny-chat-awq"]
+    assert base.fingerprint() == fp  # GET /models is asked once per backend
+    assert make_backend(server).fingerprint() != fp  # a new backend sees the new list
+
+
+def test_models_listing_is_cached_and_optional(server):
+    be = make_backend(server)
+    be.fingerprint()
+    be.fingerprint()
+    be.generate([req("hello")])
+    assert server.models_hits == 1
+    assert be.served_models() == [{"id": "tiny-chat", "root": "/models/tiny-chat"}]
+    server.serve_models = False
+    quiet = make_backend(server)
+    assert quiet.served_models() is None
+    assert quiet.fingerprint() != be.fingerprint()
+    assert quiet.generate([req("hello")])[0].ok
+
+
+def test_model_defaults_to_the_only_served_model(server):
+    be = make_backend(server, model=None)
+    [g] = be.generate([req("hello")])
+    assert g.ok and server.posts()[0]["body"]["model"] == "tiny-chat"
+    server.models = ["a", "b"]
+    with pytest.raises(EvalsuiteError, match="lists: a, b"):
+        make_backend(server, model=None).fingerprint()
+
+
+def test_close_is_idempotent_and_the_backend_reopens(server):
+    be = make_backend(server)
+    be.generate([req("hello")])
+    be.close()
+    be.close()
+    assert be.generate([req("hello")])[0].ok
+    be.close()
+
+
+# -- end to end --------------------------------------------------------------------------------
+def test_run_suite_with_an_http_baseline(server, write, tmp_path):
+    from evalsuite.runner import RunOptions, run_suite
+    from evalsuite.suite import load_suite
+
+    write(
+        "sets/cases.yaml",
+        """
+        schema_version: 1
+        defaults: {scenario: kb_qa, kind: grounded, lang: en}
+        documents:
+          - {id: d1, text: The VPN session lasts 12 hours.}
+        cases:
+          - {id: q1, prompt: 'How long does a VPN session last?', context: [d1]}
+          - {id: q2, prompt: 'hello', context: [d1]}
+          - {id: q3, prompt: 'boom', context: [d1]}
+        """,
+    )
+    suite_path = write(
+        "suite.yaml",
+        f"""
+        schema_version: 1
+        name: http-e2e
+        casesets: [sets]
+        generation: {{max_new_tokens: 32, batch_size: 2}}
+        variants:
+          - name: served
+            baseline: true
+            backend: http
+            model: tiny-chat
+            options: {{base_url: "{server.base_url}", timeout_s: 5}}
+          - name: served-plain
+            options: {{base_url: "{server.base_url}", timeout_s: 5, stream: false}}
+        """,
+    )
+    opts = {"progress": False, "score": False, "cache_path": str(tmp_path / "cache.sqlite"), "runs_dir": str(tmp_path / "runs")}
+    result = run_suite(load_suite(suite_path), RunOptions(**opts))
+    gens = {(g.variant, g.case_id): g for g in result.store.generations()}
+    assert len(gens) == 6 and result.generated == 6
+    for variant in ("served", "served-plain"):
+        assert gens[variant, "q2"].text == "Hello there friend"
+        assert gens[variant, "q1"].ok and gens[variant, "q1"].text.startswith("echo:")
+        assert gens[variant, "q3"].error == "HTTP 500: injected failure"
+    assert gens["served", "q2"].ttft_s is not None and gens["served-plain", "q2"].ttft_s is None
+    assert gens["served", "q1"].fingerprint != gens["served-plain", "q1"].fingerprint
+    assert result.variants["served"]["errors"] == 1
+    posts = len(server.posts())
+    assert posts == 6
+
+    again = run_suite(load_suite(suite_path), RunOptions(**opts))
+    assert again.cached == 4 and again.generated == 2  # the failed case is asked again, the rest cached
+    assert len(server.posts()) == posts + 2

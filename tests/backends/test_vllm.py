@@ -1,0 +1,219 @@
+"""The vllm backend: argument mapping and batching everywhere; real generation on a GPU machine only."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import types
+from dataclasses import dataclass, field
+
+import pytest
+
+from evalsuite.backends import BACKENDS
+from evalsuite.backends.base import GenerationSettings, Request
+from evalsuite.backends.vllm import VLLMBackend, quantization_args, speculative_config
+from evalsuite.errors import EvalsuiteError, MissingExtraError
+from evalsuite.suite import Variant
+
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+# -- variant settings -> vLLM arguments (pure) -------------------------------------------------
+@pytest.mark.parametrize(
+    "quantization, args, checkpoint",
+    [
+        (None, {}, None),
+        ({"method": "gptq", "checkpoint": "/ckpt/gptq"}, {"quantization": "gptq"}, "/ckpt/gptq"),
+        ({"method": "awq"}, {"quantization": "awq"}, None),
+        ({"method": "fp8"}, {"quantization": "fp8"}, None),
+        ({"method": "bnb"}, {"quantization": "bitsandbytes"}, None),
+        ({"method": "bitsandbytes"}, {"quantization": "bitsandbytes"}, None),
+        ({"method": "fp8", "kv_cache_dtype": "fp8"}, {"quantization": "fp8", "kv_cache_dtype": "fp8"}, None),
+        ({"kv_cache_dtype": "fp8_e5m2"}, {"kv_cache_dtype": "fp8_e5m2"}, None),
+    ],
+)
+def test_quantization_args(quantization, args, checkpoint):
+    assert quantization_args(quantization) == (args, checkpoint)
+
+
+@pytest.mark.parametrize(
+    "speculative, config",
+    [
+        (None, None),
+        ({"method": "ngram", "num_tokens": 4, "prompt_lookup_max": 3}, {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}),
+        ({"method": "ngram", "prompt_lookup_max": 4, "prompt_lookup_min": 2}, {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4, "prompt_lookup_min": 2}),
+        ({"method": "prompt_lookup", "num_tokens": 10, "max_ngram": 3}, {"method": "ngram", "num_speculative_tokens": 10, "prompt_lookup_max": 3}),
+        ({"method": "draft", "model": "/m/draft", "num_tokens": 3}, {"method": "draft_model", "model": "/m/draft", "num_speculative_tokens": 3}),
+        ({"method": "draft", "draft": {"model": "/m/d2"}}, {"method": "draft_model", "model": "/m/d2", "num_speculative_tokens": 5}),
+    ],
+)
+def test_speculative_config(speculative, config):
+    assert speculative_config(speculative) == config
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: quantization_args({"method": "gptq", "bits": 4}), "unknown vllm quantization"),
+        (lambda: quantization_args({"checkpoint": "/x"}), "needs a `method`"),
+        (lambda: speculative_config({"method": "medusa"}), "unknown speculative method"),
+        (lambda: speculative_config({"method": "draft"}), "draft model directory"),
+    ],
+)
+def test_bad_settings_fail_helpfully(call, message):
+    with pytest.raises(EvalsuiteError, match=message):
+        call()
+
+
+# -- import and device errors ------------------------------------------------------------------
+def _variant(model=None, **kw) -> Variant:
+    return Variant(name="v", backend="vllm", model=model, **kw)
+
+
+@pytest.mark.skipif(HAS_VLLM, reason="vllm is installed")
+def test_missing_vllm_names_the_extra():
+    cls = BACKENDS.get("vllm")  # importing the module needs no vllm
+    with pytest.raises(MissingExtraError, match=r"evalsuite\[vllm\]"):
+        cls(_variant("/nowhere"))
+
+
+def test_unknown_option_is_reported_before_importing_vllm():
+    with pytest.raises(EvalsuiteError, match="unknown vllm option"):
+        VLLMBackend(_variant(options={"devise": "cuda"}))
+    with pytest.raises(EvalsuiteError, match="trust_remote_code"):
+        VLLMBackend(_variant(options={"engine_args": {"trust_remote_code": True}}))
+
+
+# -- a stand-in for vllm's documented API, to check what the backend asks of it ----------------
+@dataclass
+class _Completion:
+    text: str
+    token_ids: list[int]
+    finish_reason: str
+
+
+@dataclass
+class _RequestOutput:
+    prompt_token_ids: list[int]
+    outputs: list[_Completion]
+    metrics: object = None
+
+
+@dataclass
+class _FakeLLM:
+    kwargs: dict
+    calls: list = field(default_factory=list)
+
+    def chat(self, messages, sampling_params=None, use_tqdm=True):
+        self.calls.append((messages, sampling_params, use_tqdm))
+        out = []
+        for conv, sp in zip(messages, sampling_params):
+            words = conv[-1]["content"].split()[: sp.max_tokens]
+            out.append(_RequestOutput(list(range(7)), [_Completion(" ".join(words), list(range(len(words))), "stop")], types.SimpleNamespace(arrival_time=10.0, first_token_time=10.25)))
+        return out
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch, tmp_path):
+    torch = pytest.importorskip("torch")
+    mod = types.ModuleType("vllm")
+    made: list[_FakeLLM] = []
+
+    def LLM(**kwargs):
+        made.append(_FakeLLM(kwargs))
+        return made[-1]
+
+    mod.LLM = LLM
+    mod.SamplingParams = lambda **kw: types.SimpleNamespace(**kw)
+    mod.made = made
+    monkeypatch.setitem(sys.modules, "vllm", mod)
+    monkeypatch.setenv("EVALSUITE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: 3 * 2**30)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    for name in ("base", "draft", "gptq"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(f'{{"name": "{name}"}}')
+    return mod
+
+
+def test_no_cuda_is_a_clear_error(fake_vllm, monkeypatch, tmp_path):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(EvalsuiteError, match="needs a CUDA GPU"):
+        VLLMBackend(_variant(str(tmp_path / "base")))
+
+
+def test_engine_arguments_follow_the_variant(fake_vllm, tmp_path):
+    be = VLLMBackend(
+        _variant(
+            str(tmp_path / "base"),
+            options={"dtype": "bfloat16", "gpu_memory_utilization": 0.5, "max_model_len": 2048, "engine_args": {"enforce_eager": True}},
+            quantization={"method": "gptq", "checkpoint": str(tmp_path / "gptq")},
+            speculative={"method": "draft", "model": str(tmp_path / "draft"), "num_tokens": 4},
+        )
+    )
+    be.load()
+    assert fake_vllm.made[0].kwargs == {
+        "model": str(tmp_path / "gptq"),
+        "dtype": "bfloat16",
+        "gpu_memory_utilization": 0.5,
+        "max_model_len": 2048,
+        "quantization": "gptq",
+        "speculative_config": {"method": "draft_model", "model": str(tmp_path / "draft"), "num_speculative_tokens": 4},
+        "enforce_eager": True,
+    }
+
+
+def test_generate_one_generation_per_request_with_its_own_seed(fake_vllm, tmp_path):
+    be = VLLMBackend(_variant(str(tmp_path / "base"), generation=GenerationSettings(temperature=0.7)))
+    reqs = [Request("a", (("system", "s"), ("user", "one two three")), 0, 2, 0.7, 0.9, 5), Request("a", (("user", "four five"),), 1, 8, 0.7, 0.9, 5), Request("b", (("user", "six"),), 0, 8, 0.0, 0.9, 5)]
+    gens = be.generate(reqs)
+    [(convs, params, tqdm)] = fake_vllm.made[0].calls
+    assert convs[0] == [{"role": "system", "content": "s"}, {"role": "user", "content": "one two three"}]
+    assert [p.seed for p in params] == [r.sample_seed() for r in reqs] and params[0].seed != params[1].seed
+    assert [(p.max_tokens, p.temperature, p.top_p) for p in params] == [(2, 0.7, 0.9), (8, 0.7, 0.9), (8, 0.0, 1.0)]
+    assert tqdm is False
+    assert [(g.case_id, g.sample, g.text, g.new_tokens, g.prompt_tokens) for g in gens] == [("a", 0, "one two", 2, 7), ("a", 1, "four five", 2, 7), ("b", 0, "six", 1, 7)]
+    assert gens[0].extra["token_ids"] == [0, 1] and gens[0].ttft_s == pytest.approx(0.25)
+    assert all(g.ok and g.batch_size == 3 and g.extra["ttft_source"] == "vllm_metrics" for g in gens)
+    assert be.peak_memory_mb() == 3 * 1024
+
+
+def test_fingerprint_follows_engine_settings(fake_vllm, tmp_path):
+    fp = VLLMBackend(_variant(str(tmp_path / "base"))).fingerprint()
+    assert fp == VLLMBackend(_variant(str(tmp_path / "base"))).fingerprint()
+    assert fp != VLLMBackend(_variant(str(tmp_path / "base"), quantization={"method": "fp8"})).fingerprint()
+    (tmp_path / "base" / "config.json").write_text('{"name": "changed"}')
+    assert fp != VLLMBackend(_variant(str(tmp_path / "base"))).fingerprint()
+
+
+# -- the real thing (GPU machines) -------------------------------------------------------------
+def _real_vllm_missing() -> str | None:
+    """Why the real-vllm test cannot run here, or None when it can."""
+    if not HAS_VLLM:
+        return "vllm is not installed (pip install 'evalsuite[vllm]')"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    if not os.environ.get("EVALSUITE_VLLM_MODEL"):
+        return "set EVALSUITE_VLLM_MODEL to a small local model directory"
+    return None
+
+
+@pytest.mark.skipif(_real_vllm_missing() is not None, reason=str(_real_vllm_missing()))
+def test_real_vllm_generates_one_generation_per_request():
+    v = _variant(os.environ["EVALSUITE_VLLM_MODEL"], options={"gpu_memory_utilization": 0.3, "max_model_len": 1024})
+    be = VLLMBackend(v)
+    try:
+        reqs = [Request("a", (("user", "Say hello."),), 0, 8), Request("b", (("user", "Count to three."),), 0, 8, temperature=0.8)]
+        gens = be.generate(reqs)
+        assert [g.case_id for g in gens] == ["a", "b"]
+        assert all(g.ok and g.new_tokens and 0 < g.new_tokens <= 8 and g.extra["token_ids"] for g in gens)
+        assert be.peak_memory_mb() and be.peak_memory_mb() > 0
+    finally:
+        be.close()
