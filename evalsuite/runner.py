@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import platform
-import resource
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -114,11 +113,6 @@ def build_requests(cases: Sequence[Case], variant: Variant) -> list[Request]:
         for s in range(g.samples):
             out.append(Request(c.id, msgs, s, g.max_new_tokens, g.temperature, g.top_p, g.seed))
     return out
-
-
-def _rss_mb() -> float:
-    # ru_maxrss is KiB on Linux
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _batches(requests: list[Request], size: int) -> list[list[Request]]:
@@ -287,8 +281,10 @@ def _run_variant(variant: Variant, backend: Backend, fp: str, cases: Sequence[Ca
             "fingerprint": fp,
             "backend": variant.backend,
             "changes": list(variant.changes),
-            "peak_memory_mb": peak if peak is not None else (previous or {}).get("peak_memory_mb", _rss_mb()),
-            "peak_memory_source": "backend" if peak is not None else "process RSS",
+            # a backend that cannot see its model's memory (a remote server) reports none: this
+            # process's RSS would be a wrong number, not a rough one
+            "peak_memory_mb": peak if peak is not None else (previous or {}).get("peak_memory_mb"),
+            "peak_memory_source": "backend" if peak is not None else "not reported by the backend",
             "model_memory_mb": weights,
             "generated_now": len(todo),
             "cached_now": len(from_cache),
