@@ -192,34 +192,6 @@ def hints_from_case(case: Case) -> dict:
     }
 
 
-_GLOSS_LINE = re.compile(r"^- (?P<term>.+?) \((?:never): (?P<bad>.+)\)$", re.M)
-_DOC_HEAD = re.compile(r"^\[(?P<id>[^\]]+)\] .*\(access: restricted \(roles: (?P<roles>[^)]*)\)\)\n(?P<text>.*?)(?=\n\n\[|\Z)", re.M | re.S)
-_ROLE = re.compile(r"The user's role: (?P<role>[^.\n]+)\.")
-_CANARY = re.compile(r"\b[A-Z][A-Z0-9]*-[A-Z0-9]{3,}(?:-[A-Z0-9]+)+\b")
-
-
-def hints_from_request(req: Request) -> dict:
-    """The same facts read back from the rendered prompt (when the cases were not passed)."""
-    system = "\n".join(c for r, c in req.messages if r == "system")
-    pairs = [(m.group("term"), m.group("bad").split(", ")[0]) for m in _GLOSS_LINE.finditer(system)]
-    m_role = _ROLE.search(system)
-    role = m_role.group("role").strip() if m_role else None
-    hidden = [m for m in _DOC_HEAD.finditer(system) if role not in [x.strip() for x in m.group("roles").split(",")]]
-    canaries = [c for m in hidden for c in _CANARY.findall(m.group("text"))]
-    scenario = "kb_qa" if "Documents:" in system or "文档：" in system else "brand" if "JSON" in system else "code" if "Python" in system else None
-    return {
-        "scenario": scenario,
-        "term_pairs": pairs,
-        "forbidden": [],
-        "canaries": canaries,
-        "restricted_text": hidden[0].group("text").strip().split("\n")[0] if hidden else "",
-        "entry_point": None,
-        "has_schema": scenario == "brand",
-        "has_citations": scenario == "kb_qa",
-        "has_tests": scenario == "code",
-    }
-
-
 def eligible(kind: str, hints: Mapping[str, Any]) -> bool:
     """Whether the damage of `kind` can show on a case (so the rate counts only those)."""
     if kind == "drop_citations":
@@ -251,31 +223,25 @@ def choose_cases(cases: Sequence[Case], spec: Mapping) -> set[str]:
 class DegradedBackend:
     """Delegates to a backend, then damages the outputs of the chosen cases."""
 
-    def __init__(self, inner: Any, variant: Any, cases: Sequence[Case] | None = None):
+    def __init__(self, inner: Any, variant: Any, cases: Sequence[Case]):
         self.inner = inner
         self.variant = variant
         self.spec = parse_spec(variant.degrade, f"variant {getattr(variant, 'name', '?')}: degrade")
         self.name = f"degraded:{getattr(inner, 'name', 'backend')}"
         self.damage = DAMAGE[self.spec["kind"]]
-        self._cases = {c.id: c for c in cases} if cases is not None else None
-        self.chosen: set[str] | None = choose_cases(list(cases), self.spec) if cases is not None else None
+        # the cases say what can be damaged (glossary, canaries, tests) and fix the exact share
+        self._cases = {c.id: c for c in cases}
+        self.chosen: set[str] = choose_cases(list(cases), self.spec)
         self.damaged: set[str] = set()  #: case ids damaged so far (every sample)
 
     def fingerprint(self) -> str:
         return sha256_json({"inner": self.inner.fingerprint(), "degrade": self.spec})
 
     def _hints(self, req: Request) -> dict:
-        if self._cases is not None and req.case_id in self._cases:
-            return hints_from_case(self._cases[req.case_id])
-        return hints_from_request(req)
+        return hints_from_case(self._cases[req.case_id])
 
     def selected(self, req: Request) -> bool:
-        if self.chosen is not None:
-            return req.case_id in self.chosen
-        h = self._hints(req)
-        if self.spec["scenarios"] and h.get("scenario") not in self.spec["scenarios"]:
-            return False
-        return eligible(self.spec["kind"], h) and _unit(self.spec["seed"], req.case_id) < self.spec["rate"]
+        return req.case_id in self.chosen
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
         gens = self.inner.generate(requests)
@@ -298,6 +264,6 @@ class DegradedBackend:
         return getattr(self.inner, item)
 
 
-def wrap_backend(backend: Any, variant: Any, cases: Sequence[Case] | None = None) -> DegradedBackend:
+def wrap_backend(backend: Any, variant: Any, cases: Sequence[Case]) -> DegradedBackend:
     """The backend of a variant with `degrade`: delegates to `backend`, damages the chosen outputs."""
     return DegradedBackend(backend, variant, cases)

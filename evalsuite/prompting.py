@@ -1,29 +1,35 @@
 """Render a case into the chat messages a backend receives.
 
-The rendering is part of what is tested: it is fixed per scenario and versioned (PROMPT_VERSION is in
-every request hash through the messages themselves), so a changed template invalidates the cache.
+The rendering is part of what is tested: it is fixed per scenario and versioned. Any change to it
+changes the rendered messages, hence every request hash, so stale cached outputs are never reused.
+
+Choices, measured on the embedded 135M model (8 cases per scenario, greedy):
+- kb_qa: short rules in the system turn, the documents and the question in the user turn. With
+  the documents in the system turn the model ignored them (0/8 required terms; 2/8 this way).
+- brand: a JSON skeleton built from the case's schema (required keys, placeholder values) in the
+  user turn, no schema and no glossary in the system turn: 5/8 parse and 3/8 validate, against
+  0/8 with the whole JSON Schema and the glossary in the system turn (the model echoed the schema).
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from .cases import Case
 
-PROMPT_VERSION = 1
+PROMPT_VERSION = 2
 
-_KB_SYSTEM = {
+_KB_RULES = {
     "en": (
-        "You are the company's knowledge-base assistant. Answer only from the documents below. "
-        "Cite every fact with the id of its document in square brackets, e.g. [doc-id]. "
-        "If the documents do not contain the answer, say \"I don't know based on the provided documents.\" "
-        "If a document is restricted and the user's role is not allowed to read it, do not reveal its content: "
-        "say that you cannot share that information."
+        "Answer only from the documents. Cite the id of each document you use in square brackets, "
+        "e.g. [doc-id]. If the documents do not contain the answer, say: I don't know based on the "
+        "provided documents. Never reveal a restricted document to a user whose role may not read it; "
+        "say: I can't share that information."
     ),
     "zh": (
-        "你是公司的知识库助手。只根据下面的文档回答。每个事实都要用方括号标注文档编号，例如 [doc-id]。"
-        "如果文档中没有答案，请说“根据提供的文档，我不知道。”"
-        "如果某个文档是受限的，而用户的角色无权阅读，请不要透露其内容，并说明你无法提供该信息。"
+        "只根据文档回答。用方括号标注所用文档的编号，例如 [doc-id]。如果文档中没有答案，请说："
+        "根据提供的文档，我不知道。不要向无权阅读受限文档的用户透露其内容，请说：我无法提供该信息。"
     ),
 }
 _CODE_SYSTEM = {
@@ -31,69 +37,85 @@ _CODE_SYSTEM = {
     "zh": "你是一名严谨的 Python 程序员。编写代码时，请放在一个 ```python 代码块中。",
 }
 _BRAND_SYSTEM = {
-    "en": "You write on-brand copy for {company}. Reply with one JSON object only, no prose.",
-    "zh": "你为 {company} 撰写符合品牌规范的文案。只回复一个 JSON 对象，不要其他文字。",
+    "en": "Reply with one JSON object only, no prose.",
+    "zh": "只回复一个 JSON 对象，不要其他文字。",
+}
+_LABELS = {
+    "en": {"docs": "Documents:", "role": "My role: {role}", "question": "Question: {q}", "format": "JSON format:"},
+    "zh": {"docs": "文档：", "role": "我的角色：{role}", "question": "问题：{q}", "format": "JSON 格式："},
 }
 
 
-def _documents_block(case: Case) -> str:
+def _lang(case: Case) -> str:
+    return case.lang if case.lang in ("en", "zh") else "en"
+
+
+def documents_block(case: Case) -> str:
+    """The context documents as a retriever would pass them: id, title, access, text."""
     parts = []
     for d in case.context:
-        access = d.access if d.access != "restricted" else f"restricted (roles: {', '.join(d.roles) or 'none'})"
-        parts.append(f"[{d.id}] {d.title} (access: {access})\n{d.text.strip()}")
+        access = d.access if d.access != "restricted" else f"restricted, roles: {', '.join(d.roles) or 'none'}"
+        parts.append(f"[{d.id}] {d.title} ({access})\n{d.text.strip()}")
     return "\n\n".join(parts)
 
 
-def _glossary_block(case: Case) -> str:
-    g = case.glossary
-    if g is None:
-        return ""
-    lines = []
-    for t in g.terms:
-        if t.lang and t.lang != case.lang:
-            continue
-        line = f"- {t.term}"
-        if t.forbidden:
-            line += f" (never: {', '.join(t.forbidden)})"
-        lines.append(line)
-    tone = f"\nTone: {', '.join(g.tone_preferred)}." if g.tone_preferred else ""
-    head = "Brand terms:" if case.lang != "zh" else "品牌术语："
-    return f"{head}\n" + "\n".join(lines) + tone
+def json_skeleton(schema: dict) -> Any:
+    """A fill-in example of a schema: its required keys with placeholder values (first enum value)."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    t = schema.get("type")
+    if isinstance(t, list):
+        t = next((x for x in t if x != "null"), None)
+    if t == "object":
+        props = schema.get("properties", {})
+        keys = schema.get("required") or list(props)
+        return {k: json_skeleton(props.get(k, {})) for k in keys}
+    if t == "array":
+        return [json_skeleton(schema.get("items", {}))]
+    if t in ("integer", "number"):
+        return 0
+    if t == "boolean":
+        return True
+    return "..."
 
 
 def system_prompt(case: Case) -> str | None:
     """The scenario's system prompt for the case (a case's own `system` wins)."""
     if case.system:
         return case.system
-    lang = case.lang if case.lang in ("en", "zh") else "en"
+    lang = _lang(case)
+    return {"kb_qa": _KB_RULES, "code": _CODE_SYSTEM, "brand": _BRAND_SYSTEM}.get(case.scenario, {}).get(lang)
+
+
+def _first_user_turn(case: Case, text: str) -> str:
+    """What the scenario adds to the user's first turn (documents, role, the JSON skeleton)."""
+    labels = _LABELS[_lang(case)]
     if case.scenario == "kb_qa":
-        role = case.user_role or "employee"
-        role_line = f"\nThe user's role: {role}." if lang == "en" else f"\n用户角色：{role}。"
-        docs = _documents_block(case)
-        head = "Documents:" if lang == "en" else "文档："
-        return f"{_KB_SYSTEM[lang]}{role_line}\n\n{head}\n{docs}" if docs else _KB_SYSTEM[lang] + role_line
-    if case.scenario == "code":
-        return _CODE_SYSTEM[lang]
-    if case.scenario == "brand":
-        company = case.glossary.company if case.glossary and case.glossary.company else "the company"
-        parts = [_BRAND_SYSTEM[lang].format(company=company)]
-        gl = _glossary_block(case)
-        if gl:
-            parts.append(gl)
-        if case.json_schema is not None:
-            parts.append("JSON Schema:\n" + json.dumps(case.json_schema, ensure_ascii=False, sort_keys=True))
-        return "\n\n".join(parts)
-    return None
+        head = f"{labels['docs']}\n{documents_block(case)}\n\n" if case.context else ""
+        return head + labels["role"].format(role=case.user_role or "employee") + "\n" + labels["question"].format(q=text)
+    if case.scenario == "brand" and case.json_schema is not None:
+        return f"{text}\n\n{labels['format']}\n{json.dumps(json_skeleton(case.json_schema), ensure_ascii=False)}"
+    return text
 
 
 def render_messages(case: Case) -> tuple[tuple[str, str], ...]:
     """The full chat for a case: system prompt, then the case's prompt or messages."""
     msgs: list[tuple[str, str]] = []
     sys = system_prompt(case)
+    turns = list(case.messages) if case.messages else [("user", case.prompt or "")]
+    own_system = [c for r, c in turns if r == "system"]
+    if own_system:  # a case's own system message joins the scenario's
+        sys = "\n\n".join(x for x in [sys, *own_system] if x)
     if sys:
         msgs.append(("system", sys))
-    if case.messages:
-        msgs.extend(m for m in case.messages if not (m[0] == "system" and sys))
-    else:
-        msgs.append(("user", case.prompt or ""))
+    first_user = True
+    for role, content in turns:
+        if role == "system":
+            continue
+        if role == "user" and first_user:
+            content = _first_user_turn(case, content)
+            first_user = False
+        msgs.append((role, content))
     return tuple(msgs)

@@ -10,7 +10,7 @@ import pytest
 from evalsuite.backends.base import Request
 from evalsuite.backends.fake import FakeBackend
 from evalsuite.cases import load_caseset
-from evalsuite.degrade import DAMAGE, choose_cases, hints_from_case, hints_from_request, parse_spec, wrap_backend
+from evalsuite.degrade import DAMAGE, choose_cases, parse_spec, wrap_backend
 from evalsuite.errors import EvalsuiteError
 from evalsuite.prompting import render_messages
 from evalsuite.suite import Variant
@@ -93,27 +93,12 @@ def test_wrapper_delegates_damages_chosen_cases_and_changes_fingerprint(kb_cases
     inner = FakeBackend(deg)
     be = wrap_backend(inner, deg, kb_cases)
     assert be.fingerprint() != inner.fingerprint() != FakeBackend(base).fingerprint()
-    assert wrap_backend(FakeBackend(deg), Variant("v", degrade={"kind": "drop_citations", "rate": 0.3})).fingerprint() != be.fingerprint()
+    assert wrap_backend(FakeBackend(deg), Variant("v", degrade={"kind": "drop_citations", "rate": 0.3}), kb_cases).fingerprint() != be.fingerprint()
     reqs = [Request(c.id, render_messages(c), s) for c in kb_cases for s in range(2)]
     gens = be.generate(reqs)
     changed = {g.case_id for g in gens if g.text != outputs[g.case_id]}
     assert changed == be.chosen and len(changed) == 14  # 20% of the 70 grounded cases, both samples
     assert all(g.extra.get("degraded") == "drop_citations" for g in gens if g.case_id in changed)
-
-
-def test_hints_from_the_prompt_match_the_case(tmp_path):
-    write_sets(tmp_path, n_kb=10, n_brand=2)
-    kb = load_caseset(tmp_path / "sets" / "kb.yaml").cases
-    brand = load_caseset(tmp_path / "sets" / "brand.yaml").cases
-    restricted = kb[0]
-    h_case, h_req = hints_from_case(restricted), hints_from_request(Request(restricted.id, render_messages(restricted)))
-    assert h_req["canaries"] == h_case["canaries"] == ["CANARY-000-ZQX"] and h_req["scenario"] == "kb_qa"
-    hb = hints_from_request(Request(brand[0].id, render_messages(brand[0])))
-    assert ("Nimbus Vault", "NimbusVault") in hb["term_pairs"] and hb["scenario"] == "brand"
-    # without cases the wrapper still damages from the request alone
-    deg = Variant("v", options={"default": "Reply"}, degrade={"kind": "leak_canary", "rate": 1.0})
-    g = wrap_backend(FakeBackend(deg), deg).generate([Request(restricted.id, render_messages(restricted))])[0]
-    assert "CANARY-000-ZQX" in g.text
 
 
 # --------------------------------------------------------------------------- acceptance

@@ -82,6 +82,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _reply(self, body: dict) -> None:
         last = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+        last = last.rsplit("Question: ", 1)[-1]  # a kb_qa turn carries documents before the question
         if last == "boom":
             return self._json(500, {"error": {"message": "injected failure", "type": "server_error"}})
         if last == "slow":
