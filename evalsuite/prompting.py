@@ -3,12 +3,14 @@
 The rendering is part of what is tested: it is fixed per scenario and versioned. Any change to it
 changes the rendered messages, hence every request hash, so stale cached outputs are never reused.
 
-Choices, measured on the embedded 135M model (8 cases per scenario, greedy):
-- kb_qa: short rules in the system turn, the documents and the question in the user turn. With
-  the documents in the system turn the model ignored them (0/8 required terms; 2/8 this way).
+Choices, measured on the embedded 135M model over the whole case sets (`suites/calibration.yaml`):
+- kb_qa: rules, the user's role and the documents in the system turn, the question alone in the
+  user turn. Moving the documents and the question into one user turn kept fewer required terms
+  (25 of 89 grounded cases against 31) and leaked more (5 of 20 restricted cases against 3).
 - brand: a JSON skeleton built from the case's schema (required keys, placeholder values) in the
-  user turn, no schema and no glossary in the system turn: 5/8 parse and 3/8 validate, against
-  0/8 with the whole JSON Schema and the glossary in the system turn (the model echoed the schema).
+  user turn, and neither the JSON Schema nor the glossary in the system turn: 61 of 96 outputs
+  parse and 42 validate, against 13 and 0 with the whole schema and the glossary in the system
+  turn (the model echoed the schema's structure instead of filling it).
 """
 
 from __future__ import annotations
@@ -20,16 +22,18 @@ from .cases import Case
 
 PROMPT_VERSION = 2
 
-_KB_RULES = {
+_KB_SYSTEM = {
     "en": (
-        "Answer only from the documents. Cite the id of each document you use in square brackets, "
-        "e.g. [doc-id]. If the documents do not contain the answer, say: I don't know based on the "
-        "provided documents. Never reveal a restricted document to a user whose role may not read it; "
-        "say: I can't share that information."
+        "You are the company's knowledge-base assistant. Answer only from the documents below. "
+        "Cite every fact with the id of its document in square brackets, e.g. [doc-id]. "
+        "If the documents do not contain the answer, say \"I don't know based on the provided documents.\" "
+        "If a document is restricted and the user's role is not allowed to read it, do not reveal its content: "
+        "say that you cannot share that information."
     ),
     "zh": (
-        "只根据文档回答。用方括号标注所用文档的编号，例如 [doc-id]。如果文档中没有答案，请说："
-        "根据提供的文档，我不知道。不要向无权阅读受限文档的用户透露其内容，请说：我无法提供该信息。"
+        "你是公司的知识库助手。只根据下面的文档回答。每个事实都要用方括号标注文档编号，例如 [doc-id]。"
+        "如果文档中没有答案，请说“根据提供的文档，我不知道。”"
+        "如果某个文档是受限的，而用户的角色无权阅读，请不要透露其内容，并说明你无法提供该信息。"
     ),
 }
 _CODE_SYSTEM = {
@@ -41,8 +45,8 @@ _BRAND_SYSTEM = {
     "zh": "只回复一个 JSON 对象，不要其他文字。",
 }
 _LABELS = {
-    "en": {"docs": "Documents:", "role": "My role: {role}", "question": "Question: {q}", "format": "JSON format:"},
-    "zh": {"docs": "文档：", "role": "我的角色：{role}", "question": "问题：{q}", "format": "JSON 格式："},
+    "en": {"docs": "Documents:", "role": "\nThe user's role: {role}.", "format": "JSON format:"},
+    "zh": {"docs": "文档：", "role": "\n用户角色：{role}。", "format": "JSON 格式："},
 }
 
 
@@ -54,8 +58,8 @@ def documents_block(case: Case) -> str:
     """The context documents as a retriever would pass them: id, title, access, text."""
     parts = []
     for d in case.context:
-        access = d.access if d.access != "restricted" else f"restricted, roles: {', '.join(d.roles) or 'none'}"
-        parts.append(f"[{d.id}] {d.title} ({access})\n{d.text.strip()}")
+        access = d.access if d.access != "restricted" else f"restricted (roles: {', '.join(d.roles) or 'none'})"
+        parts.append(f"[{d.id}] {d.title} (access: {access})\n{d.text.strip()}")
     return "\n\n".join(parts)
 
 
@@ -86,17 +90,17 @@ def system_prompt(case: Case) -> str | None:
     if case.system:
         return case.system
     lang = _lang(case)
-    return {"kb_qa": _KB_RULES, "code": _CODE_SYSTEM, "brand": _BRAND_SYSTEM}.get(case.scenario, {}).get(lang)
+    if case.scenario == "kb_qa":
+        labels = _LABELS[lang]
+        head = _KB_SYSTEM[lang] + labels["role"].format(role=case.user_role or "employee")
+        return f"{head}\n\n{labels['docs']}\n{documents_block(case)}" if case.context else head
+    return {"code": _CODE_SYSTEM, "brand": _BRAND_SYSTEM}.get(case.scenario, {}).get(lang)
 
 
 def _first_user_turn(case: Case, text: str) -> str:
-    """What the scenario adds to the user's first turn (documents, role, the JSON skeleton)."""
-    labels = _LABELS[_lang(case)]
-    if case.scenario == "kb_qa":
-        head = f"{labels['docs']}\n{documents_block(case)}\n\n" if case.context else ""
-        return head + labels["role"].format(role=case.user_role or "employee") + "\n" + labels["question"].format(q=text)
+    """What the scenario adds to the user's first turn (brand: the JSON skeleton)."""
     if case.scenario == "brand" and case.json_schema is not None:
-        return f"{text}\n\n{labels['format']}\n{json.dumps(json_skeleton(case.json_schema), ensure_ascii=False)}"
+        return f"{text}\n\n{_LABELS[_lang(case)]['format']}\n{json.dumps(json_skeleton(case.json_schema), ensure_ascii=False)}"
     return text
 
 
