@@ -149,6 +149,10 @@ def extract_code(text: str, *, prompt: str | None = None, entry_point: str | Non
             chosen = next((b for b in cands if _parses(b[1])), cands[0])
         code = chosen[1]
         how = ("fence:python" if chosen[0] in _PY_TAGS else "fence") if chosen[2] else "fence-unclosed"
+        lead = text[: _FENCE.search(text).start()]
+        if how == "fence-unclosed" and any(_CODE_START.match(ln) for ln in lead.split("\n")) and not any(_CODE_START.match(ln) for ln in code.split("\n")):
+            # code, then a lone closing fence, then prose: the "unclosed block" is the prose
+            code, how = lead, "raw"
     elif text.strip():
         code, how = text, "raw"
 

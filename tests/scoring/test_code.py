@@ -30,6 +30,8 @@ EXTRACTION = [
     ("no fence, prose around", f"Here is my solution:\n{PAL}\nHope this helps, it runs in O(n).", PAL, "raw-trimmed"),
     ("no fence, pure code", PAL, PAL, "raw"),
     ("unclosed fence (truncated output)", f"```python\n{PAL}", PAL, "fence-unclosed"),
+    # seen from the embedded model: the opening fence omitted, the closing one kept, prose after
+    ("code, a lone closing fence, then prose", f"{PAL}```\n\nThis function compares the list with its reverse.", PAL, "raw"),
     ("python block preferred over a shell block", f"```bash\npip install nothing\n```\n```python\n{PAL}```", PAL, "fence:python"),
     (
         "the block defining the entry point wins",
