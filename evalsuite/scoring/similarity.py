@@ -84,28 +84,26 @@ def divergence_details(baseline: str, text: str) -> dict:
     }
 
 
+def _sentence_score(name: str, metric, inp: ScoreInput) -> list[Score]:
+    """A sacreBLEU sentence score of the output against the baseline's (None for the baseline)."""
+    if inp.baseline_text is None:
+        return _no_baseline(name)
+    value = metric.sentence_score(inp.text, [inp.baseline_text]).score
+    if inp.text == inp.baseline_text:
+        value = 100.0  # sacreBLEU scores two empty strings 0
+    return [Score(name, value, details={"signature": str(metric.get_signature())})]
+
+
 @scorer("similarity.chrf")
 def chrf(inp: ScoreInput) -> list[Score]:
     """Sentence chrF (0-100) of the output against the baseline's."""
-    if inp.baseline_text is None:
-        return _no_baseline("similarity.chrf")
-    m = _chrf()
-    value = m.sentence_score(inp.text, [inp.baseline_text]).score
-    if inp.text == inp.baseline_text:
-        value = 100.0  # sacreBLEU scores two empty strings 0
-    return [Score("similarity.chrf", value, details={"signature": str(m.get_signature())})]
+    return _sentence_score("similarity.chrf", _chrf(), inp)
 
 
 @scorer("similarity.bleu")
 def bleu(inp: ScoreInput) -> list[Score]:
     """Sentence BLEU (0-100, effective order) against the baseline's output; Chinese tokenised by character."""
-    if inp.baseline_text is None:
-        return _no_baseline("similarity.bleu")
-    m = _bleu("zh" if inp.case.lang == "zh" else "13a")
-    value = m.sentence_score(inp.text, [inp.baseline_text]).score
-    if inp.text == inp.baseline_text:
-        value = 100.0  # sacreBLEU scores two empty strings 0
-    return [Score("similarity.bleu", value, details={"signature": str(m.get_signature())})]
+    return _sentence_score("similarity.bleu", _bleu("zh" if inp.case.lang == "zh" else "13a"), inp)
 
 
 @scorer("similarity.exact")
