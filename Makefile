@@ -27,12 +27,13 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(VENV)/bin/evalsuite demo || test $$? -eq 1
 
-# Unit tests, plugin tests and the few end-to-end tests on the real model (under 20 minutes here).
+# Unit tests, plugin tests and the few end-to-end tests on the real model (under 20 minutes here);
+# GPU tests skip with their reason where CUDA is missing.
 test: setup
-	$(PY) -m pytest -q -m "not slow and not gpu" tests
+	$(PY) -m pytest -q -m "not slow" tests
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow and not gpu and not e2e" tests
+	$(PY) -m pytest -q -m "not slow and not e2e" tests
 
 test-e2e: setup
 	$(PY) -m pytest -q -m "e2e" tests
