@@ -36,6 +36,8 @@ class ScoreInput:
     variant: str = ""
     baseline_text: str | None = None  #: the baseline's output for the same case and sample
     error: str | None = None  #: the generation's error, if it failed (text is then empty)
+    tokens: tuple[int, ...] | None = None  #: generated token ids, when the backend recorded them
+    baseline_tokens: tuple[int, ...] | None = None  #: the baseline's, for the same case and sample
 
 
 @dataclass(frozen=True)

@@ -53,10 +53,20 @@ def score_generations(cases: Sequence[Case], generations: Iterable[Generation], 
             inputs = []
             for s in sorted(samples):
                 g = samples[s]
-                bt = None
-                if variant != baseline and s in base_samples and base_samples[s].ok:
-                    bt = base_samples[s].text
-                inputs.append(ScoreInput(case=case, text=g.text if g.ok else "", sample=s, variant=variant, baseline_text=bt, error=g.error))
+                bg = base_samples.get(s) if variant != baseline else None
+                bg = bg if bg is not None and bg.ok else None
+                inputs.append(
+                    ScoreInput(
+                        case=case,
+                        text=g.text if g.ok else "",
+                        sample=s,
+                        variant=variant,
+                        baseline_text=bg.text if bg else None,
+                        error=g.error,
+                        tokens=_token_ids(g),
+                        baseline_tokens=_token_ids(bg) if bg else None,
+                    )
+                )
             for spec in specs:
                 if not spec.applies(case):
                     continue
@@ -73,6 +83,11 @@ def score_generations(cases: Sequence[Case], generations: Iterable[Generation], 
                     records.append(ScoreRecord(variant, case.id, None, case.scenario, case.kind, f"{spec.name}.scorer_error", None, None, True, {"error": f"{type(exc).__name__}: {exc}"}))
     records.extend(_set_level(cases, gens, variants, specs))
     return records
+
+
+def _token_ids(g: Generation) -> tuple[int, ...] | None:
+    ids = (g.extra or {}).get("token_ids")
+    return tuple(ids) if ids is not None else None
 
 
 def _set_level(cases: Sequence[Case], gens: dict, variants: Sequence[str], specs: Sequence[ScorerSpec]) -> list[ScoreRecord]:

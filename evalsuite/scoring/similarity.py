@@ -133,4 +133,20 @@ def identical(inp: ScoreInput) -> list[Score]:
     if inp.baseline_text is None:
         return _no_baseline("exactness.identical")
     same = inp.text == inp.baseline_text
-    return [Score("exactness.identical", 1.0 if same else 0.0, passed=same, details=divergence_details(inp.baseline_text, inp.text))]
+    details = divergence_details(inp.baseline_text, inp.text)
+    if inp.tokens is not None and inp.baseline_tokens is not None:
+        details.update(first_divergent_token(inp.baseline_tokens, inp.tokens))
+    return [Score("exactness.identical", 1.0 if same else 0.0, passed=same, details=details)]
+
+
+def first_divergent_token(baseline: tuple[int, ...], variant: tuple[int, ...]) -> dict:
+    """Index and ids of the first generated token where the variant leaves the baseline (None: none)."""
+    n = min(len(baseline), len(variant))
+    i = next((k for k in range(n) if baseline[k] != variant[k]), n if len(baseline) != len(variant) else None)
+    if i is None:
+        return {"token_index": None}
+    return {
+        "token_index": i,
+        "baseline_token": baseline[i] if i < len(baseline) else None,
+        "variant_token": variant[i] if i < len(variant) else None,
+    }

@@ -132,3 +132,20 @@ def test_registered_for_every_scenario():
         spec = SCORERS.get(name)
         assert spec.scenarios == () and spec.kinds == ()
         assert spec.applies(case(scenario="code", kind="completion"))
+
+
+@pytest.mark.parametrize(
+    "tokens, baseline_tokens, expected",
+    [
+        ((1, 2, 3), (1, 2, 3), {"token_index": None}),
+        ((1, 2, 9, 4), (1, 2, 3, 4), {"token_index": 2, "baseline_token": 3, "variant_token": 9}),
+        ((1, 2), (1, 2, 3), {"token_index": 2, "baseline_token": 3, "variant_token": None}),  # stopped early
+        ((5,), (1,), {"token_index": 0, "baseline_token": 1, "variant_token": 5}),
+    ],
+)
+def test_identical_names_the_first_divergent_token(tokens, baseline_tokens, expected):
+    from evalsuite.scoring.base import ScoreInput
+
+    c = case(scenario="code", kind="completion")
+    (s,) = identical(ScoreInput(c, "same text", baseline_text="same text" if tokens == baseline_tokens else "other", tokens=tokens, baseline_tokens=baseline_tokens))
+    assert {k: s.details[k] for k in expected} == expected
