@@ -228,6 +228,10 @@ def test_unreachable_server_is_an_error_per_request(server):
 
 # -- concurrency -------------------------------------------------------------------------------
 def _max_in_flight(entries: list[dict]) -> int:
+    # a handler stamps "end" after its last write, which can be just after the client has read it
+    deadline = time.monotonic() + 5
+    while any("end" not in e for e in entries) and time.monotonic() < deadline:
+        time.sleep(0.01)
     events = sorted([(e["start"], 1) for e in entries] + [(e["end"], -1) for e in entries], key=lambda x: (x[0], x[1]))
     level = peak = 0
     for _, step in events:
