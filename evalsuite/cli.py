@@ -17,8 +17,9 @@ from .errors import EvalsuiteError, ValidationError
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="evalsuite: did quality regress, where, and is it more than noise?")
 import_app = typer.Typer(no_args_is_help=True, help="Import case sets from other formats.")
 app.add_typer(import_app, name="import", help="Import case sets from other formats (humaneval).")
-console = Console()
-err = Console(stderr=True)
+# piped output (CI logs, files) gets wide tables instead of rich's 80-column default
+console = Console() if sys.stdout.isatty() else Console(width=160)
+err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=160)
 
 
 def _setup_logging(verbose: bool) -> None:
