@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 from ..cases import sha256_json
+from ..errors import EvalsuiteError
 from ..registry import Registry
 
 BACKENDS = Registry("backend")
@@ -123,6 +124,18 @@ class Backend(Protocol):
     def close(self) -> None:
         """Free memory (models, servers)."""
         ...
+
+
+def check_options(variant: Any, backend: str, known: set[str]) -> dict:
+    """A variant's backend options, refusing unknown names and `trust_remote_code` (a suite must
+    not run code shipped with a model): one check for every backend."""
+    options = dict(variant.options or {})
+    unknown = set(options) - known
+    if unknown:
+        raise EvalsuiteError(f"variant {variant.name!r}: unknown {backend} option(s) {sorted(unknown)}; known: {', '.join(sorted(known))}")
+    if options.get("trust_remote_code") or (options.get("engine_args") or {}).get("trust_remote_code"):
+        raise EvalsuiteError(f"variant {variant.name!r}: trust_remote_code is not supported (a suite must not run code shipped with a model)")
+    return options
 
 
 def make_backend(variant: "Any") -> Backend:

@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from ..errors import EvalsuiteError
-from .base import Generation, Request
+from .base import Generation, Request, check_options
 
 log = logging.getLogger("evalsuite")
 
@@ -57,12 +57,9 @@ class HTTPBackend:
 
     def __init__(self, variant):
         self.variant = variant
-        opts = dict(variant.options or {})
-        if "api_key" in opts:
+        if "api_key" in (variant.options or {}):
             raise EvalsuiteError(f"variant {variant.name!r}: do not put an API key in the suite; set `api_key_env` to the name of an environment variable holding it")
-        unknown = set(opts) - _OPTIONS
-        if unknown:
-            raise EvalsuiteError(f"variant {variant.name!r}: unknown http option(s) {sorted(unknown)}; known: {', '.join(sorted(_OPTIONS))}")
+        opts = check_options(variant, "http", _OPTIONS)
         base_url = opts.get("base_url")
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise EvalsuiteError(f"variant {variant.name!r}: the http backend needs `base_url`, e.g. http://127.0.0.1:8000/v1 (got {base_url!r})")

@@ -29,7 +29,7 @@ from pathlib import Path
 from collections.abc import Sequence
 
 from ..errors import EvalsuiteError, MissingExtraError
-from .base import Generation, Request
+from .base import Generation, Request, check_options
 
 # Library noise that would bury the runner's progress bars: optional kernels that are absent on
 # CPU (torchao, bitsandbytes), torch's pytree deprecations, bnb's per-call int8 cast warning.
@@ -169,12 +169,7 @@ class TransformersBackend:
 
     def __init__(self, variant):
         self.variant = variant
-        self.options = dict(variant.options or {})
-        unknown = set(self.options) - _OPTIONS
-        if unknown:
-            raise EvalsuiteError(f"variant {variant.name!r}: unknown transformers option(s) {sorted(unknown)}; known: {', '.join(sorted(_OPTIONS))}")
-        if self.options.get("trust_remote_code"):
-            raise EvalsuiteError(f"variant {variant.name!r}: trust_remote_code is not supported (a suite must not run code shipped with a model)")
+        self.options = check_options(variant, "transformers", _OPTIONS)
         self.quant_method = models.quantization_method(variant.quantization)
         spec = dict(variant.speculative or {})
         self.spec_method = spec.get("method")

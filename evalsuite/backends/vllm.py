@@ -31,7 +31,7 @@ from typing import Any
 
 from .. import models
 from ..errors import EvalsuiteError, MissingExtraError
-from .base import Generation, Request
+from .base import Generation, Request, check_options
 
 _OPTIONS = {"dtype", "gpu_memory_utilization", "max_model_len", "tensor_parallel_size", "enforce_eager", "seed", "engine_args", "cache_dir", "trust_remote_code"}
 _QUANT_KEYS = {"method", "checkpoint", "kv_cache_dtype"}
@@ -99,12 +99,7 @@ class VLLMBackend:
 
     def __init__(self, variant):
         self.variant = variant
-        self.options = dict(variant.options or {})
-        unknown = set(self.options) - _OPTIONS
-        if unknown:
-            raise EvalsuiteError(f"variant {variant.name!r}: unknown vllm option(s) {sorted(unknown)}; known: {', '.join(sorted(_OPTIONS))}")
-        if self.options.get("trust_remote_code") or (self.options.get("engine_args") or {}).get("trust_remote_code"):
-            raise EvalsuiteError(f"variant {variant.name!r}: trust_remote_code is not supported (a suite must not run code shipped with a model)")
+        self.options = check_options(variant, "vllm", _OPTIONS)
         self.quant_args, checkpoint = quantization_args(variant.quantization)
         self.spec_config = speculative_config(variant.speculative, self._resolve)  # validated before any import
         self.vllm, self.torch = _import_vllm()
