@@ -226,6 +226,31 @@ class Case:
     line: int | None = None  #: line of the case in that file
     raw: dict = field(default_factory=dict)  #: the case as written (after defaults), for lossless export
 
+    @classmethod
+    def build(cls, raw: dict, *, context: tuple[Document, ...], json_schema: dict | None, glossary: "Glossary | None", source: str, line: int | None) -> "Case":
+        """A case from its written fields (`raw`, defaults applied) and its resolved parts."""
+        return cls(
+            id=raw["id"],
+            scenario=raw["scenario"],
+            kind=raw["kind"],
+            lang=raw.get("lang", "en"),
+            prompt=raw.get("prompt"),
+            messages=tuple((m["role"], m["content"]) for m in raw.get("messages", ())),
+            system=raw.get("system"),
+            context=context,
+            user_role=raw.get("user_role"),
+            expect=Expect.parse(raw.get("expect", {})),
+            tags=tuple(raw.get("tags", ())),
+            title=raw.get("title", ""),
+            perturbation_of=raw.get("perturbation_of"),
+            perturbation=raw.get("perturbation"),
+            json_schema=json_schema,
+            glossary=glossary,
+            source=source,
+            line=line,
+            raw=raw,
+        )
+
     def to_dict(self) -> dict:
         """The resolved case as plain data: context documents inlined, schema embedded."""
         out = dict(self.raw)
@@ -469,30 +494,7 @@ def load_caseset(path: str | Path, _cache: dict | None = None) -> CaseSet:
         if (raw.get("perturbation_of") is None) != (raw.get("perturbation") is None):
             problems.append(Problem(file, at(), cid, "perturbation", "`perturbation_of` and `perturbation` go together"))
 
-        messages = tuple((m["role"], m["content"]) for m in raw.get("messages", ()))
-        cases.append(
-            Case(
-                id=cid,
-                scenario=scenario,
-                kind=kind,
-                lang=raw.get("lang", "en"),
-                prompt=raw.get("prompt"),
-                messages=messages,
-                system=raw.get("system"),
-                context=tuple(context),
-                user_role=raw.get("user_role"),
-                expect=expect,
-                tags=tuple(raw.get("tags", ())),
-                title=raw.get("title", ""),
-                perturbation_of=raw.get("perturbation_of"),
-                perturbation=raw.get("perturbation"),
-                json_schema=json_schema,
-                glossary=glossary,
-                source=file,
-                line=at(),
-                raw=raw,
-            )
-        )
+        cases.append(Case.build(raw, context=tuple(context), json_schema=json_schema, glossary=glossary, source=file, line=at()))
 
     first_line: dict[str, int | None] = {}
     for i, raw in enumerate(data["cases"]):

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from .cases import KINDS, Case, Document, Expect, Glossary, _schema_problems, load_caseset
+from .cases import KINDS, Case, Document, Glossary, _schema_problems, load_caseset
 from .errors import MissingExtraError, Problem, ValidationError
 from .yamlio import LineMap, atomic_write_text, load_jsonl
 
@@ -128,26 +128,13 @@ def _build(record: Mapping, source: str | None, line: int | None) -> Case:
         raw["expect"] = dict(raw["expect"])
         json_schema = raw["expect"].pop("schema_inline")
     gl = record.get("_glossary")
-    return Case(
-        id=raw["id"],
-        scenario=raw["scenario"],
-        kind=raw["kind"],
-        lang=raw.get("lang", "en"),
-        prompt=raw.get("prompt"),
-        messages=tuple((m["role"], m["content"]) for m in raw.get("messages", ())),
-        system=raw.get("system"),
+    return Case.build(
+        raw,
         context=tuple(Document.parse(d) for d in raw.get("context", ())),
-        user_role=raw.get("user_role"),
-        expect=Expect.parse(raw.get("expect", {})),
-        tags=tuple(raw.get("tags", ())),
-        title=raw.get("title", ""),
-        perturbation_of=raw.get("perturbation_of"),
-        perturbation=raw.get("perturbation"),
         json_schema=json_schema,
         glossary=_glossary_from_raw(gl) if gl is not None else None,
         source=record.get("_source", "") if source is None else source,
         line=record.get("_line") if line is None else line,
-        raw=raw,
     )
 
 
