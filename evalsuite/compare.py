@@ -284,22 +284,34 @@ def _perm_p_min(base: np.ndarray, var: np.ndarray, n_resamples: int = N_PERMUTAT
 
 
 @dataclass
-class _CaseAgg:
+class CaseAgg:
+    """One case's scores for one metric over its samples."""
+
     values: list = field(default_factory=list)
     passes: list = field(default_factory=list)
     hib: bool = True
     details: dict | None = None
+    kind: str = ""
+
+    @property
+    def pass_share(self) -> float:
+        return float(np.mean(self.passes))
+
+    @property
+    def passed(self) -> bool:
+        """The case passes when at least half its samples pass."""
+        return self.pass_share >= 0.5
 
 
-def _per_case(records: Iterable[ScoreRecord]) -> dict[tuple[str, str, str], dict[str, _CaseAgg]]:
+def per_case(records: Iterable[ScoreRecord]) -> dict[tuple[str, str, str], dict[str, CaseAgg]]:
     """(variant, scenario, metric) -> case id -> values and passes over samples (None values skipped)."""
-    out: dict[tuple[str, str, str], dict[str, _CaseAgg]] = defaultdict(dict)
+    out: dict[tuple[str, str, str], dict[str, CaseAgg]] = defaultdict(dict)
     for r in records:
         if r.metric.endswith(".scorer_error"):
             continue
         if r.value is None and r.passed is None:
             continue  # the metric does not apply to this output
-        agg = out[(r.variant, r.scenario, r.metric)].setdefault(r.case_id, _CaseAgg())
+        agg = out[(r.variant, r.scenario, r.metric)].setdefault(r.case_id, CaseAgg(kind=r.kind))
         if r.value is not None:
             agg.values.append(float(r.value))
         if r.passed is not None:
@@ -310,7 +322,7 @@ def _per_case(records: Iterable[ScoreRecord]) -> dict[tuple[str, str, str], dict
     return out
 
 
-def _compare_metric(variant: str, scenario: str, metric: str, base: dict[str, _CaseAgg], var: dict[str, _CaseAgg], *, noise: bool, seed: int, n_resamples: int) -> MetricDelta | None:
+def _compare_metric(variant: str, scenario: str, metric: str, base: dict[str, CaseAgg], var: dict[str, CaseAgg], *, noise: bool, seed: int, n_resamples: int) -> MetricDelta | None:
     shared = sorted(set(base) & set(var))
     missing_v = tuple(sorted(set(base) - set(var)))
     missing_b = tuple(sorted(set(var) - set(base)))
@@ -320,10 +332,10 @@ def _compare_metric(variant: str, scenario: str, metric: str, base: dict[str, _C
                            missing_in_variant=missing_v, missing_in_baseline=missing_b, noise=noise)
     s = _seed_for(seed, variant, scenario, metric)
     if pass_fail:
-        b = np.array([np.mean(base[c].passes) for c in shared])
-        v = np.array([np.mean(var[c].passes) for c in shared])
+        b = np.array([base[c].pass_share for c in shared])
+        v = np.array([var[c].pass_share for c in shared])
         hib = True
-        bpass, vpass = b >= 0.5, v >= 0.5
+        bpass, vpass = np.array([base[c].passed for c in shared]), np.array([var[c].passed for c in shared])
         p2f = tuple(c for c, x, y in zip(shared, bpass, vpass) if x and not y)
         f2p = tuple(c for c, x, y in zip(shared, bpass, vpass) if y and not x)
         binary = bool(np.all(np.isin(b, (0.0, 1.0))) and np.all(np.isin(v, (0.0, 1.0))))
@@ -426,7 +438,7 @@ def compare_records(
     if len(baselines) != 1:
         raise EvalsuiteError(f"exactly one baseline variant is needed to compare (found {len(baselines)})")
     baseline = baselines[0].name
-    per = _per_case(records)
+    per = per_case(records)
     scen_metrics = sorted({(s, m) for (v, s, m) in per if v == baseline})
     scenarios = tuple(sorted({s for s, _ in scen_metrics}))
     if not records:

@@ -9,20 +9,19 @@ from .scoring.base import ScoreRecord
 
 
 def pass_rates(records: Iterable[ScoreRecord], variant: str) -> list[dict]:
-    """Rows (scenario, kind, metric, cases, passed, rate) over the records of `variant` that carry `passed`.
+    """Rows (scenario, kind, metric, cases, passed, rate) over the records of `variant` that carry
+    `passed`; a case passes as in the comparison (`CaseAgg.passed`)."""
+    from .compare import per_case
 
-    A case counts as passed when at least half of its samples passed (as in the comparison).
-    """
-    per_case: dict[tuple[str, str, str, str], list[bool]] = defaultdict(list)
-    for r in records:
-        if r.variant != variant or r.passed is None:
-            continue
-        per_case[(r.scenario, r.kind, r.metric, r.case_id)].append(bool(r.passed))
     agg: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
-    for (scen, kind, metric, _cid), flags in per_case.items():
-        a = agg[(scen, kind, metric)]
-        a[0] += 1
-        a[1] += int(sum(flags) * 2 >= len(flags))
+    for (v, scen, metric), cases in per_case(records).items():
+        if v != variant:
+            continue
+        for case in cases.values():
+            if case.passes:
+                a = agg[(scen, case.kind, metric)]
+                a[0] += 1
+                a[1] += int(case.passed)
     return [
         {"scenario": s, "kind": k, "metric": m, "cases": n, "passed": p, "rate": p / n}
         for (s, k, m), (n, p) in sorted(agg.items())
