@@ -183,7 +183,7 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
         if v.degrade:
             from .degrade import wrap_backend
 
-            be = wrap_backend(be, v, cases)  # cases: exact damaged share, glossary and canaries (verdicts work)
+            be = wrap_backend(be, v, cases)  # the cases fix the damaged share and give glossary and canaries
         backends[v.name] = be
         fingerprints[v.name] = be.fingerprint()
     for w in suite.warnings:
@@ -229,7 +229,7 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
     if opts.score:
         from .scoring.run import score_run
 
-        score_run(store)
+        score_run(store, cases)  # the cases in hand, not reloaded from the run's copy
     return result
 
 
