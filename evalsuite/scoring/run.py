@@ -144,12 +144,11 @@ def run_cases(store) -> list[Case]:
 
 
 def score_run(store, cases: Sequence[Case] | None = None) -> list[ScoreRecord]:
-    """Score a stored run from its generations and its suite's cases; write scores.jsonl."""
-
+    """Score a stored run from its generations and its cases; write scores.jsonl."""
     if cases is None:
         cases = run_cases(store)
-    baseline = store.signature.get("baseline")
-    records = score_generations(cases, store.generations(), baseline)
+    specs = load_scorers()
+    records = score_generations(cases, store.generations(), store.signature.get("baseline"), specs)
     # logit agreement needs the models, so it is computed once (by the demo) and kept as it is
     from .logits import LOGITS_FILE
 
@@ -158,7 +157,6 @@ def score_run(store, cases: Sequence[Case] | None = None) -> list[ScoreRecord]:
         import json
 
         records += [ScoreRecord.from_dict(json.loads(line)) for line in logits.read_text("utf-8").splitlines() if line.strip()]
-    specs = load_scorers()
     store.write_json("scorers.json", [s.describe() for s in specs])
     store.write_scores(records)
     return records
