@@ -16,9 +16,13 @@ Choices, measured on the embedded 135M model over the whole case sets (`suites/c
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
+from .backends.base import Request
 from .cases import Case
+
+if TYPE_CHECKING:
+    from .suite import Variant
 
 PROMPT_VERSION = 2
 
@@ -123,3 +127,14 @@ def render_messages(case: Case) -> tuple[tuple[str, str], ...]:
             first_user = False
         msgs.append((role, content))
     return tuple(msgs)
+
+
+def build_requests(cases: Sequence[Case], variant: "Variant") -> list[Request]:
+    """One request per (case, sample) of a variant: the rendered messages and its generation settings."""
+    g = variant.generation
+    out = []
+    for c in cases:
+        msgs = render_messages(c)
+        for s in range(g.samples):
+            out.append(Request(c.id, msgs, s, g.max_new_tokens, g.temperature, g.top_p, g.seed))
+    return out

@@ -19,7 +19,7 @@ from . import __version__
 from .backends.base import Backend, Generation, Request, make_backend
 from .cases import Case, suite_digest
 from .errors import EvalsuiteError
-from .prompting import PROMPT_VERSION, render_messages
+from .prompting import PROMPT_VERSION, build_requests
 from .store import DEFAULT_CACHE, GenerationCache, RunStore
 from .suite import Suite, Variant
 
@@ -103,16 +103,6 @@ def select_cases(suite: Suite, scenarios: Sequence[str] | None = None, limit: in
     if not cases:
         raise EvalsuiteError("no cases selected (check the suite's casesets, tags and --scenarios)")
     return cases
-
-
-def build_requests(cases: Sequence[Case], variant: Variant) -> list[Request]:
-    g = variant.generation
-    out = []
-    for c in cases:
-        msgs = render_messages(c)
-        for s in range(g.samples):
-            out.append(Request(c.id, msgs, s, g.max_new_tokens, g.temperature, g.top_p, g.seed))
-    return out
 
 
 def _batches(requests: list[Request], size: int) -> list[list[Request]]:
