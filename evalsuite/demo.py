@@ -61,8 +61,8 @@ def weights_mb(generations) -> dict[str, float]:
 def print_demo_table(console, summaries: dict, same: dict, logits: dict, cases_per_variant: dict, weights: dict | None = None) -> None:
     from rich.table import Table
 
-    t = Table(title="variants vs the baseline (latency: median per request; tok/s: median per request; KL, top-1: logit agreement)", title_justify="left", padding=(0, 1))
-    cols = ("variant", "changes", "cases", "err", "latency s", "tok/s", "weights MB", "peak MB", "same as base", "KL", "top-1")
+    t = Table(title="variants vs the baseline (latency, TTFT (time to first token), tok/s: medians per request; KL, top-1: logit agreement)", title_justify="left", padding=(0, 1))
+    cols = ("variant", "changes", "cases", "err", "latency s", "TTFT s", "tok/s", "weights MB", "peak MB", "same as base", "KL", "top-1")
     for col in cols:
         t.add_column(col, justify="left" if col in ("variant", "changes") else "right", no_wrap=col in ("variant", "same as base"))
 
@@ -80,6 +80,7 @@ def print_demo_table(console, summaries: dict, same: dict, logits: dict, cases_p
             str(cases_per_variant.get(name, 0)),
             str((s.get("errors") or 0) + (s.get("timeouts") or 0)),
             f(s.get("latency_median_s")),
+            f(s.get("ttft_median_s")),
             f(s.get("tokens_per_s_median"), "{:.1f}"),
             f((weights or {}).get(name), "{:.0f}"),
             f(s.get("peak_memory_mb"), "{:.0f}"),
@@ -90,36 +91,24 @@ def print_demo_table(console, summaries: dict, same: dict, logits: dict, cases_p
     console.print(t)
 
 
-def _print_gate(console, store) -> int:
-    """The pilot-stage verdict, per variant with its top reasons; returns the gate's exit code."""
+def _print_gate(console, store, *, verbose: bool = False, json_out: str | Path | None = None):
+    """The pilot-stage verdict, short (one line per failing or warning rule with its top cases; the
+    full evidence with `verbose`), and the HTML report written beside the run.
+    Returns (the gate's exit code, the report's path or None)."""
+    from .report.api import write_report
+    from .report.terminal import print_verdict
+
     try:
-        from . import gate as gate_mod
-    except ImportError:
-        console.print("[dim]the gate is not available in this installation: no verdict[/dim]")
-        return 0
-    try:
-        verdict = gate_mod.gate_run(store, None, stage="pilot")
+        rep = write_report(store, None, "pilot")
     except EvalsuiteError as exc:
         console.print(f"[bold yellow]CANNOT JUDGE[/bold yellow]: {exc}", highlight=False)
-        return 2
-    gate_mod.format_verdict(verdict, console)
-    from rich.markup import escape
+        return 2, None
+    print_verdict(rep.data.verdict, console, scenarios=rep.data.scenarios, verbose=verbose, hint="full evidence: `evalsuite demo --verbose` or the report (path below)")
+    if json_out:
+        from .gate import write_verdict_json
 
-    console.print("[bold]verdict per variant (stage pilot)[/bold]")
-    for variant in verdict.variants:
-        failed = [r for r in verdict.results if r.variant == variant and r.status == "fail"]
-        warned = [r for r in verdict.results if r.variant == variant and r.status == "warn"]
-        if failed:
-            head = "[red]REGRESSION[/red]"
-        elif not verdict.judgeable:
-            head = "[yellow]cannot judge[/yellow]"
-        elif warned:
-            head = "[yellow]pass, with warnings[/yellow]"
-        else:
-            head = "[green]pass[/green]"
-        reasons = [v.reason for r in failed + warned for v in r.violations][:3]
-        console.print(f"  {escape(variant)}: {head}" + (": " + escape("; ".join(reasons)) if reasons else ""), highlight=False)
-    return verdict.exit_code
+        write_verdict_json(rep.data.verdict, json_out)
+    return rep.data.verdict.exit_code, rep.html
 
 
 def missing_requirement(variant) -> str | None:
@@ -129,6 +118,11 @@ def missing_requirement(variant) -> str | None:
     needs = []
     if variant.backend == "transformers":
         needs += [("torch", "models"), ("transformers", "models")]
+    if variant.backend == "http":  # a server the demo starts itself (`serve`): its packages
+        from .backends.http_serve import missing_requirement as serve_missing
+
+        if why := serve_missing(variant.options):
+            return why
     for q in (variant.quantization, ((variant.speculative or {}).get("draft") or {}).get("quantization")):
         method = str((q or {}).get("method", "")).lower()
         if method in ("bnb", "bitsandbytes"):
@@ -141,8 +135,10 @@ def missing_requirement(variant) -> str | None:
     return None
 
 
-def run_demo(suite_path: str | Path = "suites/demo.yaml", profile: str = "quick", variants: Sequence[str] | None = None, console=None, logits: bool = True, runs_dir: str | None = None, cache_path: str | None = None) -> int:
-    """Run the demo suite, print a table per variant and the pilot verdict; return the gate's exit code."""
+def run_demo(suite_path: str | Path = "suites/demo.yaml", profile: str = "quick", variants: Sequence[str] | None = None, console=None, logits: bool = True, runs_dir: str | None = None, cache_path: str | None = None,
+             verbose: bool = False, json_out: str | Path | None = None) -> int:
+    """Run the demo suite, print a table per variant and the pilot verdict (one screen; `verbose`:
+    the full evidence), write the HTML report; return the gate's exit code."""
     from rich.console import Console
 
     from .runner import RunOptions, run_suite
@@ -183,12 +179,21 @@ def run_demo(suite_path: str | Path = "suites/demo.yaml", profile: str = "quick"
 
         console.print("logit agreement (teacher-forced on the baseline's outputs) ...")
         try:
-            recs = score_run_logits(store, suite, res.cases, variants, progress=lambda name: console.print(f"  logits: {name} done"))
+            recs = score_run_logits(store, suite, res.cases, variants, progress=lambda name: log.debug("logits: %s done", name))
             logit_stats = _logit_means(recs)
         except EvalsuiteError as exc:
             console.print(f"[yellow]logit agreement skipped: {exc}[/yellow]")
     print_demo_table(console, res.variants, identical_share(gens, suite.baseline.name), logit_stats, cases_per_variant, weights_mb(gens))
     console.print(f"generated {res.generated}, from cache {res.cached}, errors {res.errors}; run directory: {res.run_dir}")
-    code = _print_gate(console, store)
+    code, report = _print_gate(console, store, verbose=verbose, json_out=json_out)
+    # ---- other components' one-line footers (review queue, adaptive verdicts) go here ----
+    from .review.api import demo_footer
+
+    demo_footer(store, console)  # flag the differences into the review queue; say how many await review
+    from .adaptive.driver import demo_line
+
+    demo_line(store, console)  # generations the adaptive verdicts needed vs the full run (replayed, nothing generated)
     console.print(f"demo wall time: {time.perf_counter() - t0:.0f}s")
+    if report is not None:
+        console.print(f"report: {report}  (open it in a browser; report.md beside it)", highlight=False, soft_wrap=True)
     return code

@@ -1,7 +1,10 @@
 """The gate: rubric rules applied to a comparison, giving a verdict with evidence.
 
 Exit codes of `evalsuite gate`: 0 pass, 1 regression (a block rule failed), 2 cannot judge (bad
-rubric, missing data, run incomplete). Warn rules are reported and never fail the gate.
+rubric, missing data, run incomplete), 3 needs review (nothing failed, but more flagged outputs
+await human review than the rubric's `review.max_open`). Warn rules are reported and never fail the gate.
+Human verdicts from the review queue (evalsuite.review) waive accepted outputs and fail the
+`human-review` rule on outputs judged a regression (see evalsuite/review/decisions.py).
 
 Multiple testing: a variant is judged by several significance-gated block checks at once (one per
 rule and matching scenario/metric). Their one-sided p-values are corrected together, so the chance
@@ -50,7 +53,8 @@ class Violation:
 
 @dataclass(frozen=True)
 class RuleResult:
-    """The outcome of one rule for one variant: pass, fail (block), warn, skip (not applicable) or missing."""
+    """The outcome of one rule for one variant: pass, fail (block), warn, skip (not applicable), missing,
+    or cannot_judge (a performance interval straddles its limit; exit 2 unless another block rule fails)."""
 
     variant: str
     rule: str
@@ -77,6 +81,8 @@ class Verdict:
     results: tuple[RuleResult, ...]
     problems: tuple[str, ...] = ()  #: why the run cannot be judged
     notes: tuple[str, ...] = ()
+    needs_review: bool = False  #: more open review items than the rubric's review.max_open (exit 3 when nothing failed)
+    review: dict = field(default_factory=dict)  #: what the review queue decided (evalsuite.review.decisions)
 
     @property
     def violations(self) -> tuple[Violation, ...]:
@@ -90,7 +96,7 @@ class Verdict:
     def exit_code(self) -> int:
         if not self.judgeable:
             return 2
-        return 0 if self.passed else 1
+        return (3 if self.needs_review else 0) if self.passed else 1
 
     def result(self, variant: str, rule: str) -> RuleResult | None:
         return next((r for r in self.results if r.variant == variant and r.rule == rule), None)
@@ -110,6 +116,8 @@ class Verdict:
             "variants": list(self.variants),
             "problems": list(self.problems),
             "notes": list(self.notes),
+            "needs_review": self.needs_review,
+            "review": self.review,
             "violations": [v.to_dict() for v in self.violations],
             "warnings": [v.to_dict() for v in self.warnings],
             "results": [r.to_dict() for r in self.results],
@@ -208,13 +216,18 @@ def adjust_pvalues(pvals: Sequence[float], p_min: Sequence[float], method: str, 
     return [float(x) for x in multipletests(list(pvals), method=method)[1]]
 
 
-def gate(comparison: Comparison, rubric: Rubric | StageRubric, stage: str = "production", *, judge_noise: bool = False) -> Verdict:
+def gate(comparison: Comparison, rubric: Rubric | StageRubric, stage: str = "production", *, judge_noise: bool = False, reviews=None) -> Verdict:
     """Apply a rubric's rules for `stage` to a comparison; every (variant, rule) gets a result.
 
     `judge_noise`: also judge the noise runs as if they were variants (a noise run that fails
     shows the gate is more sensitive than the run-to-run noise).
+    `reviews`: human verdicts on this run's outputs (`evalsuite.review.api.reviews_for_run`).
     """
     sr = rubric if isinstance(rubric, StageRubric) else rubric.for_stage(stage)
+    if reviews is not None:  # human verdicts (evalsuite.review.decisions.ReviewDecisions): waive, fail, needs review
+        from .review.decisions import apply_reviews
+
+        return apply_reviews(comparison, reviews, lambda c: gate(c, sr, stage, judge_noise=judge_noise), sr)
     problems = list(comparison.problems)
     notes: list[str] = []
     judged = list(comparison.variants) + (list(comparison.noise_runs) if judge_noise else [])
@@ -241,6 +254,8 @@ def gate(comparison: Comparison, rubric: Rubric | StageRubric, stage: str = "pro
                 results.append(_judge_metric_rule(comparison, rule, variant, deltas, matches[ri], adjusted, ri, problems))
             else:
                 results.append(_judge_variant_rule(comparison, rule, variant, problems))
+    if not any(r.status == "fail" for r in results):  # a sure regression outranks a performance check that cannot be judged
+        problems += [f"rule {r.rule}: {r.variant}: cannot judge: {r.note}" for r in results if r.status == "cannot_judge" and r.severity == "block"]
     judgeable = not problems
     passed = judgeable and not any(r.status == "fail" for r in results)
     return Verdict(passed, judgeable, sr.stage, sr.path, comparison.run_id, comparison.baseline, tuple(judged), tuple(results), tuple(dict.fromkeys(problems)), tuple(notes))
@@ -283,10 +298,12 @@ def _judge_variant_rule(cmp: Comparison, rule: VariantRule, variant: str, proble
     if missing and rule.required:
         problems.append(f"rule {rule.name}: {variant} lacks {', '.join(missing)}")
         return RuleResult(variant, rule.name, rule.severity, "missing", note=f"lacks {', '.join(missing)}")
-    reason = rule.fails(perf)
+    noise = [p for p in cmp.perf if p.noise and p.variant != variant]  # the noise floor of interleaved timings
+    reason = rule.fails(perf, noise=noise)
     note = f"not checked (no data): {', '.join(missing)}" if missing else ""
     if not reason:
-        return RuleResult(variant, rule.name, rule.severity, "pass", note=note)
+        undecided = rule.undecided(perf, noise=noise)  # an interval straddling a limit: neither pass nor fail
+        return RuleResult(variant, rule.name, rule.severity, "cannot_judge" if undecided else "pass", note="; ".join(x for x in (undecided, note) if x))
     cases: tuple[str, ...] = ()
     diffs: tuple[str, ...] = ()
     if rule.min_exactness is not None and perf.exactness is not None and perf.exactness < rule.min_exactness:
@@ -311,10 +328,37 @@ def resolve_rubric_path(store, rubric_path: str | Path | None) -> Path:
     return default_rubric_path()
 
 
-def gate_run(store, rubric_path: str | Path | None = None, stage: str = "production", *, judge_noise: bool = False) -> Verdict:
-    """Compare a stored run and judge it (the demo's and the plugin's entry point)."""
+def gate_run(store, rubric_path: str | Path | None = None, stage: str = "production", *, judge_noise: bool = False, queue: str | Path | None = None, flag: bool = False) -> Verdict:
+    """Compare a stored run and judge it, with the review queue's verdicts when a queue exists
+    (the demo's and the plugin's entry point); `flag`: first flag the run's differences into it."""
+    from .review.api import reviews_for_run
+
     rubric = load_rubric(resolve_rubric_path(store, rubric_path))
-    return gate(compare_run(store), rubric, stage, judge_noise=judge_noise)
+    if (store.dir / "adaptive.json").is_file():  # an adaptive run: its sequential decisions, not a fixed-n test on a peeked sample
+        return _adaptive_gate_run(store, rubric, stage, judge_noise, queue, flag)
+    cmp = compare_run(store)
+    return gate(cmp, rubric, stage, judge_noise=judge_noise, reviews=reviews_for_run(store, cmp, rubric, queue, flag=flag))
+
+
+def _adaptive_gate_run(store, rubric: Rubric, stage: str, judge_noise: bool, queue, flag: bool) -> Verdict:
+    """An adaptive run's verdict with the review queue's regressions and open items; accepted
+    outputs are not waived: the sequential decision was taken on every generated case, in order."""
+    from dataclasses import replace
+
+    from .adaptive.gating import adaptive_gate
+    from .review.api import reviews_for_run
+    from .review.decisions import apply_reviews
+
+    verdict = adaptive_gate(store, rubric, stage, judge_noise=judge_noise)
+    cmp = compare_run(store, n_resamples=99)
+    reviews = reviews_for_run(store, cmp, rubric, queue, flag=flag)
+    if reviews is None:
+        return verdict
+    merged = apply_reviews(cmp, replace(reviews, accepted={}), lambda _c: verdict, rubric.for_stage(stage))
+    if reviews.accepted:
+        n = sum(len(c) for c in reviews.accepted.values())
+        merged = replace(merged, notes=merged.notes + (f"review: {n} accepted output(s) not waived: an adaptive run's sequential decision uses every generated case",))
+    return merged
 
 
 def _fmt(x: Any) -> str:
@@ -349,6 +393,8 @@ def format_verdict(verdict: Verdict, console) -> None:
 
     if not verdict.judgeable:
         console.print(f"[bold yellow]CANNOT JUDGE[/bold yellow] run {verdict.run_id} (stage {verdict.stage})")
+    elif verdict.passed and verdict.needs_review:
+        console.print(f"[bold yellow]NEEDS REVIEW[/bold yellow] run {verdict.run_id}: no rule failed, but {verdict.review.get('open')} flagged output(s) await review (max_open {verdict.review.get('max_open')}), stage {verdict.stage}")
     elif verdict.passed:
         console.print(f"[bold green]PASS[/bold green] run {verdict.run_id}: {len(verdict.variants)} variant(s) vs {verdict.baseline}, stage {verdict.stage}, rubric {verdict.rubric}")
     else:
@@ -357,7 +403,7 @@ def format_verdict(verdict: Verdict, console) -> None:
     t.add_column("rule", no_wrap=True)
     for variant in verdict.variants:
         t.add_column(variant, no_wrap=True)
-    style = {"pass": "[green]ok[/green]", "fail": "[red]FAIL[/red]", "warn": "[yellow]warn[/yellow]", "skip": "[dim]n/a[/dim]", "missing": "[yellow]missing[/yellow]"}
+    style = {"pass": "[green]ok[/green]", "fail": "[red]FAIL[/red]", "warn": "[yellow]warn[/yellow]", "skip": "[dim]n/a[/dim]", "missing": "[yellow]missing[/yellow]", "cannot_judge": "[yellow]cannot judge[/yellow]"}
     for rule in dict.fromkeys(r.rule for r in verdict.results):
         row = [rule]
         for variant in verdict.variants:
@@ -382,8 +428,9 @@ def write_verdict_json(verdict: Verdict, path: str | Path) -> None:
     atomic_write_text(Path(path), json.dumps(verdict.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
 
 
-def cli_gate(run: str, runs_dir: str | Path, rubric_path: str | Path | None, stage: str, json_out: str | Path | None, console) -> int:
-    """`evalsuite gate RUN`: print the verdict; 0 pass, 1 regression, 2 cannot judge."""
+def cli_gate(run: str, runs_dir: str | Path, rubric_path: str | Path | None, stage: str, json_out: str | Path | None, console, *, flag: bool = False, queue: str | Path | None = None, verbose: bool = True) -> int:
+    """`evalsuite gate RUN`: print the verdict (the full evidence with `verbose`, else one line per
+    rule: evalsuite.report.terminal); 0 pass, 1 regression, 2 cannot judge, 3 needs review."""
     from .store import RunStore
 
     def cannot(msg: str) -> int:
@@ -399,10 +446,15 @@ def cli_gate(run: str, runs_dir: str | Path, rubric_path: str | Path | None, sta
         store = RunStore.find(runs_dir, run)
         rubric = load_rubric(resolve_rubric_path(store, rubric_path))
         rubric.for_stage(stage)
-        verdict = gate(compare_run(store), rubric, stage)
+        verdict = gate_run(store, rubric_path, stage, queue=queue, flag=flag)
     except EvalsuiteError as exc:
         return cannot(str(exc))
-    format_verdict(verdict, console)
+    if verbose:
+        format_verdict(verdict, console)
+    else:
+        from .report.terminal import print_verdict
+
+        print_verdict(verdict, console)
     if json_out:
         write_verdict_json(verdict, json_out)
     return verdict.exit_code

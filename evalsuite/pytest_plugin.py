@@ -103,6 +103,13 @@ class SuiteFile(pytest.File):
             for rule in sr.rules:
                 yield GateItem.from_parent(self, name=f"{rule.name}[{v}]", variant=v, rule=rule.name, severity=rule.severity,
                                            suite_path=self.path.resolve(), rubric_path=str(rubric_path), stage=stage)
+        from .review.api import default_queue_path
+
+        runs_dir = Path(cfg.getoption("--evalsuite-runs-dir") or Path(suite.output_dir) / "runs")
+        if default_queue_path(runs_dir=runs_dir).is_file():  # reviewers' verdicts: one item per variant
+            for v in variants:
+                yield GateItem.from_parent(self, name=f"human-review[{v}]", variant=v, rule="human-review", severity="block",
+                                           suite_path=self.path.resolve(), rubric_path=str(rubric_path), stage=stage)
 
 
 class SetupErrorItem(pytest.Item):
@@ -172,6 +179,8 @@ class GateItem(pytest.Item):
         if res is None:
             raise CannotJudge(f"no result for variant {self.variant!r} and rule {self.rule!r} (variant not in the run?)")
         self.user_properties.append(("evalsuite_status", res.status))
+        if res.rule == "human-review" and verdict.needs_review:
+            warnings.warn(EvalsuiteWarning(f"needs review: {verdict.review.get('open')} flagged output(s) await review (max_open {verdict.review.get('max_open')})"))
         if res.status == "fail":
             raise RuleFailed(res)
         if res.status == "missing":

@@ -29,6 +29,9 @@ A rubric file holds a base list of rules and per-stage overrides (`dev`, `pilot`
         rules:
           reliability: {max_error_rate: 0.0}
         add: [ {name: extra, metric: json.valid, scenario: brand, min: 0.95} ]
+    review:                     # optional: what the review queue flags, and the gate's "needs review"
+      min_similarity: 50        # threshold (max_open); fields in evalsuite/review/policy.py
+      max_open: 20
 
 Every stage is resolved when the file is loaded, so a typo in any stage is reported at once, with
 the file, the line, the rule (index and name) and the field. The typed rules have the
@@ -55,7 +58,7 @@ _COMMON = {"name", "severity", "description", "enabled", "required"}
 _METRIC_FIELDS = {"scenario", "metric", "min", "max", "max_drop", "max_drop_rel", "max_flips", "require_significance", "above_noise"}
 _VARIANT_FIELDS = {"max_error_rate", "max_timeout_rate", "max_latency_p95_ratio", "min_tokens_per_s_ratio", "max_peak_memory_ratio", "min_exactness"}
 _ALL_FIELDS = _COMMON | _METRIC_FIELDS | _VARIANT_FIELDS
-_TOP = {"schema_version", "name", "description", "alpha", "multiple_testing", "rules", "stages"}
+_TOP = {"schema_version", "name", "description", "alpha", "multiple_testing", "rules", "stages", "review"}
 _STAGE_KEYS = {"alpha", "multiple_testing", "rules", "add", "description"}
 
 
@@ -174,22 +177,35 @@ class VariantRule:
         }
         return [k for k, v in need.items() if getattr(self, k) is not None and v is None]
 
-    def fails(self, perf: Any, baseline: Any = None) -> str | None:
-        """Why the variant's PerfDelta breaks this rule, or None (missing figures are not failures)."""
-        r = []
+    def fails(self, perf: Any, baseline: Any = None, noise: Any = ()) -> str | None:
+        """Why the variant's PerfDelta breaks this rule, or None (missing figures are not failures).
+
+        Ratios timed interleaved carry intervals: they fail only when the whole interval is beyond
+        the limit and beyond `noise` (the noise reruns' PerfDeltas); see evalsuite.perf.verdict."""
+        from .perf.verdict import ci_checks
+
+        ci = ci_checks(self, perf, noise)
+        r = [c.reason for c in ci.values() if c.status == "fail"]
         if self.max_error_rate is not None and perf.error_rate > self.max_error_rate + 1e-12:
             r.append(f"error rate {perf.error_rate:.3f} ({perf.errors}/{perf.generations}) > max_error_rate {self.max_error_rate:g}")
         if self.max_timeout_rate is not None and perf.timeout_rate > self.max_timeout_rate + 1e-12:
             r.append(f"timeout rate {perf.timeout_rate:.3f} ({perf.timeouts}/{perf.generations}) > max_timeout_rate {self.max_timeout_rate:g}")
-        if self.max_latency_p95_ratio is not None and perf.latency_p95_ratio is not None and perf.latency_p95_ratio > self.max_latency_p95_ratio:
+        if "max_latency_p95_ratio" not in ci and self.max_latency_p95_ratio is not None and perf.latency_p95_ratio is not None and perf.latency_p95_ratio > self.max_latency_p95_ratio:
             r.append(f"latency p95 x{perf.latency_p95_ratio:.2f} of the baseline > max_latency_p95_ratio {self.max_latency_p95_ratio:g}")
-        if self.min_tokens_per_s_ratio is not None and perf.tokens_per_s_ratio is not None and perf.tokens_per_s_ratio < self.min_tokens_per_s_ratio:
+        if "min_tokens_per_s_ratio" not in ci and self.min_tokens_per_s_ratio is not None and perf.tokens_per_s_ratio is not None and perf.tokens_per_s_ratio < self.min_tokens_per_s_ratio:
             r.append(f"tokens/s x{perf.tokens_per_s_ratio:.2f} of the baseline < min_tokens_per_s_ratio {self.min_tokens_per_s_ratio:g}")
         if self.max_peak_memory_ratio is not None and perf.peak_memory_ratio is not None and perf.peak_memory_ratio > self.max_peak_memory_ratio:
             r.append(f"peak memory x{perf.peak_memory_ratio:.2f} of the baseline > max_peak_memory_ratio {self.max_peak_memory_ratio:g}")
         if self.min_exactness is not None and perf.speculative and perf.exactness is not None and perf.exactness < self.min_exactness:
             r.append(f"speculative exactness {perf.exactness:.3f} (share identical to the baseline, n={perf.exactness_n}) < min_exactness {self.min_exactness:g}")
         return "; ".join(r) or None
+
+    def undecided(self, perf: Any, noise: Any = ()) -> str | None:
+        """Why an interleaved performance check can neither pass nor fail (its interval straddles
+        the limit, or is beyond it only within noise), or None."""
+        from .perf.verdict import ci_checks
+
+        return "; ".join(c.reason for c in ci_checks(self, perf, noise).values() if c.status == "cannot_judge") or None
 
 
 Rule = MetricRule | VariantRule
@@ -222,6 +238,7 @@ class Rubric:
     name: str
     path: str
     stages: Mapping[str, StageRubric] = field(default_factory=dict)
+    review: Any = None  #: the `review:` section: an evalsuite.review.policy.ReviewPolicy (flagging, max_open)
 
     def for_stage(self, stage: str) -> StageRubric:
         if stage not in self.stages:
@@ -271,10 +288,10 @@ def _build_rule(ctx: _Ctx, raw: Any, path: tuple, index: int, alpha: float) -> R
         ctx.add(path, who, "name", "every rule needs a name (stages override rules by name)")
         return None
     ok = True
-    for k in sorted(set(raw) - _ALL_FIELDS):
+    for k in sorted(set(raw) - _ALL_FIELDS, key=repr):  # YAML keys may be of any type
         import difflib
 
-        close = difflib.get_close_matches(k, sorted(_ALL_FIELDS), n=1)
+        close = difflib.get_close_matches(str(k), sorted(_ALL_FIELDS), n=1)
         ctx.add(path + (k,), who, k, f"unknown field{' (did you mean ' + repr(close[0]) + '?)' if close else ''}; known: {', '.join(sorted(_ALL_FIELDS))}")
         ok = False
     sev = raw.get("severity", "block")
@@ -360,7 +377,7 @@ def parse_rubric(data: Any, file: str = "<rubric>", lines: LineMap | None = None
     ctx = _Ctx(file, lines or LineMap())
     if not isinstance(data, dict):
         raise RubricError([f"{file}:1: (top level): expected a mapping with `rules`"])
-    for k in sorted(set(data) - _TOP):
+    for k in sorted(set(data) - _TOP, key=repr):
         ctx.add((k,), None, k, f"unknown field; known: {', '.join(sorted(_TOP))}")
     base_alpha = _num(ctx, ("alpha",), None, "alpha", data.get("alpha", DEFAULT_ALPHA), lo=1e-9, hi=0.5) or DEFAULT_ALPHA
     mt = data.get("multiple_testing", "tarone")
@@ -382,7 +399,7 @@ def parse_rubric(data: Any, file: str = "<rubric>", lines: LineMap | None = None
     if not isinstance(stages_raw, dict):
         ctx.add(("stages",), None, "stages", "expected a mapping of stage name to overrides")
         stages_raw = {}
-    for s in sorted(set(stages_raw) - set(STAGES)):
+    for s in sorted(set(stages_raw) - set(STAGES), key=repr):
         ctx.add(("stages", s), None, f"stages.{s}", f"unknown stage; known: {', '.join(STAGES)}")
     stages: dict[str, StageRubric] = {}
     for stage in STAGES:
@@ -390,7 +407,7 @@ def parse_rubric(data: Any, file: str = "<rubric>", lines: LineMap | None = None
         if not isinstance(sraw, dict):
             ctx.add(("stages", stage), None, f"stages.{stage}", "expected a mapping (alpha, multiple_testing, rules, add)")
             continue
-        for k in sorted(set(sraw) - _STAGE_KEYS):
+        for k in sorted(set(sraw) - _STAGE_KEYS, key=repr):
             ctx.add(("stages", stage, k), None, f"stages.{stage}.{k}", f"unknown field; known: {', '.join(sorted(_STAGE_KEYS))}")
         alpha = _num(ctx, ("stages", stage, "alpha"), None, f"stages.{stage}.alpha", sraw.get("alpha", base_alpha), lo=1e-9, hi=0.5) or base_alpha
         smt = sraw.get("multiple_testing", mt)
@@ -415,7 +432,7 @@ def parse_rubric(data: Any, file: str = "<rubric>", lines: LineMap | None = None
                 if stage == STAGES[0]:
                     _build_rule(ctx, r, ("rules", i), i, alpha)
                 continue
-            ov = overrides.get(r.get("name"))
+            ov = overrides.get(r.get("name")) if isinstance(r.get("name"), str) else None
             merged, path = r, ("rules", i)
             if isinstance(ov, dict):
                 merged = _merge(r, ov)
@@ -446,9 +463,12 @@ def parse_rubric(data: Any, file: str = "<rubric>", lines: LineMap | None = None
                     ctx.add(("stages", stage, "add", j, "name"), built.name, "name", "duplicate rule name")
                 rules.append(built)
         stages[stage] = StageRubric(str(data.get("name", Path(file).stem)), stage, file, alpha, smt, tuple(rules))
+    from .review.policy import parse_review_policy
+
+    review = parse_review_policy(data.get("review"), ctx.add)
     if ctx.problems:
         raise RubricError(ctx.problems)
-    return Rubric(str(data.get("name", Path(file).stem)), file, stages)
+    return Rubric(str(data.get("name", Path(file).stem)), file, stages, review)
 
 
 def load_rubric(path: str | Path) -> Rubric:

@@ -6,19 +6,23 @@ run. A kill between the two is harmless: on resume the cache serves it and it is
 
 from __future__ import annotations
 
+import functools
 import logging
 import platform
 import sys
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from . import __version__
 from .backends.base import Backend, Generation, Request, make_backend
 from .cases import Case, suite_digest
 from .errors import EvalsuiteError
+from .executors import Executor, make_executor
+from .executors.local import LocalExecutor
 from .prompting import PROMPT_VERSION, build_requests
 from .store import DEFAULT_CACHE, GenerationCache, RunStore
 from .suite import Suite, Variant
@@ -41,6 +45,7 @@ class RunOptions:
     cache_path: str | None = None
     runs_dir: str | None = None
     backend_factory: Callable[[Variant], Backend] | None = None  #: for tests and wrappers
+    timing: Any = None  #: overrides the suite's `timing:` ("interleaved" or a mapping; evalsuite.perf.timing)
 
 
 @dataclass
@@ -111,14 +116,82 @@ def _batches(requests: list[Request], size: int) -> list[list[Request]]:
     return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
+def _build_backend(factory: Callable[[Variant], Backend], v: Variant, cases: Sequence[Case]) -> Backend:
+    """A variant's backend as the run uses it; module-level so an executor can rebuild it on a worker."""
+    be = factory(v)
+    if v.degrade:
+        from .degrade import wrap_backend
+
+        be = wrap_backend(be, v, cases)  # the cases fix the damaged share and give glossary and canaries
+    return be
+
+
+class HardTimeout(Exception):
+    """The backend did not return within the runner's hard limit (it ignored `timeout_s`)."""
+
+
+def hard_limit_s(timeout_s: float, batch_size: int, backend: Any = None) -> float:
+    """The runner's backstop for a batch: generous, because backends enforce `timeout_s` themselves
+    (per request or per batch) and report partial work; this only stops one that hangs. A backend's
+    own longer per-request bound (its `timeout_s`, the `retry.deadline_s` of http's retries) counts."""
+    own = [getattr(backend, "timeout_s", None), getattr(getattr(backend, "retry", None), "deadline_s", None)]
+    per_request = max([timeout_s] + [float(x) for x in own if isinstance(x, (int, float)) and not isinstance(x, bool)])
+    return 1.5 * per_request * batch_size + 0.5
+
+
+def _call_backend(backend: Backend, batch: list[Request], variant: Variant) -> list:
+    """`backend.generate(batch)`, bounded by `hard_limit_s` when the suite sets `timeout_s`.
+
+    The call runs in a daemon thread that is abandoned past the limit: Python cannot kill a thread,
+    so a wedged call keeps its thread (and whatever it holds) until the backend is closed.
+    """
+    timeout = variant.generation.timeout_s
+    if timeout is None:
+        return backend.generate(batch)
+    limit = hard_limit_s(float(timeout), len(batch), backend)
+    box: dict = {}
+
+    def call() -> None:
+        try:
+            box["gens"] = backend.generate(batch)
+        except BaseException as exc:  # noqa: BLE001 - handed to the runner's thread below
+            box["exc"] = exc
+
+    worker = threading.Thread(target=call, name=f"evalsuite-generate-{variant.name}", daemon=True)
+    worker.start()
+    worker.join(limit)
+    if worker.is_alive():
+        raise HardTimeout(f"backend {variant.backend} did not return within {limit:g}s (timeout_s {timeout:g}, batch of {len(batch)})")
+    if "exc" in box:
+        raise box["exc"]
+    return box["gens"]
+
+
+def _checked(g: Any, req: Request, variant: Variant) -> Generation:
+    """The backend's answer to `req`, or an error generation saying what was wrong with it:
+    garbage is recorded against its case, never stored (or cached, or scored) as an output."""
+    if not isinstance(g, Generation):
+        problem = f"a {type(g).__name__}, not a Generation"
+    elif (g.case_id, g.sample) != (req.case_id, req.sample):
+        problem = f"the answer of case {g.case_id!r} sample {g.sample!r} for case {req.case_id!r} sample {req.sample}"
+    elif not isinstance(g.text, str):
+        problem = f"text of type {type(g.text).__name__}, not str"
+    else:
+        return g
+    log.warning("case %s sample %d on %s: backend returned garbage: %s", req.case_id, req.sample, variant.name, problem)
+    return Generation(req.case_id, variant.name, req.sample, error=f"backend returned garbage: {problem}", finish_reason="error")
+
+
 def _generate_batch(backend: Backend, batch: list[Request], variant: Variant) -> list[Generation]:
     """Generate a batch; on a batch-level failure retry one by one, recording each failure."""
     try:
-        gens = backend.generate(batch)
+        gens = _call_backend(backend, batch, variant)
+        if not isinstance(gens, (list, tuple)):
+            raise EvalsuiteError(f"backend {variant.backend} returned a {type(gens).__name__}, not a list of generations")
         if len(gens) != len(batch):
             raise EvalsuiteError(f"backend {variant.backend} returned {len(gens)} generations for {len(batch)} requests")
-        return gens
-    except Exception as exc:  # noqa: BLE001 - a failing case must not stop the run
+        return [_checked(g, req, variant) for g, req in zip(gens, batch)]
+    except Exception as exc:  # noqa: BLE001 - a failing case (raise, out of memory, hang, garbage) must not stop the run
         if len(batch) > 1:
             log.warning("batch of %d failed on %s (%s); retrying one by one", len(batch), variant.name, exc)
             out = []
@@ -127,6 +200,8 @@ def _generate_batch(backend: Backend, batch: list[Request], variant: Variant) ->
             return out
         req = batch[0]
         log.warning("case %s sample %d failed on %s: %s", req.case_id, req.sample, variant.name, exc)
+        if isinstance(exc, HardTimeout):
+            return [Generation(req.case_id, variant.name, req.sample, error=str(exc), timeout=True, finish_reason="timeout")]
         return [Generation(req.case_id, variant.name, req.sample, error=f"{type(exc).__name__}: {exc}", finish_reason="error")]
 
 
@@ -165,15 +240,14 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
     # the baseline first: later stages compare everything with it
     variants.sort(key=lambda v: (not v.baseline, v.noise))
 
+    from .perf.timing import parse_timing, time_run
+
+    timing = parse_timing(opts.timing if opts.timing is not None else (suite.raw or {}).get("timing"), f"{suite.path}: timing")
     factory = opts.backend_factory or make_backend
     backends = {}
     fingerprints = {}
     for v in variants:
-        be = factory(v)
-        if v.degrade:
-            from .degrade import wrap_backend
-
-            be = wrap_backend(be, v, cases)  # the cases fix the damaged share and give glossary and canaries
+        be = _build_backend(factory, v, cases)
         backends[v.name] = be
         fingerprints[v.name] = be.fingerprint()
     for w in suite.warnings:
@@ -192,6 +266,10 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
         dropped = store.repair()
         if dropped:
             log.warning("run %s: dropped a partial last record (%d bytes) left by an interrupted write", store.run_id, dropped)
+        if not (store.dir / "cases.jsonl").is_file():  # killed between creating the run and writing its cases
+            from .interop import to_jsonl
+
+            to_jsonl(cases, store.dir / "cases.jsonl")
         merged = dict(old)
         merged["variants"] = {**old.get("variants", {}), **fingerprints}
         store.write_json("signature.json", merged)
@@ -203,15 +281,24 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
         to_jsonl(cases, store.dir / "cases.jsonl")
 
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
+    executor = make_executor(getattr(suite, "executor", None))  # where batches run; storage stays here
     result = RunResult(store=store, cases=cases)
     done = {g.key() for g in store.generations() if g.ok}
     summaries = store.read_json("variants.json", {}) or {}
 
     try:
         for v in variants:
-            summaries[v.name] = _run_variant(v, backends[v.name], fingerprints[v.name], cases, store, cache, done, result, opts.progress, summaries.get(v.name))
+            build = functools.partial(_build_backend, factory, v, cases)
+            summaries[v.name] = _run_variant(v, backends[v.name], fingerprints[v.name], cases, store, cache, done, result, opts.progress, summaries.get(v.name), executor, build)
             store.write_json("variants.json", summaries)
-            backends[v.name].close()
+            if timing is None:
+                backends[v.name].close()
+        if timing is not None:  # every backend still loaded: time them against each other in alternating blocks
+            try:
+                time_run(store, variants, backends, cases, timing, opts.progress)
+            finally:
+                for be in backends.values():
+                    be.close()
     finally:
         cache.close()
     result.variants = summaries
@@ -219,11 +306,12 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
     if opts.score:
         from .scoring.run import score_run
 
-        score_run(store, cases)  # the cases in hand, not reloaded from the run's copy
+        with executor.scoring(cases, store):  # the ray executor sends sandbox jobs to the cluster
+            score_run(store, cases)  # the cases in hand, not reloaded from the run's copy
     return result
 
 
-def _run_variant(variant: Variant, backend: Backend, fp: str, cases: Sequence[Case], store: RunStore, cache: GenerationCache, done: set, result: RunResult, progress: bool, previous: dict | None) -> dict:
+def _run_variant(variant: Variant, backend: Backend, fp: str, cases: Sequence[Case], store: RunStore, cache: GenerationCache, done: set, result: RunResult, progress: bool, previous: dict | None, executor: Executor | None = None, build: Callable[[], Backend] | None = None) -> dict:
     requests = build_requests(cases, variant)
     todo: list[Request] = []
     from_cache: list[Generation] = []
@@ -245,8 +333,7 @@ def _run_variant(variant: Variant, backend: Backend, fp: str, cases: Sequence[Ca
     batches = _batches(todo, variant.generation.batch_size)
     progress_ctx = _progress(progress, variant.name, len(todo))
     with progress_ctx as advance:
-        for batch in batches:
-            gens = _generate_batch(backend, batch, variant)
+        for batch, gens in (executor or LocalExecutor()).generate(variant, backend, build or (lambda: backend), batches, _generate_batch):
             stamped = []
             for req, g in zip(batch, gens):
                 g = replace(g, case_id=req.case_id, sample=req.sample, variant=variant.name, request_hash=req.request_hash(), fingerprint=fp)

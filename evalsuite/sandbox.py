@@ -16,6 +16,9 @@ here as root, and needs no extra package; bubblewrap would do the same but is no
    outside the working directory fail (EROFS or EACCES) whoever the user is. If the interpreter lives
    under a directory other users cannot enter (pyenv under /root), a tmpfs replaces that directory
    and only the interpreter's prefix is bind-mounted back, read-only.
+   It also takes away the two ways a process rewrites its own interpreter's memory (say, the int an
+   assert compares with): the `_ctypes` extension becomes /dev/null (ImportError) and `/proc` an
+   empty read-only tmpfs (no /proc/self/mem, no /proc/*/environ).
 3. It forks the program's process: resource limits (RLIMIT_CPU, AS, FSIZE, NPROC, NOFILE, CORE=0),
    then, as root, setgroups/setgid/setuid to a random unprivileged uid that no other process uses
    (not `nobody`: RLIMIT_NPROC counts every process of a uid host-wide, so runs in parallel, or a
@@ -33,11 +36,15 @@ If `unshare` is missing or fails (containers without CAP_SYS_ADMIN, user namespa
 run degrades to rlimits (+ uid drop as root) in a plain process, and every missing protection is
 recorded in `SandboxResult.warnings` and logged, never silently.
 
-A pass needs a positive verdict: `run_tests` appends the tests and then writes a random per-run token
-(sent on stdin, read and forgotten by the harness before the program runs, so it is in no file and
-no environment) only after every assertion ran; `sys.exit(0)` or `os._exit(0)` before the asserts
-ends without the token and counts as a failure. The token defends against early exits, not against
-code that deliberately inspects the harness's frames to forge a verdict.
+A pass needs a positive verdict: `run_tests` runs the tests after the program and then writes a random
+per-run token (sent on stdin, read by the harness before the program runs, so it is in no file and no
+environment) with the number of tests that ran, only after every test ran; `sys.exit(0)` or
+`os._exit(0)` before that ends without the token and counts as a failure. A test counts only if it
+executed an assertion; none is a failure ("no test ran"), and so is a program without the entry point.
+The harness also undoes the program's changes to builtins, sys.modules and unittest before each test,
+decides `==`/`!=`/`in` by the expected value when the program wrote the other side's `__eq__`, and
+runs unittest cases itself (see _HARNESS). This defends against early exits and the usual patches,
+not against code that deliberately walks the harness's frames to forge a verdict (docs/security.md).
 """
 
 from __future__ import annotations
@@ -136,6 +143,25 @@ def _isolate_fs(cfg: dict, warnings: list) -> None:
                 visible_rw.append(target)
     if visible_rw:
         warnings.append("could not make read-only: " + ", ".join(sorted(set(visible_rw))))
+    _remove_memory_writers(libc, ctypes, warnings)
+
+
+def _remove_memory_writers(libc, ctypes, warnings: list) -> None:
+    """Take away the two ways a program rewrites its own interpreter's memory (say, the int 4 so that
+    a wrong answer compares equal): `_ctypes` becomes /dev/null (ImportError) and `/proc` an empty
+    read-only tmpfs (no /proc/self/mem, no /proc/*/environ). Our mount namespace only."""
+    ct = sys.modules.get("_ctypes")
+    path = getattr(ct, "__file__", None)
+    try:
+        if path and os.path.isfile(path):
+            _mount(libc, ctypes, "/dev/null", path, None, _MS_BIND)
+            _mount(libc, ctypes, None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    except OSError as exc:
+        warnings.append(f"ctypes stays importable: {exc}")
+    try:
+        _mount(libc, ctypes, "evalsuite-noproc", "/proc", "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,nr_inodes=4,mode=555")
+    except OSError as exc:
+        warnings.append(f"/proc stays visible (/proc/self/mem writable): {exc}")
 
 
 def _blocking_ancestor(path: str) -> str | None:
@@ -371,9 +397,10 @@ class SandboxResult:
     warnings: tuple[str, ...] = ()  #: protections that were missing on this machine
     isolation: str = ""  #: e.g. "namespaces(mount,net,pid)+uid 1234567" or "rlimits only"
     workdir: str = ""  #: the host temp dir (already deleted)
-    tests_run: int | None = None  #: test functions the harness called (run_tests only)
+    tests_run: int | None = None  #: tests that ran and executed an assertion (run_tests only)
     cpu_s: float | None = None  #: CPU seconds the program used
     uid: int | None = None  #: the uid the program ran as (None: the caller's)
+    pgid: int | None = None  #: the run's process group and session (all killed when it ends)
 
     @property
     def passed(self) -> bool:
@@ -482,6 +509,207 @@ def _kill_uid_from_host(uid: int) -> None:
         pass
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """Who and how one run executes: the isolation mode, interpreter, uid and limits."""
+
+    mode: _Mode
+    limits: Limits
+    python: str
+    uid: int | None
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What came back from the bootstrap, before it is judged."""
+
+    stdout: bytes
+    stderr: bytes
+    status_lines: list[str]
+    wall_timeout: bool
+    bootstrap_rc: int | None
+    duration_s: float
+    pgid: int
+
+
+def _plan(lim: Limits) -> _Plan:
+    """The strongest isolation available, the interpreter the program can reach, a fresh uid as root."""
+    mode = _mode(lim.network)
+    warnings = list(mode.warnings)
+    python, pywarn = _program_python(mode)
+    if pywarn:
+        warnings.append(pywarn)
+    uid = secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0]) + _UID_RANGE[0] if mode.root else None
+    return _Plan(mode, lim, python, uid, tuple(warnings))
+
+
+def _write_inputs(plan: _Plan, hostdir: str, code: str, status_fd: int) -> str:
+    """The program and the bootstrap's config in the host temp dir; returns the config's path."""
+    lim = plan.limits
+    with open(os.path.join(hostdir, _MAIN), "w", encoding="utf-8") as fh:
+        fh.write(code)
+    cfg = {
+        "hostdir": hostdir,
+        "status_fd": status_fd,
+        "namespaces": plan.mode.namespaces,
+        "pidns": plan.mode.pidns,
+        "drop_caps": plan.mode.namespaces and not plan.mode.root,
+        "uid": plan.uid,
+        "python": plan.python,
+        "prefix": os.path.realpath(sys.base_prefix),
+        "cpu_s": lim.resolved_cpu_s(),
+        "memory_mb": lim.memory_mb,
+        "max_file_mb": lim.max_file_mb,
+        "max_procs": lim.max_procs,
+    }
+    cfg_path = os.path.join(hostdir, "sandbox.json")
+    with open(cfg_path, "w") as fh:
+        json.dump(cfg, fh)
+    if plan.uid is not None and not plan.mode.namespaces:
+        os.chown(hostdir, plan.uid, plan.uid)
+        os.chown(os.path.join(hostdir, _MAIN), plan.uid, plan.uid)
+    return cfg_path
+
+
+def _bootstrap_cmd(plan: _Plan, cfg_path: str) -> list[str]:
+    prefix = list(plan.mode.prefix)
+    return prefix + (["--"] if prefix else []) + [sys.executable, "-I", "-S", "-B", os.path.abspath(__file__), _BOOT_FLAG, cfg_path]
+
+
+def _feed_stdin(proc: subprocess.Popen, data: bytes) -> None:
+    try:
+        proc.stdin.write(data)
+        proc.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def _wait_or_kill(proc: subprocess.Popen, timeout_s: float) -> bool:
+    """Wait for the bootstrap; past the wall timeout kill its whole process group. True if killed."""
+    try:
+        proc.wait(timeout=timeout_s)
+        return False
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        return True
+
+
+def _execute(plan: _Plan, hostdir: str, code: str, stdin: bytes) -> _Outcome:
+    """Start the bootstrap in its own session, feed stdin, wait (or kill), collect output and status."""
+    r_status, w_status = os.pipe()
+    start = time.monotonic()
+    try:
+        cfg_path = _write_inputs(plan, hostdir, code, w_status)
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(
+                _bootstrap_cmd(plan, cfg_path),
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=err,
+                pass_fds=(w_status,),
+                env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
+                cwd=hostdir,
+                start_new_session=True,
+            )
+            os.close(w_status)
+            w_status = -1
+            _feed_stdin(proc, stdin)
+            wall_timeout = _wait_or_kill(proc, plan.limits.timeout_s)
+            if plan.uid is not None and not plan.mode.pidns:
+                _kill_uid_from_host(plan.uid)  # stragglers outside the process group
+            duration = time.monotonic() - start
+            status_lines = _read_all(r_status).decode("utf-8", "replace").splitlines()
+            out.seek(0)
+            err.seek(0)
+            return _Outcome(out.read(), err.read(), status_lines, wall_timeout, proc.returncode, duration, proc.pid)
+    finally:
+        os.close(r_status)
+        if w_status >= 0:
+            os.close(w_status)
+
+
+def _parse_status(lines: list[str]) -> tuple[dict, str | None]:
+    """The bootstrap's final report and the setup error, if any, from its status lines."""
+    boot: dict = {}
+    setup_error = None
+    for line in lines:
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if "setup_error" in d:
+            setup_error = d["setup_error"]
+        else:
+            boot = d
+    return boot, setup_error
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    seen: bool = False  #: the token was the last line
+    tests_run: int | None = None
+    failure: str | None = None  #: the harness's own reason for failing ("no test ran", ...)
+
+
+def _split_verdict(stdout: bytes, token: str | None) -> tuple[bytes, _Verdict]:
+    """Take the harness's last line ("<token> <tests run>" or "<token> FAIL <reason>") off stdout."""
+    if token is None:
+        return stdout, _Verdict()
+    text = stdout.decode("utf-8", "replace")
+    body, _, last = text.rstrip("\n").rpartition("\n")
+    if not (last.startswith(token + " ") or last == token):
+        return stdout, _Verdict()  # absent, or something was printed after it: it was not last
+    rest = last[len(token) :].strip()
+    if rest.startswith("FAIL "):
+        return body.encode(), _Verdict(False, None, rest[5:])
+    return body.encode(), _Verdict(True, int(rest) if rest.isdigit() else None)
+
+
+def _signal_name(rc: int) -> str:
+    return f"signal {signal.Signals(-rc).name}" if -rc in signal.valid_signals() else f"signal {-rc}"
+
+
+def _judge(out: _Outcome, boot: dict, setup_error: str | None, verdict: _Verdict, token: str | None, lim: Limits) -> tuple[str, str]:
+    """(status, reason) of one run; the first matching rule wins."""
+    rc = boot.get("returncode")
+    tail = out.stderr[-4000:]
+    if out.wall_timeout:
+        return "timeout", f"wall timeout ({lim.timeout_s:g} s)"
+    if setup_error:
+        return "error", f"sandbox setup failed: {setup_error}"
+    if rc is None:
+        return "error", f"sandbox bootstrap ended with {out.bootstrap_rc}: {_truncate(out.stderr)[-500:]}"
+    if rc == -signal.SIGXCPU or (rc == -signal.SIGKILL and (boot.get("cpu_s") or 0) >= lim.resolved_cpu_s() - 0.05):
+        return "timeout", f"cpu limit ({lim.resolved_cpu_s()} s)"
+    if verdict.failure:
+        return "failed", verdict.failure
+    if rc != 0:
+        reason = _signal_name(rc) if rc < 0 else f"exit {rc}"
+        cap = lim.max_file_mb * 1024 * 1024
+        if rc == -signal.SIGXFSZ or b"File too large" in tail or max(len(out.stdout), len(out.stderr)) >= cap:
+            reason += " (file size limit)"
+        if b"MemoryError" in tail:
+            reason += " (MemoryError: memory limit)"
+        return "failed", reason
+    if token is not None and not verdict.seen:
+        return "failed", "exited before the verdict (the tests did not all run)"
+    if verdict.tests_run == 0:
+        return "failed", "no test ran"
+    return "passed", ""
+
+
+def _log_new(warnings: Sequence[str]) -> None:
+    for w in warnings:
+        if w not in _logged:
+            _logged.add(w)
+            log.warning("sandbox: %s", w)
+
+
 def run_python(
     code: str,
     *,
@@ -496,151 +724,35 @@ def run_python(
 ) -> SandboxResult:
     """Run `code` as `main.py` in the sandbox.
 
-    Passed means exit status 0 and, when `verdict_token` is given, that token as the last line of stdout.
+    Passed means exit status 0 and, when `verdict_token` is given, that token as the last line of
+    stdout (followed by a test count that is not 0, when the harness gives one).
     """
-    lim = Limits(timeout_s, memory_mb, cpu_s, max_procs, max_file_mb, network)
-    mode = _mode(network)
-    warnings = list(mode.warnings)
-    python, pywarn = _program_python(mode)
-    if pywarn:
-        warnings.append(pywarn)
-    uid = secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0]) + _UID_RANGE[0] if mode.root else None
+    plan = _plan(Limits(timeout_s, memory_mb, cpu_s, max_procs, max_file_mb, network))
     hostdir = tempfile.mkdtemp(prefix="evalsuite-sbx-")
-    r_status, w_status = os.pipe()
-    start = time.monotonic()
     try:
-        with open(os.path.join(hostdir, _MAIN), "w", encoding="utf-8") as fh:
-            fh.write(code)
-        cfg = {
-            "hostdir": hostdir,
-            "status_fd": w_status,
-            "namespaces": mode.namespaces,
-            "pidns": mode.pidns,
-            "drop_caps": mode.namespaces and not mode.root,
-            "uid": uid,
-            "python": python,
-            "prefix": os.path.realpath(sys.base_prefix),
-            "cpu_s": lim.resolved_cpu_s(),
-            "memory_mb": memory_mb,
-            "max_file_mb": max_file_mb,
-            "max_procs": max_procs,
-        }
-        cfg_path = os.path.join(hostdir, "sandbox.json")
-        with open(cfg_path, "w") as fh:
-            json.dump(cfg, fh)
-        if uid is not None and not mode.namespaces:
-            os.chown(hostdir, uid, uid)
-            os.chown(os.path.join(hostdir, _MAIN), uid, uid)
-        cmd = list(mode.prefix) + (["--"] if mode.prefix else []) + [sys.executable, "-I", "-S", "-B", os.path.abspath(__file__), _BOOT_FLAG, cfg_path]
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.PIPE,
-                stdout=out,
-                stderr=err,
-                pass_fds=(w_status,),
-                env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
-                cwd=hostdir,
-                start_new_session=True,
-            )
-            os.close(w_status)
-            w_status = -1
-            try:
-                proc.stdin.write(stdin)
-                proc.stdin.close()
-            except (BrokenPipeError, OSError):
-                pass
-            wall_timeout = False
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                wall_timeout = True
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait()
-            if uid is not None and not mode.pidns:
-                _kill_uid_from_host(uid)  # stragglers outside the process group
-            duration = time.monotonic() - start
-            status_lines = _read_all(r_status).decode("utf-8", "replace").splitlines()
-            out.seek(0)
-            stdout_b = out.read()
-            err.seek(0)
-            stderr_b = err.read()
+        out = _execute(plan, hostdir, code, stdin)
     finally:
-        os.close(r_status)
-        if w_status >= 0:
-            os.close(w_status)
         shutil.rmtree(hostdir, ignore_errors=True)
-
-    boot: dict = {}
-    setup_error = None
-    for line in status_lines:
-        try:
-            d = json.loads(line)
-        except ValueError:
-            continue
-        if "setup_error" in d:
-            setup_error = d["setup_error"]
-        else:
-            boot = d
-    warnings.extend(boot.get("warnings", []))
-    rc = boot.get("returncode")
-    stdout = stdout_b.decode("utf-8", "replace")
-    verdict_seen = False
-    tests_run = None
-    if verdict_token is not None:
-        # the harness writes "\n<token> <tests run>\n" last; anything after it means it was not last
-        body, sep, last = stdout.rstrip("\n").rpartition("\n")
-        if last.startswith(verdict_token + " ") or last == verdict_token:
-            verdict_seen = True
-            rest = last[len(verdict_token) :].strip()
-            tests_run = int(rest) if rest.isdigit() else None
-            stdout_b = body.encode()
-    stderr = _truncate(stderr_b)
-    isolation = mode.label + (f"+uid {uid}" if uid is not None else "")
-
-    if wall_timeout:
-        status, reason = "timeout", f"wall timeout ({timeout_s:g} s)"
-    elif setup_error:
-        status, reason = "error", f"sandbox setup failed: {setup_error}"
-    elif rc is None:
-        status, reason = "error", f"sandbox bootstrap ended with {proc.returncode}: {_truncate(stderr_b)[-500:]}"
-    elif rc == -signal.SIGXCPU or (rc == -signal.SIGKILL and (boot.get("cpu_s") or 0) >= lim.resolved_cpu_s() - 0.05):
-        status, reason = "timeout", f"cpu limit ({lim.resolved_cpu_s()} s)"
-    elif rc != 0:
-        status = "failed"
-        if rc < 0:
-            reason = f"signal {signal.Signals(-rc).name}" if -rc in signal.valid_signals() else f"signal {-rc}"
-        else:
-            reason = f"exit {rc}"
-        if rc == -signal.SIGXFSZ or b"File too large" in stderr_b[-4000:]:
-            reason += " (file size limit)"
-        if b"MemoryError" in stderr_b[-4000:]:
-            reason += " (MemoryError: memory limit)"
-    elif verdict_token is not None and not verdict_seen:
-        status, reason = "failed", "exited before the verdict (the tests did not all run)"
-    else:
-        status, reason = "passed", ""
-    for w in warnings:
-        if w not in _logged:
-            _logged.add(w)
-            log.warning("sandbox: %s", w)
+    boot, setup_error = _parse_status(out.status_lines)
+    stdout, verdict = _split_verdict(out.stdout, verdict_token)
+    status, reason = _judge(out, boot, setup_error, verdict, verdict_token, plan.limits)
+    warnings = tuple(dict.fromkeys(list(plan.warnings) + list(boot.get("warnings", []))))
+    _log_new(warnings)
     return SandboxResult(
         status=status,
-        stdout=_truncate(stdout_b),
-        stderr=stderr,
-        returncode=rc,
-        duration_s=round(duration, 4),
-        verdict_seen=verdict_seen,
+        stdout=_truncate(stdout),
+        stderr=_truncate(out.stderr),
+        returncode=boot.get("returncode"),
+        duration_s=round(out.duration_s, 4),
+        verdict_seen=verdict.seen,
         reason=reason,
-        warnings=tuple(dict.fromkeys(warnings)),
-        isolation=isolation,
+        warnings=warnings,
+        isolation=plan.mode.label + (f"+uid {plan.uid}" if plan.uid is not None else ""),
         workdir=hostdir,
-        tests_run=tests_run,
-        uid=uid,
+        tests_run=verdict.tests_run,
+        uid=plan.uid,
         cpu_s=None if boot.get("cpu_s") is None else round(boot["cpu_s"], 4),
+        pgid=out.pgid,
     )
 
 
@@ -716,6 +828,18 @@ except ImportError:
     _sys.modules["pytest"] = _pt
 '''
 
+# The harness the program and its tests run in (main.py inside the sandbox). Why each step:
+# - the token is read from stdin and stdin closed before the program runs: it is in no file or env;
+# - the program runs first, in its own namespace; whatever it changed in builtins, sys.modules and
+#   unittest is put back before the tests and before each test (a patched assertEqual or `abs`
+#   cannot make a test pass);
+# - the tests run in a copy of the program's names with their own copy of the builtins;
+# - every assert, assert*/raises/fail call of the tests file counts as a hit, and a test counts
+#   as run only if it hit one: zero tests run is a failure ("no test ran"), as is a missing entry point;
+# - `==`, `!=`, `in` in the tests are decided by the expected value's own equality when the other side's
+#   equality was written by the program (an object whose __eq__ is always true proves nothing);
+# - unittest cases are run method by method by the harness itself, so no reporting hook can swallow
+#   a failure: a failing test raises straight through to the interpreter (exit 1, no verdict).
 _HARNESS = r'''
 import os as _es_os, sys as _es_sys
 def _es_token():
@@ -725,76 +849,261 @@ def _es_token():
     _es_os.close(fd)
     return t
 def _es_main(_tok=_es_token(), _out=_es_os.dup(1), _write=_es_os.write):
-    _src = {sources!r}
-    _ns = {{"__name__": "__solution__", "__builtins__": __builtins__}}
-    import linecache as _lc
-    for _fn, _text in (("solution.py", _src[0]), ("tests.py", _src[1])):
-        _lc.cache[_fn] = (len(_text), None, _text.splitlines(True), _fn)
-    {shim}
-    exec(compile(_src[0], "solution.py", "exec"), _ns)
-    exec(compile(_src[1], "tests.py", "exec"), _ns)
-    _n = 0
-    _ep = {entry_point!r}
-    if _ep is not None and callable(_ns.get("check")) and _ep in _ns:
-        _ns["check"](_ns[_ep])
-        _n += 1
-    import inspect as _insp, unittest as _ut
-    def _call(f):
-        params = getattr(f, "_es_params", None)
+    _program, _tests, _ep, _shim = __ES_PAYLOAD__
+    import ast, builtins, itertools, linecache, unittest
+    _type, _isinstance, _issubclass, _getattr, _callable, _vars = type, isinstance, issubclass, getattr, callable, vars
+    _len, _all, _any, _zip, _list, _dict, _tuple, _sorted = len, all, any, zip, list, dict, tuple, sorted
+    _set, _frozenset, _NotImplemented, _BaseException = set, frozenset, NotImplemented, BaseException
+    _Function = _type(_es_token)
+    _stdlib = _es_os.path.dirname(_es_os.__file__) + _es_os.sep
+    _HEAP = 1 << 9
+    _TestCase, _SkipTest, _stderr = unittest.TestCase, unittest.SkipTest, _es_sys.stderr
+    for _fn, _text in (("solution.py", _program), ("tests.py", _tests)):
+        linecache.cache[_fn] = (_len(_text), None, _text.splitlines(True), _fn)
+
+    def verdict(text):
+        try:
+            _es_sys.stdout.flush()
+        except _BaseException:
+            pass
+        _write(_out, ("\n" + _tok + " " + text + "\n").encode())
+
+    _b_snap = _dict(_vars(builtins))
+    _mod_snap = _dict(_es_sys.modules)
+    _ut = [unittest, unittest.case, unittest.result, unittest.runner, unittest.loader, unittest.suite,
+           unittest.TestCase, unittest.TestResult, unittest.TestLoader, unittest.TestSuite, unittest.FunctionTestCase]
+    _ut_snap = [(o, _dict(_vars(o))) for o in _ut]
+
+    def restore():
+        b = _vars(builtins)
+        for k in [k for k in b if k not in _b_snap]:
+            del b[k]
+        b.update(_b_snap)
+        mods = _es_sys.modules
+        for k, v in _mod_snap.items():
+            if mods.get(k) is not v:
+                mods[k] = v
+        for o, snap in _ut_snap:
+            cur = _vars(o)
+            # names added to a class may override its bases; names added to a module are submodules
+            # the tests imported (unittest.mock) and must stay
+            for k in [k for k in cur if k not in snap and _isinstance(o, _type)]:
+                try:
+                    delattr(o, k)
+                except (AttributeError, TypeError):
+                    pass
+            for k, v in snap.items():
+                if cur.get(k) is not v:
+                    try:
+                        setattr(o, k, v)
+                    except (AttributeError, TypeError):
+                        pass
+
+    def program_eq(t):
+        """Whether equality of type t was written by the program (not a C type or the stdlib)."""
+        for k in t.__mro__:
+            d = _vars(k)
+            if "__eq__" in d or "__ne__" in d:
+                if not k.__flags__ & _HEAP:
+                    return False
+                f = d["__eq__"] if "__eq__" in d else d["__ne__"]
+                code = _getattr(f, "__code__", None)
+                if code is not None:
+                    return not code.co_filename.startswith(_stdlib)
+                return _getattr(f, "__objclass__", None) is not k
+        return False
+
+    def eq(a, b, depth=0):
+        r = a == b
+        if not r or depth > 50:
+            return r
+        pa, pb = program_eq(_type(a)), program_eq(_type(b))
+        if pa and pb:
+            return r
+        if pa or pb:
+            plain, other = (b, a) if pa else (a, b)
+            r2 = _type(plain).__eq__(plain, other)
+            if r2 is _NotImplemented or not r2:
+                return False
+        if _isinstance(a, (_list, _tuple)) and _isinstance(b, (_list, _tuple)):
+            return _all(eq(x, y, depth + 1) for x, y in _zip(a, b))
+        if _isinstance(a, _dict) and _isinstance(b, _dict):
+            return _all(k in b and eq(v, b[k], depth + 1) for k, v in a.items())
+        if _isinstance(a, (_set, _frozenset)) and _isinstance(b, (_set, _frozenset)):
+            if _any(program_eq(_type(x)) for x in a) or _any(program_eq(_type(x)) for x in b):
+                return _all(_any(eq(x, y, depth + 1) for y in b) for x in a) and _all(_any(eq(y, x, depth + 1) for x in a) for y in b)
+        return r
+
+    def contains(x, c):
+        r = x in c
+        if r and _isinstance(c, (_list, _tuple, _set, _frozenset, _dict)):
+            return _any(y is x or eq(y, x) for y in c)
+        return r
+
+    def compare(op, a, b):
+        if op == "Eq":
+            return eq(a, b)
+        if op == "NotEq":
+            if not (program_eq(_type(a)) or program_eq(_type(b))):
+                return a != b
+            return not eq(a, b)
+        if op == "In":
+            return contains(a, b)
+        return not contains(a, b)
+
+    hits = [0]
+
+    def hit():
+        hits[0] += 1
+
+    class Instrument(ast.NodeTransformer):
+        def _hit(self, node):
+            return ast.copy_location(ast.Call(ast.Name("__es_hit__", ast.Load()), [], []), node)
+
+        def visit_Assert(self, node):
+            self.generic_visit(node)
+            return [ast.copy_location(ast.Expr(self._hit(node)), node), node]
+
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            f = node.func
+            if _isinstance(f, ast.Attribute) and (f.attr.startswith("assert") or f.attr in ("raises", "fail", "warns")):
+                return ast.copy_location(ast.BoolOp(ast.Or(), [self._hit(node), node]), node)
+            return node
+
+        def visit_Compare(self, node):
+            self.generic_visit(node)
+            op = _type(node.ops[0]).__name__
+            if _len(node.ops) == 1 and op in ("Eq", "NotEq", "In", "NotIn"):
+                return ast.copy_location(ast.Call(ast.Name("__es_cmp__", ast.Load()), [ast.Constant(op), node.left, node.comparators[0]], []), node)
+            return node
+
+    tree = Instrument().visit(ast.parse(_tests, "tests.py"))
+    tests_code = compile(ast.fix_missing_locations(tree), "tests.py", "exec")
+
+    ns = {"__name__": "__solution__", "__builtins__": builtins}
+    exec(compile(_program, "solution.py", "exec"), ns)
+    restore()
+    if _ep is not None and _ep not in ns:
+        verdict("FAIL entry point %r not defined" % (_ep,))
+        return
+    if _shim:
+        exec(compile(_shim, "pytest_shim.py", "exec"), {})
+    tns = {k: v for k, v in ns.items() if k == _ep or k not in _b_snap}
+    tns.update({"__name__": "__solution__", "__builtins__": _dict(_b_snap), "__es_hit__": hit, "__es_cmp__": compare})
+
+    def from_tests(f):
+        return _isinstance(f, _Function) and f.__code__.co_filename == "tests.py"
+
+    def counted(f, *args, **kw):
+        """Call one test; 1 if it hit an assertion, else 0."""
+        restore()
+        before = hits[0]
+        f(*args, **kw)
+        return 1 if hits[0] > before else 0
+
+    def run_params(f):
+        params = _getattr(f, "_es_params", None)
         if not params:
-            f()
-            return 1
-        import itertools
-        count = 0
-        grids = []
-        for names, values in params:
-            grids.append([dict(zip(names, v if len(names) > 1 else (v,))) for v in values])
+            return counted(f)
+        grids = [[_dict(_zip(names, v if _len(names) > 1 else (v,))) for v in values] for names, values in params]
+        n = 0
         for combo in itertools.product(*grids):
-            kw = {{}}
+            kw = {}
             for d in combo:
                 kw.update(d)
-            f(**kw)
-            count += 1
-        return count
-    def _from_tests(cls):
-        return any(_insp.isfunction(v) and v.__code__.co_filename == "tests.py" for v in vars(cls).values())
-    for _name, _obj in list(_ns.items()):
-        if _name.startswith("test") and _insp.isfunction(_obj) and _obj.__code__.co_filename == "tests.py":
-            _n += _call(_obj)
-        elif _name.startswith("Test") and _insp.isclass(_obj) and not issubclass(_obj, _ut.TestCase) and _from_tests(_obj):
-            for _m in sorted(vars(_obj)):
-                if _m.startswith("test") and callable(getattr(_obj, _m)):
-                    _inst = _obj()
-                    if hasattr(_inst, "setup_method"):
-                        _inst.setup_method(getattr(_inst, _m))
-                    _n += _call(getattr(_inst, _m))
-        elif _insp.isclass(_obj) and issubclass(_obj, _ut.TestCase) and _from_tests(_obj):
-            _suite = _ut.defaultTestLoader.loadTestsFromTestCase(_obj)
-            _res = _ut.TextTestRunner(stream=_es_sys.stderr, verbosity=0).run(_suite)
-            if not _res.wasSuccessful():
-                raise AssertionError(f"unittest {{_name}}: {{len(_res.failures)}} failures, {{len(_res.errors)}} errors")
-            _n += _res.testsRun
-    _es_sys.stdout.flush()
-    _write(_out, ("\n" + _tok + " " + str(_n) + "\n").encode())
+            n += counted(f, **kw)
+        return n
+
+    def guarded(inst, name):
+        orig = _getattr(inst, name)
+        negate = "Not" in name
+
+        def check(first, second, *a, **k):
+            orig(first, second, *a, **k)
+            same = contains(first, second) if name.endswith("In") else eq(first, second)
+            if same == negate:
+                raise inst.failureException(f"{name}: the program's own __eq__ decided this comparison")
+        return check
+
+    def run_unittest(cls):
+        if _getattr(cls, "__unittest_skip__", False):
+            return 0
+        n = 0
+        restore()
+        cls.setUpClass()
+        try:
+            for name in unittest.TestLoader().getTestCaseNames(cls):
+                inst = cls(name)
+                for g in ("assertEqual", "assertNotEqual", "assertListEqual", "assertTupleEqual", "assertDictEqual",
+                          "assertSequenceEqual", "assertSetEqual", "assertIn", "assertNotIn"):
+                    setattr(inst, g, guarded(inst, g))
+                method = _getattr(inst, name)
+                if _getattr(method, "__unittest_skip__", False):
+                    continue
+                expecting = _getattr(method, "__unittest_expecting_failure__", False)
+                restore()
+                before = hits[0]
+                try:
+                    inst.setUp()
+                    try:
+                        method()
+                    finally:
+                        inst.tearDown()
+                        inst.doCleanups()
+                except _SkipTest:
+                    continue
+                except _BaseException:
+                    if not expecting:
+                        raise
+                    continue
+                if expecting:
+                    raise AssertionError(f"{cls.__name__}.{name}: expected to fail, passed")
+                n += 1 if hits[0] > before else 0
+        finally:
+            cls.tearDownClass()
+        return n
+
+    restore()
+    before = hits[0]
+    exec(tests_code, tns)
+    n = 1 if hits[0] > before else 0
+    check = tns.get("check")
+    if _ep is not None and from_tests(check):
+        n += counted(check, ns[_ep])
+    for name, obj in _list(tns.items()):
+        if name.startswith("test") and from_tests(obj):
+            n += run_params(obj)
+        elif _isinstance(obj, _type) and _issubclass(obj, _TestCase):
+            if _any(from_tests(v) for v in _vars(obj).values()):
+                n += run_unittest(obj)
+        elif name.startswith("Test") and _isinstance(obj, _type) and _any(from_tests(v) for v in _vars(obj).values()):
+            for m in _sorted(_vars(obj)):
+                if m.startswith("test") and _callable(_getattr(obj, m)):
+                    inst = obj()
+                    if hasattr(inst, "setup_method"):
+                        inst.setup_method(_getattr(inst, m))
+                    n += run_params(_getattr(inst, m))
+    verdict(str(n) if n else "FAIL no test ran")
 _es_main()
 '''
 
 
 def build_harness(program: str, tests: str, entry_point: str | None = None) -> str:
-    """The test program: solution and tests run in one namespace, then the verdict token is written."""
-    shim = ""
-    if "pytest" in tests:
-        # the shim is defined at module level of the harness (exec'd into a fresh namespace first)
-        shim = "exec(compile(%r, 'pytest_shim.py', 'exec'), {})" % _PYTEST_SHIM
-    return _HARNESS.format(sources=(program, tests), entry_point=entry_point, shim=shim)
+    """The test program: solution and tests run in one process, then the verdict line is written."""
+    shim = _PYTEST_SHIM if "pytest" in tests else ""
+    return _HARNESS.replace("__ES_PAYLOAD__", repr((program, tests, entry_point, shim)))
 
 
 def run_tests(program: str, tests: str, entry_point: str | None = None, **limits) -> SandboxResult:
-    """Run `tests` against `program`; passed only if every test ran (the verdict token was written).
+    """Run `tests` against `program`; passed only if every test ran and at least one checked something.
 
     Tests may be plain top-level asserts, a HumanEval-style `check(candidate)` (called with
-    `entry_point`), `test_*` functions (called, pytest-style parametrize supported), `Test*`
-    classes or `unittest.TestCase` subclasses.
+    `entry_point`, whether or not the tests call it themselves), `test_*` functions (called,
+    pytest-style parametrize supported), `Test*` classes or `unittest.TestCase` subclasses. A test
+    counts as run when it executed an assert (or an assert*/raises/fail call); a run where none did
+    fails with "no test ran", and a program that does not define `entry_point` fails with
+    "entry point '<name>' not defined".
     """
     token = "EVALSUITE-VERDICT-" + secrets.token_hex(16)
     harness = build_harness(program, tests, entry_point)

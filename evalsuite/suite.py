@@ -22,7 +22,7 @@ log = logging.getLogger("evalsuite")
 
 CHANGE_CATEGORIES = ("quantization", "speculative", "backend", "generation")
 _VARIANT_KEYS = {"name", "baseline", "noise", "backend", "model", "options", "quantization", "speculative", "generation", "changes", "description", "degrade"}
-_SUITE_KEYS = {"schema_version", "name", "description", "casesets", "variants", "generation", "rubric", "stage", "output_dir", "cache", "limit"}
+_SUITE_KEYS = {"schema_version", "name", "description", "casesets", "variants", "generation", "rubric", "stage", "output_dir", "cache", "limit", "timing", "executor"}
 _GEN_KEYS = set(GenerationSettings.__dataclass_fields__)
 
 
@@ -121,6 +121,7 @@ class Suite:
     cache: str | None
     raw: dict
     warnings: tuple[str, ...] = ()
+    executor: Any = None  #: where generation runs (evalsuite.executors.ExecutorSpec; None: local)
 
     @property
     def baseline(self) -> Variant:
@@ -158,6 +159,7 @@ class Suite:
             "cache": self.cache,
             "variants": [v.to_dict() for v in self.variants],
             "warnings": list(self.warnings),
+            "executor": self.executor.to_dict() if self.executor else {"kind": "local"},
         }
 
 
@@ -168,7 +170,7 @@ def _gen_settings(raw: Any, base: GenerationSettings, file: str, lines: LineMap,
         problems.append(Problem(file, lines.line_of(path), who, ".".join(map(str, path)), "expected a mapping"))
         return base
     unknown = set(raw) - _GEN_KEYS
-    for k in sorted(unknown):
+    for k in sorted(unknown, key=repr):
         problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", f"unknown setting (known: {', '.join(sorted(_GEN_KEYS))})"))
     values = {k: v for k, v in raw.items() if k in _GEN_KEYS}
     types = {"max_new_tokens": int, "samples": int, "seed": int, "batch_size": int, "temperature": (int, float), "top_p": (int, float), "timeout_s": (int, float, type(None))}
@@ -208,6 +210,10 @@ def compute_changes(variant: Variant, baseline: Variant) -> tuple[str, ...]:
     return tuple(changed)
 
 
+def _strings(x: Any) -> bool:
+    return isinstance(x, list) and all(isinstance(i, str) for i in x)
+
+
 def load_suite(path: str | Path) -> Suite:
     """Load and validate a suite file; raise ValidationError naming every problem."""
     path = Path(path)
@@ -218,8 +224,11 @@ def load_suite(path: str | Path) -> Suite:
     problems: list[Problem] = []
     if not isinstance(data, dict):
         raise ValidationError([Problem(file, 1, None, "(top level)", "expected a mapping")])
-    for k in sorted(set(data) - _SUITE_KEYS):
-        problems.append(Problem(file, lines.line_of((k,)), None, k, f"unknown field (known: {', '.join(sorted(_SUITE_KEYS))})"))
+    for k in sorted(set(data) - _SUITE_KEYS, key=repr):  # YAML keys may be of any type
+        problems.append(Problem(file, lines.line_of((k,)), None, str(k) or "''", f"unknown field (known: {', '.join(sorted(_SUITE_KEYS))})"))
+    for k in ("name", "description", "rubric", "stage", "output_dir", "cache"):
+        if data.get(k) is not None and not isinstance(data[k], str):
+            problems.append(Problem(file, lines.line_of((k,)), None, k, f"expected a string, got {data[k]!r}"))
     base_dir = path.parent
 
     def rel(p: str) -> str:
@@ -235,8 +244,14 @@ def load_suite(path: str | Path) -> Suite:
             selectors.append(CaseSelector(rel(item)))
         elif isinstance(item, dict) and "path" in item:
             extra = set(item) - {"path", "tags", "exclude_tags", "kinds", "scenarios", "ids"}
-            for k in sorted(extra):
+            for k in sorted(extra, key=repr):
                 problems.append(Problem(file, lines.line_of(("casesets", i, k)), None, f"casesets[{i}].{k}", "unknown field"))
+            bad = [k for k in ("tags", "exclude_tags", "kinds", "scenarios", "ids") if not _strings(item.get(k, []))]
+            bad += [] if isinstance(item["path"], str) else ["path"]
+            for k in bad:
+                problems.append(Problem(file, lines.line_of(("casesets", i, k)), None, f"casesets[{i}].{k}", "expected a path (a string)" if k == "path" else "expected a list of strings"))
+            if bad:
+                continue
             selectors.append(
                 CaseSelector(
                     rel(item["path"]),
@@ -268,7 +283,7 @@ def load_suite(path: str | Path) -> Suite:
             problems.append(Problem(file, lines.line_of(("variants", i)), None, f"variants[{i}].name", "each variant needs a name"))
             continue
         name = rv["name"]
-        for k in sorted(set(rv) - _VARIANT_KEYS):
+        for k in sorted(set(rv) - _VARIANT_KEYS, key=repr):
             problems.append(Problem(file, lines.line_of(("variants", i, k)), name, f"variants[{i}].{k}", f"unknown field (known: {', '.join(sorted(_VARIANT_KEYS))})"))
         if name in names:
             problems.append(Problem(file, lines.line_of(("variants", i, "name")), name, f"variants[{i}].name", "duplicate variant name"))
@@ -277,6 +292,10 @@ def load_suite(path: str | Path) -> Suite:
         for k in ("options", "quantization", "speculative", "degrade"):
             if rv.get(k) is not None and not isinstance(rv.get(k), dict):
                 problems.append(Problem(file, lines.line_of(("variants", i, k)), name, f"variants[{i}].{k}", "expected a mapping"))
+        if not isinstance(inherit("backend", "fake"), str):
+            problems.append(Problem(file, lines.line_of(("variants", i, "backend")), name, f"variants[{i}].backend", "expected a backend name"))
+        if rv.get("changes") is not None and not isinstance(rv["changes"], str) and not _strings(rv["changes"]):
+            problems.append(Problem(file, lines.line_of(("variants", i, "changes")), name, f"variants[{i}].changes", "expected a category name or a list of them"))
         gen = _gen_settings(base_raw.get("generation"), generation, file, lines, ("variants", baselines[0] if baselines else 0, "generation"), [], name)
         gen = _gen_settings(rv.get("generation"), gen, file, lines, ("variants", i, "generation"), problems, name)
         model = inherit("model")
@@ -289,7 +308,7 @@ def load_suite(path: str | Path) -> Suite:
                 name=name,
                 backend=inherit("backend", "fake"),
                 model=rel(model) if isinstance(model, str) and model.startswith(("./", "../")) else model,
-                options=dict(inherit("options", {}) or {}),
+                options=dict(inherit("options", {})) if isinstance(inherit("options", {}), dict) else {},
                 quantization=quant,
                 speculative=spec,
                 generation=gen,
@@ -302,13 +321,16 @@ def load_suite(path: str | Path) -> Suite:
     from .backends import BACKENDS
 
     for i, v in enumerate(variants):
-        if v.backend not in BACKENDS:
+        if isinstance(v.backend, str) and v.backend not in BACKENDS:
             import difflib
 
             close = difflib.get_close_matches(v.backend, BACKENDS.names(), n=2)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             problems.append(Problem(file, lines.line_of(("variants", i, "backend")), v.name, "backend", f"unknown backend {v.backend!r}{hint}; available: {', '.join(BACKENDS.names())}"))
 
+    from .executors import parse_executor
+
+    executor = parse_executor(data.get("executor"), file, lambda p: lines.line_of(p), problems)
     stage = data.get("stage", "pilot")
     if problems:
         raise ValidationError(problems)
@@ -341,4 +363,5 @@ def load_suite(path: str | Path) -> Suite:
         cache=rel(data["cache"]) if data.get("cache") else None,
         raw=data,
         warnings=tuple(warnings),
+        executor=executor,
     )

@@ -38,10 +38,12 @@ def _assert_clean(res: sandbox.SandboxResult) -> None:
 ESCAPE = f"/tmp/evalsuite-escape-{secrets.token_hex(6)}"
 REPO_ESCAPE = str(REPO / f"evalsuite-escape-{secrets.token_hex(6)}")
 
-# (name, code, limits, status, reason fragment, max seconds)
+LOAD_MARGIN_S = 20.0  # a shared, loaded CI machine; a run the limits did not stop takes far longer
+
+# (name, code, limits, status, reason fragment, max seconds on an idle machine)
 HOSTILE = [
     ("infinite loop (wall)", "while True:\n    pass\n", {"timeout_s": 1.5, "cpu_s": 30}, "timeout", "wall timeout", 4.0),
-    ("infinite loop (cpu)", "while True:\n    pass\n", {"timeout_s": 10, "cpu_s": 1}, "timeout", "cpu limit", 4.0),
+    ("infinite loop (cpu)", "while True:\n    pass\n", {"timeout_s": 60, "cpu_s": 1}, "timeout", "cpu limit", 4.0),
     ("unbounded allocation", "xs = []\nwhile True:\n    xs.append(bytearray(10**7))\n", {"memory_mb": 200}, "failed", "MemoryError", 4.0),
     ("huge allocation", "x = bytearray(4 * 1024**3)\n", {"memory_mb": 200}, "failed", "MemoryError", 4.0),
     (
@@ -75,7 +77,7 @@ def test_hostile_programs_fail_within_limits(name, code, limits, status, reason,
     res = sandbox.run_python(code, **limits)
     elapsed = time.monotonic() - t0
     assert (res.status, reason in res.reason) == (status, True), (res.reason, res.stderr[-500:])
-    assert elapsed < max_s
+    assert elapsed < max_s + LOAD_MARGIN_S
     _assert_clean(res)
     assert not os.path.exists(ESCAPE)
     assert not os.path.exists(REPO_ESCAPE)
@@ -106,7 +108,7 @@ def test_network_can_be_allowed():
 
 # (name, program, tests, status, reason fragment, tests run)
 VERDICTS = [
-    ("correct", "def add(a, b):\n    return a + b\n", "assert add(1, 2) == 3\n", "passed", "", 0),
+    ("correct", "def add(a, b):\n    return a + b\n", "assert add(1, 2) == 3\n", "passed", "", 1),
     ("wrong", "def add(a, b):\n    return a - b\n", "assert add(1, 2) == 3\n", "failed", "exit 1", None),
     ("os._exit(0) before the asserts", "import os\ndef add(a, b):\n    return 0\nos._exit(0)\n", "assert add(1, 2) == 3\n", "failed", "before the verdict", None),
     ("sys.exit(0) before the asserts", "import sys\ndef add(a, b):\n    return 0\nsys.exit(0)\n", "assert add(1, 2) == 3\n", "failed", "before the verdict", None),
@@ -132,7 +134,7 @@ VERDICTS = [
         "exit 1",
         None,
     ),
-    ("__main__ block is not run", "def add(a, b):\n    return a + b\nif __name__ == '__main__':\n    raise SystemExit(0)\n", "assert add(1, 2) == 3\n", "passed", "", 0),
+    ("__main__ block is not run", "def add(a, b):\n    return a + b\nif __name__ == '__main__':\n    raise SystemExit(0)\n", "assert add(1, 2) == 3\n", "passed", "", 1),
 ]
 
 
@@ -145,7 +147,7 @@ def test_verdicts(name, program, tests, status, reason, n):
 
 
 def test_stdout_kept_and_verdict_removed():
-    res = sandbox.run_tests("print('hello')\n", "print('from tests')\n")
+    res = sandbox.run_tests("print('hello')\n", "print('from tests')\nassert True\n")
     assert (res.status, res.stdout) == ("passed", "hello\nfrom tests\n")
 
 
@@ -178,7 +180,7 @@ def test_parallel_pool_keeps_order_and_caches():
     assert [r.status for r in results] == ["passed", "passed", "failed", "passed"]
     again = sandbox.run_tests_many(jobs)
     assert [a is r for a, r in zip(again, results)] == [True] * 4  # served from the cache
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 10 + LOAD_MARGIN_S
 
 
 def test_degraded_mode_warns_and_still_cleans_up(monkeypatch):
@@ -191,3 +193,128 @@ def test_degraded_mode_warns_and_still_cleans_up(monkeypatch):
     assert "network NOT isolated" in res.warnings
     time.sleep(0.2)
     _assert_clean(res)
+
+
+# Issue 16: a run that executes no test is never a pass. Every test-file shape the case format allows,
+# crossed with a correct program, a wrong one, one without the entry point and one that exits early.
+SHAPES = {
+    "plain asserts": ("assert add(1, 2) == 3\nassert add(0, 0) == 0\n", 1),
+    "check(candidate), not called": ("def check(candidate):\n    assert candidate(1, 2) == 3\n", 1),
+    "check(candidate), called": ("def check(candidate):\n    assert candidate(1, 2) == 3\n\ncheck(add)\n", 2),
+    "unittest class": ("import unittest\nclass TestAdd(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n", 1),
+    "pytest functions": (
+        "import pytest\n@pytest.mark.parametrize('a,b,c', [(1, 2, 3), (0, 0, 0)])\ndef test_add(a, b, c):\n    assert add(a, b) == c\n",
+        2,
+    ),
+    "pytest class": ("class TestAdd:\n    def test_a(self):\n        assert add(1, 2) == 3\n", 1),
+}
+PROGRAMS = {
+    "correct": ("def add(a, b):\n    return a + b\n", "passed", ""),
+    "wrong": ("def add(a, b):\n    return a - b\n", "failed", "exit 1"),
+    "no entry point": ("def plus(a, b):\n    return a + b\n", "failed", "entry point 'add' not defined"),
+    "exits early": ("import sys\ndef add(a, b):\n    return a + b\nsys.exit(0)\n", "failed", "exited before the verdict"),
+}
+GRID = [(s, p) for s in SHAPES for p in PROGRAMS]
+
+# (name, program, tests, entry point): assertion-free or never-called tests
+NO_TEST = [
+    ("the issue's example", "x = 1\n", "def check(candidate): assert candidate(2) == 4\n", "solution", "entry point 'solution' not defined"),
+    ("check without an entry point to call it with", "def add(a, b):\n    return a + b\n", "def check(candidate):\n    assert candidate(1, 2) == 3\n", None, "no test ran"),
+    ("prints only", "def add(a, b):\n    return a + b\n", "print(add(1, 2))\n", "add", "no test ran"),
+    ("test function without assert", "def add(a, b):\n    return a + b\n", "def test_a():\n    add(1, 2)\n", "add", "no test ran"),
+    ("check without assert", "def add(a, b):\n    return a + b\n", "def check(candidate):\n    candidate(1, 2)\n", "add", "no test ran"),
+    ("assert in a helper never called", "def add(a, b):\n    return a + b\n", "def helper():\n    assert add(1, 2) == 3\n", "add", "no test ran"),
+    ("unittest without assertion", "def add(a, b):\n    return a + b\n", "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        add(1, 2)\n", "add", "no test ran"),
+    ("empty tests", "def add(a, b):\n    return a + b\n", "", "add", "no test ran"),
+]
+
+
+@pytest.fixture(scope="module")
+def grid_results():
+    """All runs of the grid and the no-test table, pooled (run_tests_many) to keep the suite fast."""
+    jobs = [(PROGRAMS[p][0], SHAPES[s][0], "add") for s, p in GRID] + [(prog, tests, ep) for _, prog, tests, ep, _ in NO_TEST]
+    results = sandbox.run_tests_many(jobs, timeout_s=10)
+    return dict(zip([*GRID, *(n[0] for n in NO_TEST)], results))
+
+
+@pytest.mark.parametrize("shape,program", GRID, ids=[f"{s} x {p}" for s, p in GRID])
+def test_shapes_crossed_with_programs(grid_results, shape, program):
+    res = grid_results[(shape, program)]
+    _, status, reason = PROGRAMS[program]
+    want_run = SHAPES[shape][1] if status == "passed" else None
+    assert (res.status, reason in res.reason, res.tests_run) == (status, True, want_run), (res.reason, res.stderr[-800:])
+    assert res.passed is res.verdict_seen
+
+
+@pytest.mark.parametrize("name,program,tests,entry_point,reason", NO_TEST, ids=[n[0] for n in NO_TEST])
+def test_a_run_without_tests_is_a_failure(grid_results, name, program, tests, entry_point, reason):
+    res = grid_results[name]
+    assert (res.status, res.reason, res.passed) == ("failed", reason, False), res.stderr[-800:]
+
+
+# Programs that try to make wrong answers pass by tampering with the comparison or the harness.
+FORGERIES = [
+    ("__eq__ always true", "class A:\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return A()\n"),
+    ("__eq__ always true, nested", "class A:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\ndef add(a, b):\n    return [A()]\n"),
+    ("int subclass comparing with >=", "class A(int):\n    __eq__ = int.__ge__\ndef add(a, b):\n    return A(10**9)\n"),
+    ("__ne__ always false", "class A:\n    def __ne__(self, other):\n        return False\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return A()\n"),
+    ("patched unittest assertEqual", "import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\ndef add(a, b):\n    return 0\n"),
+    ("patched unittest reporting", "import unittest.case\nunittest.case._addError = lambda *a, **k: None\nunittest.TestResult.wasSuccessful = lambda self: True\ndef add(a, b):\n    return 0\n"),
+    ("patched builtins.abs", "import builtins\nbuiltins.abs = lambda x: 0\ndef add(a, b):\n    return 0\n"),
+    ("global shadowing abs", "def abs(x):\n    return 0\ndef add(a, b):\n    return 0\n"),
+    ("patches at call time", "def add(a, b):\n    import builtins, unittest\n    builtins.abs = lambda x: 0\n    unittest.TestCase.assertEqual = lambda *a, **k: None\n    return 0\n"),
+]
+FORGED_TESTS = {
+    "assert": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert not (candidate(1, 2) != 3)\n",
+    "nested": "assert [add(1, 2)] == [3]\nassert add(1, 2) in [3, 4]\n",
+    "unittest": "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(0, 0), 0)\n    def test_b(self):\n        self.assertEqual(add(1, 2), 3)\n",
+    "abs": "def test_close():\n    assert abs(add(1, 2) - 3) < 1e-9\n",
+}
+
+
+@pytest.fixture(scope="module")
+def forged_results():
+    keys = [(name, t) for name, _ in FORGERIES for t in FORGED_TESTS]
+    programs = dict(FORGERIES)
+    results = sandbox.run_tests_many([(programs[n], FORGED_TESTS[t], "add") for n, t in keys], timeout_s=10)
+    return dict(zip(keys, results))
+
+
+@pytest.mark.parametrize("tests", list(FORGED_TESTS), ids=list(FORGED_TESTS))
+@pytest.mark.parametrize("name,program", FORGERIES, ids=[f[0] for f in FORGERIES])
+def test_forged_passes_fail(forged_results, name, program, tests):
+    res = forged_results[(name, tests)]
+    assert res.status == "failed", (res.reason, res.stdout[-300:], res.stderr[-800:])
+
+
+def test_comparisons_keep_their_meaning_for_honest_values():
+    """The equality guard changes nothing for plain values, stdlib types and the program's own classes."""
+    program = (
+        "from fractions import Fraction\nfrom collections import OrderedDict, namedtuple\nfrom dataclasses import dataclass\n"
+        "P = namedtuple('P', 'x y')\n@dataclass\nclass D:\n    v: int\n"
+        "def add(a, b):\n    return a + b\n"
+    )
+    tests = (
+        "import math\nassert Fraction(1, 2) == 0.5\nassert OrderedDict(a=1) == {'a': 1}\nassert P(1, 2) == (1, 2)\n"
+        "assert D(1) == D(1) and D(1) != D(2)\nassert add(1, 2) != 4\nassert math.nan != math.nan\nassert math.nan in [math.nan] or True\n"
+        "assert [1, (2, {'k': {3}})] == [1, (2, {'k': {3}})]\nassert 3 in {3: 'x'} and 5 not in [1, 2]\nassert True == 1\n"
+    )
+    res = sandbox.run_tests(program, tests, "add")
+    assert (res.status, res.tests_run) == ("passed", 1), res.stderr[-800:]
+
+
+def test_tests_keep_unittest_mock_subtests_and_fixtures():
+    """Undoing the program's patches must not undo what the tests themselves set up."""
+    program = "import json\ndef load(s):\n    return json.loads(s)\n"
+    tests = (
+        "import unittest.mock\n"
+        "def test_patch():\n    with unittest.mock.patch('json.loads', return_value=3):\n        assert load('x') == 3\n"
+        "def test_mock_again():\n    assert unittest.mock.MagicMock()() is not None\n"
+        "class T(unittest.TestCase):\n"
+        "    @classmethod\n    def setUpClass(cls):\n        cls.data = '[1]'\n"
+        "    def setUp(self):\n        self.extra = 2\n"
+        "    def test_sub(self):\n        for i in range(2):\n            with self.subTest(i=i):\n                self.assertEqual(load(self.data) + [self.extra], [1, 2])\n"
+        "    @unittest.skip('not today')\n    def test_skipped(self):\n        assert False\n"
+    )
+    res = sandbox.run_tests(program, tests, "load")
+    assert (res.status, res.tests_run) == ("passed", 3), res.stderr[-800:]

@@ -10,16 +10,30 @@ Options (under a variant's `options`):
 - `delay_s`:  seconds per request (a number, or {case_id: seconds}); past the suite's
   `timeout_s` the request is reported as a timeout
 - `call_log`: path of a file that gets one line per generated request (tests count calls with it)
+- `faults`:   {case_id: kind}: fault injection for reliability tests. Kinds that fail the whole
+  batch, as a real backend would: `raise` (RuntimeError), `oom` (MemoryError), `cuda_oom` (an
+  error shaped like torch's CUDA OutOfMemoryError), `hang` (blocks, ignoring `timeout_s`, until
+  the backend is closed: the runner's hard limit must stop it), `wrong_count` (one generation
+  too few). Kinds that spoil that request's answer only: `none_text`, `non_str` (an int),
+  `not_generation` (a dict), `other_case` (the answer of another case id)
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import threading
 import time
+from dataclasses import replace
 from typing import Sequence
 
 from .base import Generation, Request
+
+FAULTS = ("raise", "oom", "cuda_oom", "hang", "wrong_count", "none_text", "non_str", "not_generation", "other_case")
+
+
+class SimulatedCudaOOM(RuntimeError):
+    """Shaped like torch.cuda.OutOfMemoryError (a RuntimeError subclass) without importing torch."""
 
 
 class FakeBackend:
@@ -29,6 +43,13 @@ class FakeBackend:
         self.variant = variant
         self.options = dict(variant.options or {})
         self.calls = 0
+        self._released = threading.Event()  #: set by close(): lets `hang` faults return
+        self.faults = dict(self.options.get("faults") or {})
+        bad = {k: v for k, v in self.faults.items() if v not in FAULTS}
+        if bad:
+            from ..errors import EvalsuiteError
+
+            raise EvalsuiteError(f"variant {variant.name!r}: unknown fake fault(s) {bad}; known: {', '.join(FAULTS)}")
         fn = self.options.get("function")
         self._fn = None
         if fn:
@@ -60,6 +81,41 @@ class FakeBackend:
         failing = [r.case_id for r in requests if r.case_id in errors]
         if failing:
             raise RuntimeError(f"injected error for {failing[0]}: {errors[failing[0]]}")
+        self._batch_faults(requests)
+        out = self._generate(requests)
+        return self._spoil(requests, out)
+
+    def _batch_faults(self, requests: Sequence[Request]) -> None:
+        for r in requests:
+            kind = self.faults.get(r.case_id)
+            if kind == "raise":
+                raise RuntimeError(f"injected fault for {r.case_id}")
+            if kind == "oom":
+                raise MemoryError(f"injected out of memory for {r.case_id}")
+            if kind == "cuda_oom":
+                raise SimulatedCudaOOM(f"CUDA out of memory. Tried to allocate 2.00 GiB (injected for {r.case_id})")
+            if kind == "hang":
+                self._released.wait(3600)  # a wedged backend: ignores the suite's timeout
+                raise RuntimeError(f"hung request for {r.case_id} released by close()")
+
+    def _spoil(self, requests: Sequence[Request], out: list) -> list:
+        kinds = [self.faults.get(r.case_id) for r in requests]
+        if "wrong_count" in kinds:
+            return out[:-1]
+        spoiled = []
+        for r, g, kind in zip(requests, out, kinds):
+            if kind == "none_text":
+                g = replace(g, text=None)
+            elif kind == "non_str":
+                g = replace(g, text=12345)
+            elif kind == "not_generation":
+                g = g.to_dict()
+            elif kind == "other_case":
+                g = replace(g, case_id=r.case_id + "-other")
+            spoiled.append(g)
+        return spoiled
+
+    def _generate(self, requests: Sequence[Request]) -> list[Generation]:
         timeout = self.variant.generation.timeout_s
         out = []
         for req in requests:
@@ -97,4 +153,4 @@ class FakeBackend:
         return out
 
     def close(self) -> None:
-        pass
+        self._released.set()

@@ -5,17 +5,22 @@ Options (under a variant's `options`):
 - `dtype`: auto, bfloat16, float16, float32 (default auto)
 - `gpu_memory_utilization`: share of GPU memory vLLM may reserve (default 0.9; the KV cache is
   preallocated from it, so peak memory follows this setting more than the model)
-- `max_model_len`, `tensor_parallel_size`, `enforce_eager`, `seed`: passed to `vllm.LLM`
+- `max_model_len`, `tensor_parallel_size`, `pipeline_parallel_size`, `max_num_seqs`,
+  `enforce_eager`, `seed`: passed to `vllm.LLM` (tensor parallelism splits each layer over the
+  GPUs of one node; pipeline parallelism splits the layers, also across nodes)
 - `engine_args`: a mapping of further `vllm.LLM` keyword arguments, passed through
 - `cache_dir`: where the embedded model is converted (as for the transformers backend)
 - `trust_remote_code`: not supported (a suite must not run code shipped with a model)
 
 Variant fields used: `model` (a local directory, or "embedded"); `quantization`
-`{method: gptq|awq|fp8|bitsandbytes|..., checkpoint: DIR, kv_cache_dtype: fp8}` (gptq and awq
-need a quantized checkpoint: `checkpoint`, else `model` must be one); `speculative`
-`{method: ngram, num_tokens: 5, prompt_lookup_max: 4, prompt_lookup_min: 1}` (`prompt_lookup`
-with `max_ngram`, the transformers backend's spelling, means the same) or
-`{method: draft, model: DIR, num_tokens: 5}`.
+`{method: gptq|awq|fp8|bitsandbytes|..., checkpoint: DIR, kv_cache_dtype: fp8, kernel: marlin}`
+(gptq and awq need a quantized checkpoint: `checkpoint`, else `model` must be one; `kernel:
+marlin` asks for vLLM's Marlin kernels, `gptq_marlin`/`awq_marlin`, which can change outputs
+against the plain ones); `speculative` `{method: ngram, num_tokens: 5, prompt_lookup_max: 4,
+prompt_lookup_min: 1}` (`prompt_lookup` with `max_ngram`, the transformers backend's spelling,
+means the same), `{method: draft, model: DIR, num_tokens: 5, draft_tensor_parallel_size: 1}`,
+`{method: eagle|eagle3|mlp_speculator, model: DIR, num_tokens: 3}` (a trained draft head) or
+`{method: mtp, num_tokens: 1}` (the model's own multi-token-prediction layers).
 
 Each request carries its own `SamplingParams(seed=Request.sample_seed())`, so a sample depends on
 its seed, not on its batch. Greedy requests use temperature 0.
@@ -33,8 +38,12 @@ from .. import models
 from ..errors import EvalsuiteError, MissingExtraError
 from .base import Generation, Request, check_options
 
-_OPTIONS = {"dtype", "gpu_memory_utilization", "max_model_len", "tensor_parallel_size", "enforce_eager", "seed", "engine_args", "cache_dir", "trust_remote_code"}
-_QUANT_KEYS = {"method", "checkpoint", "kv_cache_dtype"}
+_PASSED = ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs", "enforce_eager", "seed")
+_OPTIONS = {"dtype", "gpu_memory_utilization", "engine_args", "cache_dir", "trust_remote_code", *_PASSED}
+_QUANT_KEYS = {"method", "checkpoint", "kv_cache_dtype", "kernel"}
+_KERNELS = {"marlin": {"gptq": "gptq_marlin", "awq": "awq_marlin"}}
+#: draft-head methods that need a `model` (the head's checkpoint), as vLLM names them
+_HEAD_METHODS = ("eagle", "eagle3", "mlp_speculator")
 #: evalsuite's spellings -> vLLM's `quantization` names (others are passed as given)
 _QUANT_NAMES = {"bnb": "bitsandbytes", "bitsandbytes": "bitsandbytes", "gptq": "gptq", "awq": "awq", "fp8": "fp8"}
 _PRECOMPUTED = {"gptq", "awq", "gptq_marlin", "awq_marlin", "compressed-tensors", "marlin"}  #: need a quantized checkpoint
@@ -54,6 +63,12 @@ def quantization_args(q: dict | None) -> tuple[dict, str | None]:
     args: dict[str, Any] = {}
     if method:
         args["quantization"] = _QUANT_NAMES.get(method, method)
+    kernel = q.get("kernel")
+    if kernel is not None:
+        name = _KERNELS.get(str(kernel), {}).get(args.get("quantization", ""))
+        if name is None:
+            raise EvalsuiteError(f"quantization kernel {kernel!r} does not apply to method {method!r}; known: marlin (for gptq and awq)")
+        args["quantization"] = name
     if q.get("kv_cache_dtype"):
         args["kv_cache_dtype"] = str(q["kv_cache_dtype"])
     return args, q.get("checkpoint")
@@ -73,12 +88,17 @@ def speculative_config(spec: dict | None, resolve=lambda m: m) -> dict | None:
         if spec.get("prompt_lookup_min") is not None:
             cfg["prompt_lookup_min"] = int(spec["prompt_lookup_min"])
         return cfg
-    if method == "draft":
+    if method in ("draft", *_HEAD_METHODS):
         draft = spec.get("model") or (spec.get("draft") or {}).get("model")
         if not draft:
-            raise EvalsuiteError("speculative method draft needs `model` (the draft model directory)")
-        return {"method": "draft_model", "model": str(resolve(draft)), "num_speculative_tokens": tokens}
-    raise EvalsuiteError(f"unknown speculative method {method!r} for the vllm backend; available: ngram (or prompt_lookup), draft")
+            raise EvalsuiteError(f"speculative method {method} needs `model` (the {'draft model' if method == 'draft' else 'draft head'} directory)")
+        cfg = {"method": "draft_model" if method == "draft" else method, "model": str(resolve(draft)), "num_speculative_tokens": tokens}
+        if spec.get("draft_tensor_parallel_size") is not None:
+            cfg["draft_tensor_parallel_size"] = int(spec["draft_tensor_parallel_size"])
+        return cfg
+    if method == "mtp":
+        return {"method": "mtp", "num_speculative_tokens": tokens}
+    raise EvalsuiteError(f"unknown speculative method {method!r} for the vllm backend; available: ngram (or prompt_lookup), draft, {', '.join(_HEAD_METHODS)}, mtp")
 
 
 def _import_vllm():
@@ -115,7 +135,7 @@ class VLLMBackend:
     def engine_args(self) -> dict:
         """Keyword arguments for `vllm.LLM`."""
         args: dict[str, Any] = {"model": str(self.model_dir), "dtype": self.options.get("dtype", "auto"), "gpu_memory_utilization": float(self.options.get("gpu_memory_utilization", 0.9))}
-        for k in ("max_model_len", "tensor_parallel_size", "enforce_eager", "seed"):
+        for k in _PASSED:
             if self.options.get(k) is not None:
                 args[k] = self.options[k]
         args.update(self.quant_args)

@@ -15,6 +15,7 @@ import textwrap
 from typing import Sequence
 
 from .. import sandbox
+from ..executors import sandbox_jobs  # the sandbox's own functions, or a cluster's (executor: ray)
 from ..cases import Case, Term
 from .base import Score, ScoreInput, scorer
 
@@ -210,10 +211,22 @@ def _tail(s: str, n: int = STDERR_TAIL) -> str:
     return s if len(s) <= n else "..." + s[-n:]
 
 
+def _status(res: sandbox.SandboxResult) -> str:
+    """The run's status as every code scorer reads it: a pass that ran no test is a failure."""
+    if res.status == "passed" and not res.tests_run:
+        return "failed"
+    return res.status
+
+
+def _reason(res: sandbox.SandboxResult) -> str:
+    return "no test ran" if res.status == "passed" and not res.tests_run else res.reason
+
+
 def _run_details(res: sandbox.SandboxResult) -> dict:
     d = {
-        "status": res.status,
-        "reason": res.reason,
+        "status": _status(res),
+        "reason": _reason(res),
+        "tests_run": res.tests_run,
         "stderr_tail": _tail(res.stderr),
         "duration_s": res.duration_s,
         "isolation": res.isolation,
@@ -242,10 +255,10 @@ def code_pass(inp: ScoreInput) -> list[Score]:
         why = f"generation failed: {inp.error}" if inp.error else "no code in the output"
         return [Score("code.pass", 0.0, False, True, {"status": "failed", "reason": why, "how": "none"})]
     code, how = job
-    res = sandbox.run_tests_cached(code, ex.tests, ex.entry_point, **LIMITS)
+    res = sandbox_jobs.run_tests_cached(code, ex.tests, ex.entry_point, **LIMITS)
     if res.status == "error":
         return [Score("code.pass", None, None, True, {"how": how, **_run_details(res)})]
-    ok = res.status == "passed"
+    ok = _status(res) == "passed"
     return [Score("code.pass", 1.0 if ok else 0.0, ok, True, {"how": how, **_run_details(res)})]
 
 
@@ -258,10 +271,10 @@ def code_pass_at_k(case: Case, inputs: Sequence[ScoreInput]) -> list[Score]:
         return []
     jobs = [_sample_job(inp) for inp in inputs]
     runnable = [(i, j) for i, j in enumerate(jobs) if j is not None]
-    results = sandbox.run_tests_many([(code, ex.tests, ex.entry_point) for _, (code, _) in runnable], **LIMITS)
+    results = sandbox_jobs.run_tests_many([(code, ex.tests, ex.entry_point) for _, (code, _) in runnable], **LIMITS)
     statuses: list[str] = ["failed"] * n
     for (i, _), res in zip(runnable, results):
-        statuses[i] = res.status
+        statuses[i] = _status(res)
     errors = statuses.count("error")
     n_eff = n - errors  # sandbox failures are not the model's: leave those samples out
     c = statuses.count("passed")
@@ -414,7 +427,7 @@ def _run_generated(case: Case, tests: str) -> list[sandbox.SandboxResult]:
     ex = case.expect
     full = tests_prelude(tests) + tests
     programs = [ex.reference or ""] + list(ex.mutants)
-    return sandbox.run_tests_many([(p, full, ex.entry_point) for p in programs], **LIMITS)
+    return sandbox_jobs.run_tests_many([(p, full, ex.entry_point) for p in programs], **LIMITS)
 
 
 @scorer("code.tests_pass_reference", scenarios=("code",), kinds=("tests",), **LIMITS)
@@ -431,8 +444,8 @@ def code_tests_pass_reference(inp: ScoreInput) -> list[Score]:
     ref = _run_generated(inp.case, tests)[0]
     if ref.status == "error":
         return [Score(name, None, None, True, {"how": how, **_run_details(ref)})]
-    ok = ref.status == "passed"
-    return [Score(name, 1.0 if ok else 0.0, ok, True, {"how": how, "tests_run": ref.tests_run, **_run_details(ref)})]
+    ok = _status(ref) == "passed"
+    return [Score(name, 1.0 if ok else 0.0, ok, True, {"how": how, **_run_details(ref)})]
 
 
 @scorer("code.mutants_caught", scenarios=("code",), kinds=("tests",), **LIMITS)
@@ -449,12 +462,13 @@ def code_mutants_caught(inp: ScoreInput) -> list[Score]:
     ref, muts = runs[0], runs[1:]
     if ref.status == "error" or any(m.status == "error" for m in muts):
         return [Score(name, None, None, True, {"how": how, "reason": "sandbox error", "statuses": [r.status for r in runs]})]
-    if ref.status != "passed":
+    if _status(ref) != "passed":
         # tests that fail everything would "catch" every mutant
-        return [Score(name, 0.0, None, True, {"how": how, "reason": f"the tests fail on the reference ({ref.reason})", "caught": [], "missed": list(range(len(muts)))})]
-    caught = [i for i, m in enumerate(muts) if m.status != "passed"]
-    missed = [i for i, m in enumerate(muts) if m.status == "passed"]
-    return [Score(name, len(caught) / len(muts), None, True, {"how": how, "caught": caught, "missed": missed, "statuses": [m.status for m in muts]})]
+        return [Score(name, 0.0, None, True, {"how": how, "reason": f"the tests fail on the reference ({_reason(ref)})", "caught": [], "missed": list(range(len(muts)))})]
+    statuses = [_status(m) for m in muts]
+    caught = [i for i, st in enumerate(statuses) if st != "passed"]
+    missed = [i for i, st in enumerate(statuses) if st == "passed"]
+    return [Score(name, len(caught) / len(muts), None, True, {"how": how, "caught": caught, "missed": missed, "statuses": statuses})]
 
 
 # ----------------------------------------------------------------------------------------------

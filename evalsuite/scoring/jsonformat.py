@@ -75,11 +75,45 @@ def _path(parts) -> str:
     return "/".join(str(p) for p in parts) or "(root)"
 
 
+def _missing_property(e: jsonschema.ValidationError) -> str | None:
+    """The property a `required` error is about (jsonschema yields one error per missing name)."""
+    inst = e.instance if isinstance(e.instance, dict) else {}
+    names = [p for p in e.validator_value or () if isinstance(p, str) and p not in inst]
+    named = [p for p in names if e.message.startswith(repr(p) + " ")]
+    return named[0] if named else (names[0] if len(names) == 1 else None)
+
+
+def _extra_keys(e: jsonschema.ValidationError) -> list[str]:
+    """The keys an `additionalProperties: false` error is about, in the instance's order."""
+    if not isinstance(e.instance, dict) or not isinstance(e.schema, dict):
+        return []
+    props = e.schema.get("properties") or {}
+    patterns = list((e.schema.get("patternProperties") or {}).keys())
+    return [k for k in e.instance if k not in props and not any(re.search(p, k) for p in patterns)]
+
+
+def _located(e: jsonschema.ValidationError) -> list[dict]:
+    """One entry per field the error is about: `required` and `additionalProperties` errors point at
+    the missing or offending key itself (`items/0/price`), not at the object holding it."""
+    parent = list(e.absolute_path)
+    base = {"message": e.message, "validator": e.validator}
+    if e.validator == "required":
+        name = _missing_property(e)
+        if name is not None:
+            return [{"path": _path(parent + [name]), **base, "property": name}]
+    elif e.validator == "additionalProperties" and e.validator_value is False:
+        keys = _extra_keys(e)
+        if keys:
+            return [{"path": _path(parent + [k]), **base, "property": k} for k in keys]
+    return [{"path": _path(parent), **base}]
+
+
 def schema_errors(value: Any, schema: dict) -> list[dict]:
-    """Every schema violation as {"path": "features/2", "message": ...}, sorted by path."""
+    """Every schema violation as {"path": "features/2", "message": ..., "validator": ...}, sorted by
+    path; a missing required property or a forbidden extra key has its own path and a `property`."""
     cls = jsonschema.validators.validator_for(schema)
-    errors = sorted(cls(schema).iter_errors(value), key=lambda e: (list(map(str, e.absolute_path)), e.message))
-    return [{"path": _path(e.absolute_path), "message": e.message, "validator": e.validator} for e in errors]
+    out = [d for e in cls(schema).iter_errors(value) for d in _located(e)]
+    return sorted(out, key=lambda d: (d["path"].split("/") if d["path"] != "(root)" else [], d["message"]))
 
 
 @scorer("json.parsed", scenarios=("brand",))

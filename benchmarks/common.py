@@ -1,0 +1,101 @@
+"""What every benchmark shares: paired interleaved timing, result rows and the table.
+
+Timings on a shared machine drift by tens of percent within minutes, so no benchmark compares two
+figures taken at different times: A and B run alternately (A B B A ...) on the same cases and
+settings, and the ratio is the geometric mean of the per-round ratios with its 95% interval
+(evalsuite.perf.stats.paired_ratio: the same statistics the gate uses for performance rules).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from evalsuite.perf.stats import RatioCI, paired_ratio  # noqa: E402
+
+
+@dataclass
+class Row:
+    """One line of the benchmark table."""
+
+    bench: str
+    measure: str
+    figures: str  #: what was measured (seconds, rates), as text
+    ratio: RatioCI | None = None  #: A/B, paired over rounds
+    target: str = ""  #: e.g. "<= 1.05"
+    verdict: str = ""  #: met / not met / not judged / error
+
+    def cells(self) -> list[str]:
+        return [self.bench, self.measure, self.figures, self.ratio.text() if self.ratio else "-", self.target or "-", self.verdict or "-"]
+
+
+def judge(ci: RatioCI, limit: float, kind: str = "max") -> str:
+    """met (the whole interval on the right side), not met (the whole interval on the wrong side),
+    or "within noise" (the interval straddles the target)."""
+    from evalsuite.perf.verdict import judge_ratio
+
+    status = judge_ratio(ci, limit, kind).status
+    return {"pass": "met", "fail": "NOT met", "cannot_judge": "within noise"}[status]
+
+
+def paired(a: Callable[[], Any], b: Callable[[], Any], rounds: int, label: str = "") -> tuple[list[float], list[float], list[Any], list[Any]]:
+    """Run a and b alternately (ABBA...), `rounds` each; wall seconds and results of each call."""
+    ta, tb, ra, rb = [], [], [], []
+    for r in range(rounds):
+        for which in ("ab" if r % 2 == 0 else "ba"):
+            fn, times, results = (a, ta, ra) if which == "a" else (b, tb, rb)
+            t0 = time.perf_counter()
+            results.append(fn())
+            times.append(time.perf_counter() - t0)
+        if label:
+            print(f"  [{label}] round {r + 1}/{rounds}: {ta[-1]:.2f}s vs {tb[-1]:.2f}s", flush=True)
+    return ta, tb, ra, rb
+
+
+def ratio(num: list[float], den: list[float]) -> RatioCI:
+    """num/den per round, geometric mean and 95% interval."""
+    return paired_ratio(den, num)
+
+
+def median(xs: list[float]) -> float:
+    import statistics
+
+    return statistics.median(xs)
+
+
+def write_table(rows: list[Row], path: Path, header: str) -> None:
+    """The markdown table (written atomically: a killed run leaves the last complete table)."""
+    from evalsuite.yamlio import atomic_write_text
+
+    cols = ["benchmark", "measure", "figures", "ratio [95% CI]", "target", "verdict"]
+    lines = [header, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in r.cells()) + " |")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def embedded_suite(cases_per_scenario: int, max_new_tokens: int, batch_size: int, scenarios=("kb_qa", "brand", "code")):
+    """The demo suite's baseline alone (the embedded model), with small settings, and its cases."""
+    from dataclasses import replace
+
+    from evalsuite.runner import select_cases
+    from evalsuite.suite import load_suite
+
+    suite = load_suite(REPO / "suites" / "demo.yaml")
+    base = suite.baseline
+    base = replace(base, generation=replace(base.generation, max_new_tokens=max_new_tokens, batch_size=batch_size))
+    only = replace(suite, variants=(base,), generation=base.generation)
+    cases = select_cases(only, list(scenarios), cases_per_scenario)
+    return only, base, cases

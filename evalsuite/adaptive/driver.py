@@ -1,0 +1,265 @@
+"""`evalsuite run SUITE --adaptive`: generate a variant's cases batch by batch, in a seeded order,
+and stop as soon as the stage's block rules have decided (evalsuite.adaptive.verdict).
+
+Flow: the baseline (and any `noise: true` rerun) runs in full first, through the ordinary runner
+and cache, and is scored. Then each variant draws its cases in the run's seeded order (stratified by
+scenario), skipping cases no open block rule needs; after each batch the new outputs are scored and
+every check is re-evaluated on the generated prefix. Generation goes through the runner's own
+`_run_variant` (cache, error handling, durability), one batch of cases at a time.
+
+State, in the run directory's `adaptive.json` (replaced atomically after every step): the settings,
+the case order, and per variant the completed batches, the batch in flight, and the latest decision
+of every check. A kill at any moment loses at most the batch in flight: resuming (`--resume RUN`)
+re-runs that same batch (its stored outputs come from the run and cache, only the rest is generated)
+and then continues the same sequence, so it reaches the same decision as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..compare import per_case
+from ..errors import EvalsuiteError
+from ..store import RunStore
+from .verdict import AdaptiveSettings, Check, VariantState, build_checks, evaluate, is_done, needed_cases, replay, seeded_order
+
+log = logging.getLogger("evalsuite")
+
+STATE_FILE = "adaptive.json"
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class AdaptiveResult:
+    """What an adaptive run did: the ordinary run result plus each variant's stopping point."""
+
+    run: Any  #: runner.RunResult of the reference part (baseline and noise runs) and the variants
+    states: dict = field(default_factory=dict)  #: variant -> VariantState at its stop
+
+    @property
+    def store(self) -> RunStore:
+        return self.run.store
+
+
+def split_records(records, baseline: str) -> tuple[dict, dict]:
+    """Score records -> (baseline {(scenario, metric): {case: CaseAgg}}, {variant: same})."""
+    per = per_case(records)
+    base: dict = {}
+    others: dict = {}
+    for (v, s, m), aggs in per.items():
+        if v == baseline:
+            base[(s, m)] = aggs
+        else:
+            others.setdefault(v, {})[(s, m)] = aggs
+    return base, others
+
+
+def load_state(store: RunStore) -> dict | None:
+    return store.read_json(STATE_FILE)
+
+
+def _checks_for(store: RunStore, state: dict, stage: str | None = None, rubric_path: str | None = None) -> tuple[Any, list[Check], dict, dict]:
+    from ..gate import resolve_rubric_path
+    from ..rubric import load_rubric
+
+    settings = AdaptiveSettings(**state["settings"])
+    rubric = load_rubric(resolve_rubric_path(store, rubric_path or settings.rubric))
+    sr = rubric.for_stage(stage or settings.stage)
+    base, others = split_records(store.scores(), store.signature.get("baseline"))
+    return sr, build_checks(sr, base, state["order"], settings), base, others
+
+
+def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) -> AdaptiveResult:
+    """Run a suite adaptively (or resume such a run): the reference variants in full, every other
+    variant until its verdict for `settings.stage` is decided."""
+    from ..gate import resolve_rubric_path
+    from ..rubric import load_rubric
+    from ..runner import RunOptions, _build_backend, _progress, _run_variant, make_backend, run_suite, select_cases
+    from ..scoring.run import score_generations, score_run
+    from ..store import DEFAULT_CACHE, GenerationCache
+
+    opts = options or RunOptions()
+    settings = settings or AdaptiveSettings()
+    if settings.until not in ("verdict", "rules"):
+        raise EvalsuiteError(f"adaptive: until must be 'verdict' or 'rules', got {settings.until!r}")
+    if not 0 < settings.split < 1:
+        raise EvalsuiteError(f"adaptive: split must be between 0 and 1 (exclusive), got {settings.split!r}")
+    cases = select_cases(suite, opts.scenarios, opts.limit)
+    chosen = [v for v in suite.variants if not v.baseline]
+    if opts.variants is not None:
+        for name in opts.variants:
+            suite.variant(name)  # raises with close matches
+        chosen = [v for v in chosen if v.name in set(opts.variants)]
+    reference = [v.name for v in chosen if v.noise]
+    targets = [v for v in chosen if not v.noise]
+
+    ref = run_suite(suite, replace(opts, variants=reference, score=True))
+    store = ref.store
+    state = load_state(store)
+    if state is None:
+        rubric_path = str(resolve_rubric_path(store, settings.rubric).resolve())
+        settings = replace(settings, rubric=rubric_path)
+        state = {"schema_version": SCHEMA_VERSION, "settings": settings.to_dict(), "order": seeded_order(cases, settings.seed), "variants": {}}
+    else:
+        recorded = AdaptiveSettings(**state["settings"])
+        if recorded != replace(settings, rubric=recorded.rubric) and opts.resume:
+            log.warning("resuming %s with its recorded adaptive settings (%s)", store.run_id, recorded.to_dict())
+        settings = recorded
+        if sorted(state["order"]) != sorted(c.id for c in cases):
+            raise EvalsuiteError(f"cannot resume {store.run_id} adaptively: its case order covers other cases than the suite selects now")
+    store.write_json(STATE_FILE, state)
+    store.mark_complete(False, adaptive=True)
+    rubric = load_rubric(settings.rubric)
+    sr = rubric.for_stage(settings.stage)
+    baseline = suite.baseline.name
+    base, _ = split_records(store.scores(), baseline)
+    order = state["order"]
+    checks = build_checks(sr, base, order, settings)
+    noise_floor = None
+    if reference:
+        from ..compare import compare_run
+
+        noise_floor = compare_run(store, n_resamples=99).noise_floor
+    by_id = {c.id: c for c in cases}
+    factory = opts.backend_factory or make_backend
+    cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
+    summaries = store.read_json("variants.json", {}) or {}
+    result = AdaptiveResult(ref)
+    try:
+        for v in targets:
+            entry = state["variants"].setdefault(v.name, {"batches": [], "pending": None, "stopped": False})
+            backend = _build_backend(factory, v, cases)
+            fp = backend.fingerprint()
+            sig = store.signature
+            old = sig.get("variants", {}).get(v.name)
+            if old is not None and old != fp:
+                raise EvalsuiteError(f"cannot resume {store.run_id}: variant {v.name} changed since; start a new run")
+            sig.setdefault("variants", {})[v.name] = fp
+            store.write_json("signature.json", sig)
+            generated = {c for b in entry["batches"] for c in b}
+            records = score_generations([by_id[c] for c in order if c in generated], [g for g in store.generations() if g.variant in (baseline, v.name) and g.case_id in generated], baseline) if generated else []
+            records = [r for r in records if r.variant == v.name]
+            done = {g.key() for g in store.generations() if g.ok}
+            batch_size = settings.batch_size or v.generation.batch_size
+            st: VariantState | None = None
+            with _progress(opts.progress, f"{v.name} (adaptive)", len(order)) as advance:
+                advance(len(generated))
+                while not entry["stopped"]:
+                    batch = entry["pending"]
+                    if not batch:
+                        st = _evaluate(v.name, checks, base, records, entry, order, sr, noise_floor)
+                        entry["state"] = st.to_dict()
+                        nxt = [] if is_done(st, settings.until) else needed_cases(st, checks, order, generated)[:batch_size]
+                        if not nxt:
+                            entry["stopped"] = True
+                            entry["stop"] = f"verdict {st.verdict}" if st.verdict != "open" else "case sets exhausted"
+                            store.write_json(STATE_FILE, state)
+                            break
+                        entry["pending"] = batch = nxt
+                        store.write_json(STATE_FILE, state)
+                    summaries[v.name] = _run_variant(v, backend, fp, [by_id[c] for c in batch], store, cache, done, ref, False, summaries.get(v.name))
+                    store.write_json("variants.json", summaries)
+                    bset = set(batch)
+                    gens = [g for g in store.generations() if g.case_id in bset and g.variant in (baseline, v.name)]
+                    records += [r for r in score_generations([by_id[c] for c in batch], gens, baseline) if r.variant == v.name]
+                    entry["batches"].append(batch)
+                    entry["pending"] = None
+                    generated |= bset
+                    store.write_json(STATE_FILE, state)
+                    advance(len(batch))
+            st = _evaluate(v.name, checks, base, records, entry, order, sr, noise_floor, bounds=True)
+            st.total = len(order)
+            entry["state"] = st.to_dict()
+            entry["generated"], entry["total"] = len(generated), len(order)
+            store.write_json(STATE_FILE, state)
+            result.states[v.name] = st
+            backend.close()
+    finally:
+        cache.close()
+    ref.variants = summaries
+    store.mark_complete(True, adaptive=True, generated=ref.generated, cached=ref.cached, errors=ref.errors)
+    score_run(store, cases)  # always: the gate of an adaptive run replays its decisions from the scores
+    return result
+
+
+def _evaluate(name: str, checks, base, records, entry, order, sr, noise_floor, bounds: bool = False) -> VariantState:
+    per = per_case(records)
+    var = {(s, m): aggs for (v, s, m), aggs in per.items() if v == name}
+    sequence = [c for b in entry["batches"] for c in b]
+    return evaluate(name, checks, base, var, set(sequence), order, method=sr.multiple_testing, noise_floor=noise_floor, bounds=bounds, sequence=sequence)
+
+
+def replay_run(store: RunStore, stage: str = "production", rubric_path: str | None = None, seed: int = 0, settings: AdaptiveSettings | None = None) -> dict[str, VariantState]:
+    """What `--adaptive` would have generated on a stored *full* run: every variant replayed through
+    the sequential checks in the seeded order, batch by batch, from its stored scores (nothing is
+    generated). Returns variant -> its state at the stop (`generated` of `total` cases)."""
+    from ..compare import compare_run, variant_infos
+    from ..gate import resolve_rubric_path
+    from ..rubric import load_rubric
+    from ..scoring.run import run_cases
+
+    settings = settings or AdaptiveSettings(stage=stage, seed=seed)
+    sr = load_rubric(resolve_rubric_path(store, rubric_path or settings.rubric)).for_stage(settings.stage)
+    cases = run_cases(store)
+    order = seeded_order(cases, settings.seed)
+    base, others = split_records(store.scores(), store.signature.get("baseline"))
+    checks = build_checks(sr, base, order, settings)
+    infos = variant_infos(store)
+    noise = [i.name for i in infos if i.noise and i.name in others]
+    floor = compare_run(store, n_resamples=99).noise_floor if noise else None
+    batch = settings.batch_size or int(((store.suite or {}).get("generation") or {}).get("batch_size") or 8)
+    out = {}
+    for info in infos:
+        if info.baseline or info.noise or info.name not in others:
+            continue
+        st = replay(info.name, checks, base, others[info.name], order, batch, settings.until, method=sr.multiple_testing, noise_floor=floor)
+        out[info.name] = st
+    return out
+
+
+def run_adaptive_cli(suite, options, stage: str, seed: int, console) -> Any:
+    """`evalsuite run SUITE --adaptive`: run, print where each variant stopped and why; return the
+    run result (the CLI prints its usual table after)."""
+    res = run_adaptive(suite, options, AdaptiveSettings(stage=stage, seed=seed))
+    from rich.markup import escape
+
+    for name, st in res.states.items():
+        color = {"pass": "green", "fail": "red"}.get(st.verdict, "yellow")
+        decided = [r for r in st.results if r.severity == "block" and r.status != "open"]
+        console.print(f"[bold]{escape(name)}[/bold]: adaptive verdict [{color}]{st.verdict}[/{color}] (stage {stage}) after {st.generated} of {st.total} cases generated "
+                      f"({100 * st.generated / max(st.total, 1):.0f}%); {len(decided)} block check(s) decided", highlight=False)
+        for r in st.results:
+            if r.status == "fail" and r.severity == "block":
+                console.print(f"  [red]{escape(r.rule)}[/red] {escape(r.scenario)}/{escape(r.metric)}: {escape(r.reason)}", highlight=False)
+    console.print(f"sequential decisions: {res.store.dir / STATE_FILE}; `evalsuite gate {res.store.run_id} --stage {stage}` uses them")
+    return res.run
+
+
+def demo_line(store: RunStore, console, stage: str = "pilot", seed: int = 0) -> str:
+    """The demo's one line: replaying the stored full run through the sequential checks in the
+    seeded order (nothing generated), how many generations the adaptive verdicts needed against the
+    full run, and whether they reach the same verdicts as the fixed-n gate."""
+    from rich.markup import escape
+
+    from ..compare import compare_run
+    from ..gate import gate, resolve_rubric_path
+    from ..rubric import load_rubric
+
+    try:
+        states = replay_run(store, stage=stage, seed=seed)
+        fixed = gate(compare_run(store, n_resamples=99), load_rubric(resolve_rubric_path(store, None)), stage)
+    except EvalsuiteError as exc:
+        line = f"adaptive replay skipped: {exc}"
+        console.print(f"[dim]{escape(line)}[/dim]", highlight=False)
+        return line
+    samples = int(((store.suite or {}).get("generation") or {}).get("samples") or 1)
+    need = sum(st.generated for st in states.values()) * samples
+    full = sum(st.total for st in states.values()) * samples
+    differ = [n for n, st in states.items() if (st.verdict == "fail") != bool(fixed.failed_rules(n))]
+    same = len(states) - len(differ)
+    line = (f"adaptive verdicts (stage {stage}, seed {seed}, replayed): {need} of {full} variant generations ({100 * need / max(full, 1):.0f}%), "
+            f"same verdict as the full run for {same} of {len(states)} variant(s)" + (f"; differs: {', '.join(differ)} (see docs/thresholds.md)" if differ else ""))
+    console.print(escape(line), highlight=False)
+    return line

@@ -1,0 +1,504 @@
+"""Rubric rules as sequential checks: what an adaptive run decides, and when.
+
+One *check* per (block or warn metric rule, scenario, metric) that the baseline has scores for,
+exactly the units the fixed-n gate judges. Each check reads its cases in the run's seeded order
+(`seeded_order`) and is decided as soon as it can be:
+
+- a significance-gated rule (max_drop / max_drop_rel / max_flips with require_significance)
+  **fails** when the regression e-process (sequential.regression_log_e) has reached 1/alpha_fail and
+  the drop seen so far breaks the rule's threshold, and **passes** when the without-replacement
+  e-process rules out a drop of `tau` = max(the rule's threshold, the adaptive tolerance) over the
+  check's whole case set (sequential.no_large_drop_log_e);
+- any other part of a rule (`min`, `max`, a `max_flips`/`max_drop` without significance: zero
+  tolerance) is decided *exactly*, by curtailment: fail once no outcome of the remaining cases can
+  save it, pass once no outcome can break it (a zero-tolerance rule passes only at its last case);
+- a check whose case set is exhausted undecided gets the **final look**: the fixed-n gate's own
+  test (compare._compare_metric and MetricRule.fails, noise floor included) at alpha_final.
+
+False alarms (per variant, like the fixed-n gate): the stage's alpha is split into alpha_seq =
+`split` * alpha for all the looks of the e-processes, Bonferroni over the variant's block
+significance-gated checks (alpha_seq / K each: valid whatever their dependence), and
+alpha_final = (1 - split) * alpha for the final look, corrected with the rubric's method (Tarone by
+default), counting every check that was not looked at in full as able to reject (p_min 0, p 1): a
+conservative Tarone. The total chance that an unchanged variant fails is at most
+alpha_seq + alpha_final = alpha, however often it is peeked at. A false *pass* (a drop of at least
+tau over the case set passed early) has probability at most alpha per check.
+
+Warn rules are checked the same way with the raw alpha_seq (as the fixed-n gate uses raw p-values for
+them); they never drive generation: a warn check reads only the prefix of its cases the block checks
+made the run generate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..compare import DEFAULT_SEED, CaseAgg, MetricDelta, NoiseFloor, _perm_p_min, _seed_for, binom_worse_p, permutation_p
+from ..rubric import MetricRule, StageRubric
+from . import sequential as sq
+
+DEFAULT_TOLERANCE = 0.10
+DEFAULT_SPLIT = 0.5
+
+
+@dataclass(frozen=True)
+class AdaptiveSettings:
+    """How an adaptive run decides and stops."""
+
+    stage: str = "production"  #: the rubric stage whose block rules decide when a variant stops
+    rubric: str | None = None  #: rubric file (default: the suite's, else rubrics/default.yaml)
+    seed: int = 0  #: seeds the case order
+    tolerance: float = DEFAULT_TOLERANCE  #: a pass rules out a drop of max(rule threshold, tolerance) over the case set
+    split: float = DEFAULT_SPLIT  #: share of alpha spent on the sequential looks (the rest: the final look)
+    until: str = "verdict"  #: verdict: stop a variant once its verdict is decided; rules: once every block rule is
+    batch_size: int | None = None  #: cases per batch (default: the suite's generation.batch_size)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# the order
+
+
+def _unit(seed: int, *parts: str) -> float:
+    h = hashlib.sha256("\x1f".join(["evalsuite-adaptive", str(seed), *parts]).encode("utf-8")).digest()
+    return int.from_bytes(h[:8], "big") / 2**64
+
+
+def seeded_order(cases: Sequence[Any], seed: int) -> list[str]:
+    """Case ids in a seeded random order, stratified by scenario: each scenario's cases shuffled
+    (by a seeded hash of the id, so the order does not depend on file order), then interleaved so
+    every scenario advances at the same pace (case k of a scenario of n sits at (k + 1/2) / n)."""
+    by: dict[str, list[str]] = {}
+    for c in cases:
+        by.setdefault(c.scenario, []).append(c.id)
+    keyed = []
+    for scen, ids in sorted(by.items()):
+        ids = sorted(set(ids), key=lambda i: (_unit(seed, scen, i), i))
+        keyed += [((k + 0.5) / len(ids), scen, cid) for k, cid in enumerate(ids)]
+    return [cid for _, _, cid in sorted(keyed)]
+
+
+# ---------------------------------------------------------------------------------------------
+# checks
+
+
+@dataclass(frozen=True)
+class Check:
+    """One rule on one (scenario, metric): its case set, its levels, its tolerance."""
+
+    rule: MetricRule
+    scenario: str
+    metric: str
+    block: bool
+    sequential: bool  #: significance-gated relative checks (else only exact parts)
+    alpha_fail: float
+    alpha_pass: float
+    alpha_final: float
+    tau: float  #: the pass side rules out a drop of tau over the case set
+    population: tuple[str, ...]  #: case ids with a baseline score, in the run's order
+    base_values: tuple[float, ...]  #: the baseline's value of each case of `population`
+    base_passed: tuple[bool, ...]
+    pass_fail: bool
+    higher_is_better: bool
+    baseline_mean: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.rule.name}:{self.scenario}/{self.metric}"
+
+
+def _case_value(agg: CaseAgg, pass_fail: bool) -> float:
+    """A case's headline value: its pass share (pass/fail metrics) or mean value (plain sums: hot path)."""
+    xs = agg.passes if (pass_fail or not agg.values) else agg.values
+    return sum(xs) / len(xs)
+
+
+def _passed(agg: CaseAgg) -> bool:
+    return bool(agg.passes) and sum(agg.passes) / len(agg.passes) >= 0.5
+
+
+def build_checks(sr: StageRubric, base: Mapping[tuple[str, str], Mapping[str, CaseAgg]], order: Sequence[str], settings: AdaptiveSettings) -> list[Check]:
+    """The checks of a stage for the (scenario, metric) pairs the baseline scored, with their levels."""
+    pos = {cid: i for i, cid in enumerate(order)}
+    raw: list[tuple] = []
+    for rule in sr.rules:
+        if not isinstance(rule, MetricRule):
+            continue
+        for (scen, metric), aggs in sorted(base.items()):
+            if not rule.matches(scen, metric):
+                continue
+            pop = tuple(sorted((c for c in aggs if c in pos), key=pos.__getitem__))
+            if pop:
+                raw.append((rule, scen, metric, pop, aggs))
+    k = sum(1 for r, *_ in raw if r.severity == "block" and r.significance_gated)
+    out = []
+    for rule, scen, metric, pop, aggs in raw:
+        block = rule.severity == "block"
+        a = rule.alpha if rule.alpha is not None else sr.alpha
+        pass_fail = all(aggs[c].passes for c in pop)
+        hib = True if pass_fail else sum(aggs[c].hib for c in pop) * 2 >= len(pop)
+        bm = float(np.mean([_case_value(aggs[c], pass_fail) for c in pop]))
+        limits = [settings.tolerance]
+        thr = [x for x in (rule.max_drop, rule.max_drop_rel * abs(bm) if rule.max_drop_rel is not None else None,
+                           (rule.max_flips + 1) / len(pop) if rule.max_flips is not None else None) if x is not None]
+        if thr:
+            limits.append(min(thr))
+        a_seq = a * settings.split
+        out.append(Check(rule, scen, metric, block, rule.significance_gated, a_seq / max(k, 1) if block else a_seq, a,
+                         a * (1 - settings.split), max(limits), pop, tuple(_case_value(aggs[c], pass_fail) for c in pop),
+                         tuple(_passed(aggs[c]) for c in pop), pass_fail, hib, bm))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluating a check on the cases generated so far
+
+
+@dataclass
+class CheckResult:
+    """Where a check stands: decided (pass/fail, how, after how many of its cases) or open."""
+
+    key: str
+    rule: str
+    scenario: str
+    metric: str
+    severity: str
+    status: str  #: pass | fail | open
+    how: str = ""  #: sequential | exact | final look
+    seen: int = 0  #: cases of this check read (its prefix in the run's order)
+    population: int = 0
+    decided_at: int | None = None  #: cases of this check read when it was decided
+    variant_cases: int | None = None  #: cases of the variant generated when it was decided (filled by evaluate)
+    reason: str = ""
+    numbers: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _seq_arrays(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, CaseAgg], generated: set) -> dict:
+    """The check's observed prefix: paired per-case values, their differences (harm), and what the
+    cases after each observed one could still add (from their baseline values)."""
+    ids, b, v, bp, vp, dropped = [], [], [], [], [], 0
+    for j, cid in enumerate(check.population):
+        if cid not in generated:
+            break
+        agg = var.get(cid)
+        if agg is None or not (agg.passes or agg.values):
+            dropped += 1  # not scored on the variant: not part of the paired case set
+            continue
+        ids.append(cid)
+        b.append(check.base_values[j])
+        bp.append(check.base_passed[j])
+        v.append(_case_value(agg, check.pass_fail))
+        vp.append(_passed(agg))
+    k_all = len(ids) + dropped
+    hib = check.higher_is_better
+    b_arr, v_arr = np.array(b, dtype=float), np.array(v, dtype=float)
+    d = (b_arr - v_arr) if hib else (v_arr - b_arr)
+    rest_b = np.clip(np.array(check.base_values[k_all:], dtype=float), 0.0, 1.0)
+    ob = np.clip(b_arr, 0.0, 1.0)
+    # a case's harm lies in [b - 1, b] (higher is better, values in [0, 1]) or [-b, 1 - b]
+    dmax_o, dmin_o = (ob, ob - 1.0) if hib else (1.0 - ob, -ob)
+    dmax_r, dmin_r = (rest_b, rest_b - 1.0) if hib else (1.0 - rest_b, -rest_b)
+    bp_o = np.array(bp, dtype=float) if check.pass_fail else np.ones(len(ids))
+    bp_r = float(sum(check.base_passed[k_all:])) if check.pass_fail else float(len(check.population) - k_all)
+    vp_o = np.array(vp, dtype=float) if check.pass_fail else np.ones(len(ids))
+
+    def after(x_obs: np.ndarray, x_rest: float) -> np.ndarray:  # sum over the cases after each observed one
+        return (x_obs.sum() - np.cumsum(x_obs)) + x_rest if len(x_obs) else np.zeros(0)
+
+    return {"ids": ids, "b": b_arr, "v": v_arr, "d": d, "n_pop": len(check.population) - dropped,
+            "dmax_after": after(dmax_o, float(dmax_r.sum())), "dmin_after": after(dmin_o, float(dmin_r.sum())),
+            "bpass_after": after(bp_o, bp_r), "p2f": np.cumsum((bp_o > 0) & (vp_o == 0)) if check.pass_fail else np.zeros(len(ids)),
+            "exhausted": k_all == len(check.population)}
+
+
+def _first(x: np.ndarray) -> int | None:
+    return int(np.argmax(x)) if x.size and x.any() else None
+
+
+def _exact(check: Check, s: dict) -> tuple[int | None, int | None, str]:
+    """Curtailment of the rule's non-statistical parts (min, max, and for a rule without
+    significance its max_drop / max_drop_rel / max_flips): (index at which failing became certain,
+    index at which passing became certain, reason). No such part: passing is certain from the start (-1)."""
+    r, n, k = check.rule, s["n_pop"], len(s["ids"])
+    fail_at: list[tuple[int, str]] = []
+    pass_at: list[int | None] = []
+    if n <= 0 or k == 0:
+        has = _has_exact(r) or not check.sequential
+        return None, (None if has else -1), ""
+    idx = np.arange(1, k + 1)
+    cv, cd = np.cumsum(s["v"]), np.cumsum(s["d"])
+    rem = n - idx
+
+    def part(fail: np.ndarray, ok: np.ndarray, why: str) -> None:
+        f = _first(fail)
+        if f is not None:
+            fail_at.append((f, why))
+        pass_at.append(_first(ok))
+
+    if r.min is not None:
+        part((cv + rem) / n < r.min, cv / n >= r.min, f"the value over all {n} cases can no longer reach min {r.min:g}")
+    if r.max is not None:
+        part(cv / n > r.max, (cv + rem) / n <= r.max, f"the value over all {n} cases exceeds max {r.max:g} whatever the rest")
+    if not check.sequential:
+        lo, hi = (cd + s["dmin_after"]) / n, (cd + s["dmax_after"]) / n
+        if r.max_drop is not None:
+            part(lo > r.max_drop + 1e-12, hi <= r.max_drop + 1e-12, f"the drop over all {n} cases exceeds max_drop {r.max_drop:g} whatever the rest")
+        if r.max_drop_rel is not None:
+            bm = abs(check.baseline_mean)
+            rel = (lambda h: np.where(h <= 0, 0.0, np.inf)) if bm == 0 else (lambda h: h / bm)
+            part(rel(lo) > r.max_drop_rel + 1e-12, rel(hi) <= r.max_drop_rel + 1e-12, f"the relative drop exceeds max_drop_rel {r.max_drop_rel:g} whatever the rest")
+        if r.max_flips is not None and check.pass_fail:
+            p2f = s["p2f"]
+            part(p2f > r.max_flips, p2f + s["bpass_after"] <= r.max_flips, f"pass->fail flip(s) > max_flips {r.max_flips}")
+    if not pass_at:
+        return None, -1, ""
+    f = min(fail_at)[0] if fail_at else None
+    why = min(fail_at)[1] if fail_at else ""
+    if r.max_flips is not None and not check.sequential and f is not None and "flip" in why:
+        why = f"{int(s['p2f'][f])} " + why
+    p = max(pass_at) if all(x is not None for x in pass_at) else None  # type: ignore[type-var]
+    return f, p, why
+
+
+def evaluate_check(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, CaseAgg], generated: set, bounds: bool = False) -> tuple[CheckResult, dict]:
+    """Decide one check on the generated prefix (sequential and exact parts); the final look is left
+    to `evaluate` (it needs the whole family)."""
+    s = _seq_arrays(check, base, var, generated)
+    r = check.rule
+    res = CheckResult(check.key, r.name, check.scenario, check.metric, r.severity, "open", seen=len(s["ids"]), population=s["n_pop"])
+    d = s["d"]
+    n = len(d)
+    numbers: dict = {"n": n, "N": s["n_pop"], "harm": float(d.mean()) if n else None, "pass_to_fail": int(s["p2f"][-1]) if n and check.pass_fail else 0,
+                     "tau": check.tau, "alpha_fail": check.alpha_fail, "alpha_pass": check.alpha_pass}
+    ex_fail, ex_pass, ex_why = _exact(check, s)
+    seq_fail = seq_pass = None
+    seq_why_fail = seq_why_pass = ""
+    if check.sequential and n:
+        le_fail = sq.regression_log_e(d)
+        harm_run = np.cumsum(d) / np.arange(1, n + 1)
+        material = np.zeros(n, dtype=bool)
+        if r.max_drop is not None:
+            material |= harm_run > r.max_drop + 1e-12
+        if r.max_drop_rel is not None:
+            bm = abs(check.baseline_mean)
+            material |= (harm_run > 0) if bm == 0 else (harm_run / bm > r.max_drop_rel + 1e-12)
+        if r.max_flips is not None and check.pass_fail:
+            material |= s["p2f"] > r.max_flips
+        seq_fail = sq.first_crossing(le_fail, check.alpha_fail, material)
+        le_pass = sq.no_large_drop_log_e(d, s["n_pop"], check.tau, s["dmax_after"])
+        seq_pass = sq.first_crossing(le_pass, check.alpha_pass)
+        top_f, top_p = float(np.max(le_fail)), float(np.max(le_pass))
+        numbers.update(e_fail=math.exp(min(700.0, top_f)), e_pass=math.exp(min(700.0, top_p)) if math.isfinite(top_p) else "certain")
+        if seq_fail is not None:
+            e = math.exp(min(700.0, float(np.max(le_fail[: seq_fail + 1]))))
+            seq_why_fail = f"regression e-value {e:.4g} >= 1/alpha {1 / check.alpha_fail:.4g} after {seq_fail + 1} of {s['n_pop']} cases, drop so far {harm_run[seq_fail]:.3f}"
+        if seq_pass is not None:
+            certain = not math.isfinite(float(le_pass[seq_pass]))
+            seq_why_pass = (f"a drop of {check.tau:.3f} or more over the {s['n_pop']} cases is " +
+                            ("no longer possible" if certain else f"ruled out (e-value >= 1/alpha {1 / check.alpha_pass:.4g})") + f" after {seq_pass + 1} cases")
+    fails = [(i, how, why) for i, how, why in ((ex_fail, "exact", ex_why), (seq_fail, "sequential", seq_why_fail)) if i is not None]
+    first_fail = min(fails) if fails else None
+    pass_at = None
+    if ex_pass is not None and (not check.sequential or seq_pass is not None):
+        pass_at = max(ex_pass, seq_pass if check.sequential else -1)
+    # the first decision stands: a check that passed is not read again (nor one that failed)
+    if first_fail is not None and (pass_at is None or first_fail[0] <= pass_at):
+        i, how, why = first_fail
+        res.status, res.how, res.decided_at, res.reason = "fail", how, i + 1, why
+    elif pass_at is not None:
+        res.status, res.decided_at = "pass", max(pass_at + 1, 1)
+        seq_last = check.sequential and (seq_pass or 0) >= ex_pass
+        res.how = "sequential" if seq_last else "exact"
+        res.reason = seq_why_pass if seq_last else ("no outcome of the remaining cases can break the rule" if res.decided_at < s["n_pop"] else f"all {s['n_pop']} cases checked")
+    if bounds and n and check.sequential:
+        numbers["ci_low"] = sq.lower_bound(d, check.alpha_fail)
+        numbers["ci_high"] = sq.upper_bound(d, s["n_pop"], check.alpha_pass, s["dmax_after"])
+    res.numbers = numbers
+    return res, s
+
+
+def _has_exact(r: MetricRule) -> bool:
+    return r.min is not None or r.max is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# a variant
+
+
+@dataclass
+class VariantState:
+    """A variant's checks on its generated cases, and its verdict so far."""
+
+    variant: str
+    verdict: str  #: fail | pass | open
+    results: list[CheckResult]
+    generated: int  #: cases generated for the variant
+    decided_after: int | None = None  #: variant cases after which the verdict was decided (peeking after every case)
+    total: int = 0  #: cases the fixed-n run generates
+    awaiting: bool = False  #: a final look needs the rest of the family's cases
+
+    def block_open(self) -> list[CheckResult]:
+        return [r for r in self.results if r.severity == "block" and r.status == "open"]
+
+    def to_dict(self) -> dict:
+        return {"variant": self.variant, "verdict": self.verdict, "generated": self.generated, "total": self.total,
+                "decided_after": self.decided_after, "checks": [r.to_dict() for r in self.results]}
+
+
+def evaluate(variant: str, checks: Sequence[Check], base: Mapping[tuple[str, str], Mapping[str, CaseAgg]], var: Mapping[tuple[str, str], Mapping[str, CaseAgg]],
+             generated: set, order: Sequence[str], *, method: str = "tarone", noise_floor: Callable[[str, str], NoiseFloor] | None = None,
+             bounds: bool = False, variant_name: str | None = None, memo: dict | None = None, sequence: Sequence[str] | None = None) -> VariantState:
+    """Every check of a variant on the cases generated so far, the final look on the exhausted ones,
+    and the verdict (fail: a block check failed; pass: every block check passed).
+
+    `memo`: a dict kept across calls on a growing prefix (replay): a check decided before the final
+    look stays decided as more cases come, so it is not recomputed. `sequence`: the generated cases
+    in the order they were generated (default: the run's order)."""
+    from ..gate import adjust_pvalues
+
+    results, states = [], []
+    for ch in checks:
+        if memo is not None and ch.key in memo:
+            r, s = memo[ch.key]
+        else:
+            r, s = evaluate_check(ch, base[(ch.scenario, ch.metric)], var.get((ch.scenario, ch.metric), {}), generated, bounds)
+            if memo is not None and r.status != "open":
+                memo[ch.key] = (r, s)
+        results.append(r)
+        states.append(s)
+    # the final look, on the significance-gated checks whose case set is exhausted undecided
+    fam = [i for i, ch in enumerate(checks) if ch.block and ch.sequential]
+    looks: dict[int, Any] = {}
+    awaiting = False
+    for i, ch in enumerate(checks):
+        if ch.sequential and results[i].status == "open" and states[i]["exhausted"] and states[i]["ids"]:
+            looks[i] = final_delta(variant_name or variant, ch, states[i])
+    if looks:
+        # the family's checks whose every case is generated (some decided early, their cases generated for
+        # other checks): their full-set p and p_min are known; the others count as able to reject (p_min 0)
+        complete = {i: looks[i] if i in looks else final_delta(variant_name or variant, checks[i], _seq_arrays(checks[i], base[(checks[i].scenario, checks[i].metric)],
+                                                                                                                var.get((checks[i].scenario, checks[i].metric), {}), generated))
+                    for i in fam if all(c in generated for c in checks[i].population)}
+        alpha_f = checks[fam[0]].alpha_final if fam else 0.0
+        cons = dict(zip(fam, adjust_pvalues([complete[i].p_worse if i in complete else 1.0 for i in fam], [complete[i].p_min if i in complete else 0.0 for i in fam], method, alpha_f))) if fam else {}
+        known = [i for i in fam if i in complete]
+        opt = dict(zip(known, adjust_pvalues([complete[i].p_worse for i in known], [complete[i].p_min for i in known], method, alpha_f))) if known else {}
+        for i, delta in looks.items():
+            ch = checks[i]
+            rule = _with_alpha(ch.rule, ch.alpha_final)
+            noise = noise_floor(ch.scenario, ch.metric) if noise_floor else None
+            p = cons.get(i) if ch.block else delta.p_worse
+            reason = rule.fails(delta, noise, p)
+            # the conservative correction passes it, but the family's full-set correction could fail it:
+            # generate the rest of the family's cases first (the fixed-n gate's Tarone at alpha_final)
+            pending = ch.block and not reason and rule.fails(delta, noise, opt.get(i)) is not None and len(known) < len(fam)
+            res = results[i]
+            res.how, res.decided_at = "final look", res.seen
+            res.numbers.update(p_worse=delta.p_worse, p_adjusted=p, alpha_final=ch.alpha_final)
+            if reason:
+                res.status, res.reason = "fail", f"final look at all {res.population} cases (alpha {ch.alpha_final:g}): {reason}"
+            elif pending:
+                awaiting = True
+                res.how, res.decided_at = "final look pending", None
+                res.reason = "significant unless every check of the family is corrected for: the rest of the family's cases are needed"
+            else:
+                res.status, res.reason = "pass", f"final look at all {res.population} cases (alpha {ch.alpha_final:g}): within the rule"
+    # map each decision to the variant's generated-case count (in generation order)
+    gen_pos = list(sequence) if sequence is not None else [c for c in order if c in generated]
+    where = {c: i + 1 for i, c in enumerate(gen_pos)}
+    for r, s, ch in zip(results, states, checks):
+        if r.status != "open" and r.decided_at:
+            # the decided_at-th case read by the check (dropped unscored cases do not count)
+            ids = s["ids"]
+            last = ids[min(r.decided_at, len(ids)) - 1] if ids else None
+            r.variant_cases = where.get(last, len(gen_pos)) if last else len(gen_pos)
+    block = [r for r in results if r.severity == "block"]
+    fails = [r for r in block if r.status == "fail"]
+    if fails:
+        verdict, after = "fail", min(r.variant_cases or len(gen_pos) for r in fails)
+    elif block and all(r.status == "pass" for r in block):
+        verdict, after = "pass", max(r.variant_cases or len(gen_pos) for r in block)
+    elif not block:
+        verdict, after = "pass", 0
+    else:
+        verdict, after = "open", None
+    return VariantState(variant, verdict, results, len(gen_pos), after, awaiting=awaiting)
+
+
+def final_delta(variant: str, ch: Check, s: dict) -> MetricDelta:
+    """The fixed-n comparison of a check whose case set is exhausted (the statistics of
+    compare._compare_metric: one-sided exact binomial on the flips, or the paired permutation
+    test; no bootstrap interval, which no rule reads)."""
+    b, v, ids = s["b"], s["v"], s["ids"]
+    if ch.pass_fail:
+        bp, vp = b >= 0.5, v >= 0.5
+        p2f = tuple(c for c, x, y in zip(ids, bp, vp) if x and not y)
+        f2p = tuple(c for c, x, y in zip(ids, bp, vp) if y and not x)
+    else:
+        p2f = f2p = ()
+    binary = ch.pass_fail and bool(np.all(np.isin(b, (0.0, 1.0))) and np.all(np.isin(v, (0.0, 1.0))))
+    if binary:
+        p_worse, p_min = binom_worse_p(len(p2f), len(f2p)), 0.5 ** (len(p2f) + len(f2p))
+    else:
+        p_worse = permutation_p(b, v, ch.higher_is_better, _seed_for(DEFAULT_SEED, variant, ch.scenario, ch.metric))[1]
+        p_min = _perm_p_min(b, v)
+    harm = (b - v) if ch.higher_is_better else (v - b)
+    worse = tuple(ids[i] for i in np.argsort(-harm, kind="stable") if harm[i] > 1e-12) if not ch.pass_fail else ()
+    bm, vm = float(np.mean(b)), float(np.mean(v))
+    return MetricDelta(variant, ch.scenario, ch.metric, ch.pass_fail, ch.higher_is_better, len(ids), bm, vm, vm - bm, math.nan, math.nan,
+                       p_worse, p_worse, p_min, pass_to_fail=p2f, fail_to_pass=f2p, worse_cases=worse)
+
+
+def _with_alpha(rule: MetricRule, alpha: float) -> MetricRule:
+    from dataclasses import replace
+
+    return replace(rule, alpha=alpha)
+
+
+def needed_cases(state: VariantState, checks: Sequence[Check], order: Sequence[str], generated: set) -> list[str]:
+    """Cases still to generate, in order: those of some open block check (a warn check never costs
+    a generation of its own), and, when a final look awaits its family, every block check's."""
+    open_keys = {r.key for r in state.block_open()}
+    need: set[str] = set()
+    for ch in checks:
+        if ch.key in open_keys or (state.awaiting and ch.block and ch.sequential):
+            need.update(ch.population)
+    return [c for c in order if c in need and c not in generated]
+
+
+def is_done(state: VariantState, until: str) -> bool:
+    """Whether a variant may stop: its verdict is decided (or, `until=rules`, every block rule is)."""
+    if until == "rules":
+        return not state.block_open()
+    return state.verdict != "open"
+
+
+def replay(variant: str, checks: Sequence[Check], base, var, order: Sequence[str], batch_size: int, until: str = "verdict", *,
+           method: str = "tarone", noise_floor=None) -> VariantState:
+    """What an adaptive run would have generated and decided, on a variant whose every case is
+    already scored: the driver's loop (batches of the needed cases, a decision after each), without
+    generating anything. The demo and the benchmark use it on stored full runs."""
+    generated: set = set()
+    sequence: list[str] = []
+    memo: dict = {}
+    while True:
+        state = evaluate(variant, checks, base, var, generated, order, method=method, noise_floor=noise_floor, memo=memo, sequence=sequence)
+        if is_done(state, until):
+            break
+        nxt = needed_cases(state, checks, order, generated)[:batch_size]
+        if not nxt:
+            break
+        generated.update(nxt)
+        sequence += nxt
+    state.total = len(order)
+    return state

@@ -1,0 +1,25 @@
+"""The local executor: batches run one after another in this process (evalsuite's behaviour before executors)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, Sequence
+
+from ..backends.base import Backend, Generation, Request
+from .base import BuildBackend, ExecutorSpec, GenerateBatch
+
+
+class LocalExecutor:
+    """In order, in process, on the backend the runner built: exactly the runner's old loop."""
+
+    name = "local"
+
+    def __init__(self, spec: ExecutorSpec | None = None):
+        self.spec = spec or ExecutorSpec()
+
+    def generate(self, variant: Any, backend: Backend, build: BuildBackend, batches: Sequence[list[Request]], generate_batch: GenerateBatch) -> Iterator[tuple[list[Request], list[Generation]]]:
+        for batch in batches:
+            yield batch, generate_batch(backend, batch, variant)
+
+    def scoring(self, cases: Sequence[Any], store: Any):
+        return contextlib.nullcontext()

@@ -1,0 +1,19 @@
+"""Performance verdicts that hold on a noisy machine.
+
+One sequential pass per variant measures the machine's mood as much as the variant: another job
+starting halfway through makes whichever variant ran then look slow. So evalsuite times variants
+*interleaved*: short blocks of the same requests, baseline and variants alternating (ABBA order,
+repeated), every block generated afresh (never served from the cache). Each round gives one paired
+ratio per variant (variant block / baseline block of the same round), slow drifts of the machine
+cancel within a round, and the spread of the ratios over rounds gives a confidence interval.
+
+- `timing`: the settings (`timing:` in a suite file) and the interleaved timer (`timing.json` in a run)
+- `stats`: paired log-ratio statistics: a ratio with its t confidence interval
+- `verdict`: the rubric's performance rules on those intervals: pass, fail or cannot judge
+"""
+
+from .stats import RatioCI, paired_ratio
+from .timing import TimingSettings, parse_timing, time_interleaved
+from .verdict import PerfCheck, judge_ratio
+
+__all__ = ["PerfCheck", "RatioCI", "TimingSettings", "judge_ratio", "paired_ratio", "parse_timing", "time_interleaved"]

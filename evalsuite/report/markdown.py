@@ -1,0 +1,62 @@
+"""report.md: a short markdown summary for a CI job summary or a pull-request comment.
+
+Headline, the verdict per variant and scenario, the failing and warning rules with their top cases,
+performance per variant, and where the full HTML report is. GitHub-flavoured tables, no HTML.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+STATUS_MD = {"fail": "❌ FAIL", "warn": "⚠️ warn", "ok": "✅ ok", "n/a": "n/a", "pass": "✅ pass", "cannot judge": "❔ cannot judge"}
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _f(x: Any, spec: str) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20) -> str:
+    """The summary of a ReportData."""
+    head = {"regression": "❌ **REGRESSION**", "pass": "✅ **PASS**", "needs review": "⚠️ **NEEDS REVIEW**"}.get(data.status, "❔ **CANNOT JUDGE**")
+    lines = [f"## evalsuite: {head}", ""]
+    lines.append(f"Run `{data.run_id}`: {len(data.variants)} variant(s) against `{data.baseline}`, stage `{data.stage}`, rubric `{data.rubric}`.")
+    v = data.verdict
+    if v is not None and not v.judgeable:
+        for p in v.problems:
+            lines.append(f"- cannot judge: {_cell(p)}")
+    lines.append("")
+    lines.append("| variant | verdict | " + " | ".join(data.scenarios) + " | run-level |")
+    lines.append("|---|---|" + "---|" * (len(data.scenarios) + 1))
+    for row in data.grid:
+        cells = []
+        for key in data.scenarios + ["run"]:
+            c = row["cells"].get(key, {"status": "n/a", "fail": [], "warn": []})
+            cells.append(STATUS_MD.get(c["status"], c["status"]) + (f" ({', '.join(c['fail'] or c['warn'])})" if c["status"] in ("fail", "warn", "cannot judge") else ""))
+        verdict = {"fail": "❌ regression", "warn": "⚠️ pass, warnings", "pass": "✅ pass"}.get(row["status"], row["status"])
+        lines.append(f"| `{_cell(row['variant'])}` | {verdict} | " + " | ".join(_cell(c) for c in cells) + " |")
+    if data.rule_lines:
+        lines += ["", "### Failing and warning rules", ""]
+        for r in data.rule_lines[:max_rules]:
+            mark = "❌" if r["status"] == "fail" else "⚠️"
+            cases = ", ".join(f"`{c}`" for c in r["top_cases"]) + (f" (+{r['n_cases'] - len(r['top_cases'])})" if r["n_cases"] > len(r["top_cases"]) else "")
+            lines.append(f"- {mark} **{r['rule']}** ({', '.join(r['variants'])}): {_cell(r['reason'])}" + (f"; top cases {cases}" if cases else ""))
+        if len(data.rule_lines) > max_rules:
+            lines.append(f"- ... and {len(data.rule_lines) - max_rules} more rule(s) in the HTML report")
+    lines += ["", "### Performance", "", "| variant | changes | errors | timeouts | latency p50 s | p95 s | TTFT s | tokens/s | peak MB | speed-up | quality Δ (pts) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    from .model import quality_delta
+
+    for p in data.perf:
+        q = None if p["baseline"] else quality_delta(data.metric_rows, p["variant"])
+        lines.append(
+            f"| `{_cell(p['variant'])}` | {_cell(p['changes'])} | {p['errors'] or 0} | {p['timeouts'] or 0} | {_f(p['latency_p50_s'], '.3f')} | {_f(p['latency_p95_s'], '.3f')} "
+            f"| {_f(p['ttft_p50_s'], '.3f')} | {_f(p['tokens_per_s'], '.1f')} | {_f(p['peak_memory_mb'], '.0f')} | {_f(p['speedup'], '.2f')} | {_f(None if q is None else 100 * q, '+.1f')} |"
+        )
+    lines += ["", f"{data.flagged_total} flagged case(s)." + (f" Full report with side-by-side diffs: `{html_path}`" if html_path else "")]
+    sig = data.signature
+    lines.append(f"_case digest `{str(sig.get('case_digest', '-'))[:16]}`, {sig.get('cases', '-')} cases, evalsuite {sig.get('evalsuite', '-')}_")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,504 @@
+"""What a report shows, computed once from a run: the verdict grid, metric rows, performance rows,
+flagged cases with their evidence, and the run signature. The HTML, markdown and terminal views
+only format this.
+
+Flagged cases: the offending cases of the gate's violations and warnings (every pass->fail flip of
+a violated pass/fail metric, the worst cases of a violated continuous metric), plus every
+pass->fail flip of any pass/fail metric of a (non-noise) variant.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .frames import LoadedRun, load_run, perf_rows
+
+SEVERITY_ORDER = {"block": 0, "warn": 1, "flip": 2}
+MAX_FLAGGED = 3000  #: flagged cases rendered with full evidence (the rest are counted)
+MAX_TEXT = 20_000  #: characters of an output shown in a diff
+
+
+@dataclass
+class Reason:
+    """Why a case is flagged: a rule's violation or warning, or a pass->fail flip."""
+
+    severity: str  #: block | warn | flip
+    rule: str | None
+    metric: str | None
+    text: str
+
+
+@dataclass
+class FlaggedCase:
+    """One (variant, case) to look at, with the evidence beside it."""
+
+    variant: str
+    case_id: str
+    scenario: str
+    kind: str
+    reasons: list[Reason] = field(default_factory=list)
+    baseline_text: str | None = None
+    variant_text: str | None = None
+    baseline_error: str | None = None
+    variant_error: str | None = None
+    scores: list[dict] = field(default_factory=list)  #: metric, baseline value/passed, variant value/passed, changed
+    json_drift: dict | None = None  #: rows by key path, or the parse errors
+    citations: dict | None = None  #: context documents with gold and cited marks
+    code: dict | None = None  #: tests, per-side test results, pass@k
+
+    @property
+    def severity(self) -> str:
+        return min((r.severity for r in self.reasons), key=lambda s: SEVERITY_ORDER.get(s, 9), default="flip")
+
+    @property
+    def anchor(self) -> str:
+        return case_anchor(self.variant, self.case_id)
+
+
+def case_anchor(variant: str, case_id: str) -> str:
+    """The HTML id of a flagged case's card."""
+    return "case-" + re.sub(r"[^A-Za-z0-9_-]", "-", f"{variant}--{case_id}")
+
+
+@dataclass
+class ReportData:
+    """Everything a report shows."""
+
+    run_id: str
+    run_dir: str
+    baseline: str
+    variants: list[str]
+    noise_runs: list[str]
+    scenarios: list[str]
+    stage: str
+    rubric: str
+    verdict: Any  #: gate.Verdict, or None when the rubric could not be applied
+    verdict_problem: str | None
+    grid: list[dict]
+    metric_rows: list[dict]
+    perf: list[dict]
+    flagged: list[FlaggedCase]
+    flagged_total: int
+    rule_lines: list[dict]
+    signature: dict
+    models: list[dict]
+    notes: list[str]
+    comparison: Any = None
+    loaded: Any = None
+
+    @property
+    def status(self) -> str:
+        """pass | regression | cannot judge | needs review"""
+        v = self.verdict
+        if v is None or not v.judgeable:
+            return "cannot judge"
+        if not v.passed:
+            return "regression"
+        return "needs review" if v.needs_review else "pass"
+
+
+# ---------------------------------------------------------------------------------------------
+# the verdict at a glance
+
+
+def scenarios_of(verdict: Any) -> list[str]:
+    """Scenarios a verdict checked, from its rule notes (`checked kb_qa/citations.recall, ...`) and violations."""
+    found: dict[str, None] = {}
+    for r in verdict.results:
+        if r.note.startswith("checked "):
+            for m in re.finditer(r"(?:^checked |, )([^/,\s]+)/", r.note):
+                found[m.group(1)] = None
+        for v in r.violations:
+            if v.scenario:
+                found[v.scenario] = None
+    return list(found)
+
+
+def variant_status(verdict: Any, variant: str) -> str:
+    res = [r for r in verdict.results if r.variant == variant]
+    if any(r.status == "fail" for r in res):
+        return "fail"
+    if not verdict.judgeable:
+        return "cannot judge"
+    if any(r.status == "warn" for r in res):
+        return "warn"
+    return "pass"
+
+
+def verdict_grid(verdict: Any, scenarios: Sequence[str] | None = None) -> list[dict]:
+    """Per variant: the overall status and, per scenario (plus `run` for variant-level rules such as
+    reliability and performance), fail / warn / ok with the rules behind it."""
+    scenarios = list(scenarios) if scenarios is not None else scenarios_of(verdict)
+    rows = []
+    for variant in verdict.variants:
+        cells: dict[str, dict] = {}
+        for key in list(scenarios) + ["run"]:
+            cells[key] = {"status": "ok" if key != "run" else "n/a", "fail": [], "warn": []}
+        checked_run = False
+        for r in verdict.results:
+            if r.variant != variant:
+                continue
+            if r.status == "pass" and not r.note.startswith("checked"):
+                checked_run = True  # a variant-level rule (reliability, performance) that passed
+            if r.status == "cannot_judge":  # e.g. a timing interval straddling its limit
+                cells["run"].setdefault("undecided", []).append(r.rule)
+            for v in r.violations:
+                key = v.scenario or "run"
+                cell = cells.setdefault(key, {"status": "ok", "fail": [], "warn": []})
+                bucket = "fail" if r.status == "fail" else "warn"
+                if r.rule not in cell[bucket]:
+                    cell[bucket].append(r.rule)
+        if checked_run and cells["run"]["status"] == "n/a":
+            cells["run"]["status"] = "ok"
+        for cell in cells.values():
+            if cell["fail"]:
+                cell["status"] = "fail"
+            elif cell.get("undecided"):
+                cell["status"] = "cannot judge"
+                cell["warn"] = cell["warn"] + cell["undecided"]
+            elif cell["warn"]:
+                cell["status"] = "warn"
+        rows.append({"variant": variant, "status": variant_status(verdict, variant), "cells": cells})
+    return rows
+
+
+def rule_lines(verdict: Any, top: int = 3) -> list[dict]:
+    """One entry per failing or warning rule: its variants, the worst reason and its top cases."""
+    out: dict[str, dict] = {}
+    for r in verdict.results:
+        if r.status not in ("fail", "warn"):
+            continue
+        e = out.setdefault(r.rule, {"rule": r.rule, "status": "fail", "severity": r.severity, "variants": [], "violations": [], "cases": {}})
+        if r.status == "fail":
+            e["status"] = "fail"
+        elif not any(x.status == "fail" for x in verdict.results if x.rule == r.rule):
+            e["status"] = "warn"
+        if r.variant not in e["variants"]:
+            e["variants"].append(r.variant)
+        for v in r.violations:
+            e["violations"].append(v)
+            for i, c in enumerate(v.cases):
+                e["cases"][c] = min(e["cases"].get(c, i), i)  # best rank within any violation
+                e.setdefault("case_variant", {}).setdefault(c, v.variant)
+    lines = []
+    for e in out.values():
+        counts: dict[str, int] = {}
+        for v in e["violations"]:
+            for c in v.cases:
+                counts[c] = counts.get(c, 0) + 1
+        # top cases: those most variants share, then by rank within a violation
+        ranked = sorted(counts, key=lambda c: (-counts[c], e["cases"][c], c))
+        worst = max(e["violations"], key=lambda v: (v.numbers.get("pass_to_fail") or 0, abs(v.numbers.get("delta") or 0)), default=None)
+        # a violation lists at most gate.MAX_CASES_SHOWN cases; its numbers count every flip
+        n_cases = max([len(ranked)] + [int(v.numbers.get("pass_to_fail") or 0) for v in e["violations"] if isinstance(v.numbers.get("pass_to_fail"), (int, float))])
+        lines.append({
+            "rule": e["rule"], "status": e["status"], "variants": e["variants"], "top_cases": ranked[:top], "n_cases": n_cases,
+            "top_links": [{"case": c, "anchor": case_anchor(e["case_variant"][c], c)} for c in ranked[:top]],
+            "reason": worst.reason if worst is not None else "", "worst_variant": worst.variant if worst is not None else "",
+            "violations": len(e["violations"]),
+        })
+    lines.sort(key=lambda x: (x["status"] != "fail", x["rule"]))
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# evidence of one flagged case
+
+
+def _fmt_val(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.3g}"
+    return str(x)
+
+
+def flatten_json(value: Any, prefix: str = "$") -> dict[str, Any]:
+    """Leaf paths of a JSON value (`$.features[1]`) -> leaf value; empty containers are leaves."""
+    out: dict[str, Any] = {}
+    if isinstance(value, dict) and value:
+        for k, v in value.items():
+            out.update(flatten_json(v, f"{prefix}.{k}"))
+    elif isinstance(value, list) and value:
+        for i, v in enumerate(value):
+            out.update(flatten_json(v, f"{prefix}[{i}]"))
+    else:
+        out[prefix] = value
+    return out
+
+
+def json_drift_rows(baseline_text: str | None, variant_text: str | None) -> dict | None:
+    """Key-by-key comparison of the JSON in two outputs; None when neither holds JSON."""
+    import json
+
+    from ..scoring.jsonformat import extract_json
+
+    b = extract_json(baseline_text or "")
+    v = extract_json(variant_text or "")
+    if not b.ok and not v.ok:
+        return None
+    fb = flatten_json(b.value) if b.ok else {}
+    fv = flatten_json(v.value) if v.ok else {}
+    rows = []
+    for path in list(dict.fromkeys(list(fb) + list(fv))):
+        inb, inv = path in fb, path in fv
+        if inb and inv:
+            change = "same" if fb[path] == fv[path] else "changed"
+        elif inb:
+            change = "missing" if v.ok else "unparsed"
+        else:
+            change = "added"
+        rows.append({"path": path, "baseline": json.dumps(fb[path], ensure_ascii=False) if inb else "", "variant": json.dumps(fv[path], ensure_ascii=False) if inv else "", "change": change})
+    return {
+        "rows": rows,
+        "baseline_error": None if b.ok else (b.error or "no JSON found"),
+        "variant_error": None if v.ok else (v.error or "no JSON found"),
+        "changed": sum(1 for r in rows if r["change"] != "same"),
+    }
+
+
+def citations_evidence(case: Any, baseline_text: str | None, variant_text: str | None) -> dict | None:
+    """The case's context documents with the gold citations and what each output cites."""
+    if case is None or not case.context:
+        return None
+    from ..scoring.citations import cited_ids
+
+    cb = cited_ids(baseline_text or "", case)
+    cv = cited_ids(variant_text or "", case)
+    gold = set(case.expect.citations)
+    docs = []
+    for d in case.context:
+        text = d.text if len(d.text) <= 600 else d.text[:600] + " ..."
+        docs.append({"id": d.id, "title": d.title, "access": d.access, "gold": d.id in gold, "baseline": d.id in cb, "variant": d.id in cv, "text": text})
+    known = {d.id for d in case.context}
+    return {
+        "docs": docs,
+        "baseline_cited": cb,
+        "variant_cited": cv,
+        "unknown_baseline": [c for c in cb if c not in known],
+        "unknown_variant": [c for c in cv if c not in known],
+        "gold": sorted(gold),
+    }
+
+
+def code_evidence(case: Any, recs: Mapping[str, Mapping[str, Any]]) -> dict | None:
+    """Unit-test results of both sides (code.pass details) and pass@k, with the case's tests."""
+    if case is None or not case.expect.tests:
+        if not any(m.startswith("code.") for side in recs.values() for m in side):
+            return None
+    sides = {}
+    for side, by_metric in recs.items():
+        r = by_metric.get("code.pass")
+        det = (r.details or {}) if r is not None else {}
+        sides[side] = {
+            "passed": None if r is None else r.passed,
+            "status": det.get("status") or det.get("skipped") or ("-" if r is None else ""),
+            "reason": det.get("reason") or "",
+            "stderr": det.get("stderr_tail") or "",
+        }
+    pass_at_k = []
+    metrics = sorted({m for side in recs.values() for m in side if m.startswith("code.pass@")}, key=lambda m: int(m.split("@")[1]) if m.split("@")[1].isdigit() else 0)
+    for m in metrics:
+        b, v = recs.get("baseline", {}).get(m), recs.get("variant", {}).get(m)
+        pass_at_k.append({"metric": m, "baseline": None if b is None else b.value, "variant": None if v is None else v.value,
+                          "baseline_statuses": (b.details or {}).get("statuses") if b is not None else None,
+                          "variant_statuses": (v.details or {}).get("statuses") if v is not None else None})
+    return {"tests": (case.expect.tests if case is not None else None) or "", "entry_point": case.expect.entry_point if case is not None else None,
+            "baseline": sides.get("baseline"), "variant": sides.get("variant"), "pass_at_k": pass_at_k}
+
+
+def _score_rows(base: Mapping[str, Any], var: Mapping[str, Any]) -> list[dict]:
+    rows = []
+    for m in sorted(set(base) | set(var)):
+        b, v = base.get(m), var.get(m)
+        bv, vv = (None if b is None else b.value), (None if v is None else v.value)
+        bp, vp = (None if b is None else b.passed), (None if v is None else v.passed)
+        if bv is None and vv is None and bp is None and vp is None:
+            continue
+        changed = (bp is not None and vp is not None and bp != vp) or (bv is not None and vv is not None and abs(bv - vv) > 1e-9)
+        worse = bool(bp) and vp is False
+        rows.append({"metric": m, "baseline": _fmt_val(bv), "baseline_passed": bp, "variant": _fmt_val(vv), "variant_passed": vp, "changed": changed, "worse": worse})
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# building the report
+
+
+def _clip(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_TEXT:
+        return text
+    return text[:MAX_TEXT] + f"\n... ({len(text) - MAX_TEXT} more characters)"
+
+
+def _models(suite: Mapping, signature: Mapping) -> list[dict]:
+    fps = signature.get("variants") or {}
+    out = []
+    for v in suite.get("variants") or []:
+        out.append({
+            "name": v.get("name"), "baseline": bool(v.get("baseline")), "noise": bool(v.get("noise")), "backend": v.get("backend"),
+            "model": v.get("model") or "-", "quantization": v.get("quantization") or None, "speculative": v.get("speculative") or None,
+            "changes": ", ".join(v.get("changes") or []), "fingerprint": (fps.get(v.get("name")) or "")[:16],
+        })
+    return out
+
+
+def _default_stage(suite: Mapping) -> str:
+    return str(suite.get("stage") or "production")
+
+
+def judge(lr: LoadedRun, rubric_path: str | Path | None, stage: str | None) -> tuple[Any, str | None, str, str]:
+    """(verdict, problem, stage, rubric path): the gate on the loaded comparison, with the review
+    queue's verdicts when the review package and a queue are there."""
+    from ..gate import gate, resolve_rubric_path
+    from ..rubric import load_rubric
+
+    stage = stage or _default_stage(lr.suite)
+    import types
+
+    path = resolve_rubric_path(types.SimpleNamespace(suite=lr.suite), rubric_path)  # the suite is parsed already
+    rubric = load_rubric(path)  # a bad rubric is the caller's error: raised, not hidden in a report
+    rubric.for_stage(stage)
+    if (lr.store.dir / "adaptive.json").is_file():  # an adaptive run is judged by its sequential decisions, as `evalsuite gate` does
+        from ..adaptive.gating import adaptive_gate
+
+        return adaptive_gate(lr.store, rubric, stage), None, stage, str(path)
+    reviews = None
+    try:
+        from ..review.api import reviews_for_run
+
+        reviews = reviews_for_run(lr.store, lr.comparison, rubric, None)
+    except ImportError:
+        reviews = None
+    verdict = gate(lr.comparison, rubric, stage, reviews=reviews)
+    return verdict, None, stage, str(path)
+
+
+def build_report_data(run: Any, rubric: str | Path | None = None, stage: str | None = None, *, runs_dir: str | Path = "reports/runs", loaded: LoadedRun | None = None) -> ReportData:
+    """Load a run, compare it, judge it, and gather the evidence of every flagged case."""
+    lr = loaded or load_run(run, runs_dir)
+    cmp = lr.comparison
+    verdict, problem, stage, rubric_path = judge(lr, rubric, stage)
+    notes = list(cmp.warnings) + ([lr.case_problem] if lr.case_problem else [])
+    if verdict is not None:
+        notes += list(verdict.notes)
+
+    # status of each (variant, scenario, metric) under the rubric
+    row_status: dict[tuple, dict] = {}
+    for r in verdict.results:
+        for v in r.violations:
+            key = (v.variant, v.scenario, v.metric)
+            st = row_status.setdefault(key, {"status": "ok", "rules": []})
+            st["rules"].append(r.rule)
+            if r.status == "fail":
+                st["status"] = "fail"
+            elif st["status"] != "fail":
+                st["status"] = "warn"
+
+    metric_rows = []
+    for d in cmp.deltas:
+        nf = cmp.noise_floor(d.scenario, d.metric)
+        st = row_status.get((d.variant, d.scenario, d.metric), {"status": "ok", "rules": []})
+        metric_rows.append({
+            "variant": d.variant, "noise_run": d.noise, "scenario": d.scenario, "metric": d.metric, "stat": "pass rate" if d.pass_fail else "mean",
+            "n": d.n, "baseline": d.baseline_mean, "value": d.variant_mean, "delta": d.delta, "ci_low": d.ci_low, "ci_high": d.ci_high,
+            "p_value": d.p_value, "p_worse": d.p_worse, "pass_to_fail": len(d.pass_to_fail), "fail_to_pass": len(d.fail_to_pass),
+            "pass_fail": d.pass_fail, "higher_is_better": d.higher_is_better, "harm": d.harm if d.n else 0.0,
+            "noise": None if d.noise or not nf.runs else {"flips": nf.flips, "delta": nf.harm, "runs": list(nf.runs)},
+            "status": st["status"], "rules": st["rules"], "flagged": st["status"] != "ok" or (bool(d.pass_to_fail) and not d.noise),
+        })
+
+    # flagged cases
+    flagged: dict[tuple[str, str], FlaggedCase] = {}
+    scen_of: dict[str, tuple[str, str]] = {r.case_id: (r.scenario, r.kind) for r in lr.records}
+    for cid, c in lr.cases.items():
+        scen_of.setdefault(cid, (c.scenario, c.kind))
+
+    def add(variant: str, case_id: str, reason: Reason) -> None:
+        scen, kind = scen_of.get(case_id, ("", ""))
+        fc = flagged.setdefault((variant, case_id), FlaggedCase(variant, case_id, scen, kind))
+        if not any(r.rule == reason.rule and r.metric == reason.metric and r.severity == reason.severity for r in fc.reasons):
+            fc.reasons.append(reason)
+
+    deltas = {(d.variant, d.scenario, d.metric): d for d in cmp.deltas}
+    for r in verdict.results:
+        if r.status not in ("fail", "warn"):
+            continue
+        sev = "block" if r.status == "fail" else "warn"
+        for v in r.violations:
+            d = deltas.get((v.variant, v.scenario, v.metric))
+            cases = (d.pass_to_fail if d is not None and d.pass_fail else v.cases) or v.cases
+            for c in cases:
+                add(v.variant, c, Reason(sev, r.rule, v.metric, v.reason))
+    for d in cmp.deltas:
+        if d.noise or d.variant not in cmp.variants:
+            continue
+        for c in d.pass_to_fail:
+            fc = flagged.get((d.variant, c))
+            if fc is not None and any(r.metric == d.metric for r in fc.reasons):
+                continue  # a rule already names this flip
+            add(d.variant, c, Reason("flip", None, d.metric, f"{d.scenario}/{d.metric}: passed on the baseline, fails on {d.variant}"))
+
+    ordered = sorted(flagged.values(), key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), cmp.variants.index(f.variant) if f.variant in cmp.variants else 99, f.scenario, f.case_id))
+    total = len(ordered)
+    ordered = ordered[:MAX_FLAGGED]
+    if total > len(ordered):
+        notes.append(f"{total} flagged cases; the first {len(ordered)} (most severe first) are shown with their evidence")
+
+    if ordered:
+        gens = {(g.variant, g.case_id): g for g in lr.generations if g.sample == 0}
+        wanted = {(f.variant, f.case_id) for f in ordered} | {(cmp.baseline, f.case_id) for f in ordered}
+        recs: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in lr.records:
+            if (r.variant, r.case_id) in wanted and r.sample in (0, None) and not r.metric.endswith(".scorer_error"):
+                recs.setdefault((r.variant, r.case_id), {})[r.metric] = r
+        for f in ordered:
+            gb, gv = gens.get((cmp.baseline, f.case_id)), gens.get((f.variant, f.case_id))
+            f.baseline_text = _clip(gb.text) if gb is not None else None
+            f.variant_text = _clip(gv.text) if gv is not None else None
+            f.baseline_error = gb.error if gb is not None else "no stored generation"
+            f.variant_error = gv.error if gv is not None else "no stored generation"
+            base_recs, var_recs = recs.get((cmp.baseline, f.case_id), {}), recs.get((f.variant, f.case_id), {})
+            f.scores = _score_rows(base_recs, var_recs)
+            case = lr.cases.get(f.case_id)
+            if f.scenario == "brand" or "json.parsed" in base_recs or "json.valid" in base_recs or (case is not None and case.json_schema):
+                f.json_drift = json_drift_rows(f.baseline_text, f.variant_text)
+            f.citations = citations_evidence(case, f.baseline_text, f.variant_text)
+            if f.scenario == "code" or (case is not None and case.expect.tests):
+                f.code = code_evidence(case, {"baseline": base_recs, "variant": var_recs})
+
+    perf = perf_rows(lr.summaries, cmp, cmp.baseline, lr.suite)
+    scenarios = list(cmp.scenarios)
+    return ReportData(
+        run_id=lr.store.run_id, run_dir=str(lr.store.dir), baseline=cmp.baseline, variants=list(cmp.variants), noise_runs=list(cmp.noise_runs),
+        scenarios=scenarios, stage=stage, rubric=rubric_path, verdict=verdict, verdict_problem=problem,
+        grid=verdict_grid(verdict, scenarios), metric_rows=metric_rows, perf=perf, flagged=ordered, flagged_total=total,
+        rule_lines=rule_lines(verdict), signature=lr.signature, models=_models(lr.suite, lr.signature),
+        notes=list(dict.fromkeys(notes)), comparison=cmp, loaded=lr,
+    )
+
+
+def quality_delta(rows: Sequence[Mapping], variant: str) -> float | None:
+    """One number per variant for the trade-off plot: the mean pass-rate delta over its pass/fail metrics."""
+    xs = [r["delta"] for r in rows if r["variant"] == variant and r["pass_fail"] and r["n"] and r["delta"] is not None and not math.isnan(r["delta"])]
+    return sum(xs) / len(xs) if xs else None
+
+
+def worst_delta(rows: Sequence[Mapping], variant: str) -> Mapping | None:
+    xs = [r for r in rows if r["variant"] == variant and r["pass_fail"] and r["n"] and r["delta"] is not None and not math.isnan(r["delta"])]
+    return min(xs, key=lambda r: r["delta"]) if xs else None
+
+
+def default_report_dir(store: Any) -> Path:
+    """`reports/<run-id>/`: beside the `runs/` folder a run lives in, else under ./reports."""
+    d = Path(store.dir)
+    if d.parent.name == "runs":
+        return d.parent.parent / d.name
+    return Path("reports") / d.name
+
+
+__all__ = ["ReportData", "FlaggedCase", "Reason", "build_report_data", "verdict_grid", "rule_lines", "scenarios_of", "default_report_dir"]

@@ -1,0 +1,31 @@
+"""Human review queue: flagged differences in SQLite, verdicts from notebooks or the CLI, fed back into the gate.
+
+Everything goes through `evalsuite.review.api` (re-exported here), so the CLI, the notebook and the
+tests share one path. The gate sees the queue only as data (`decisions.ReviewDecisions`).
+"""
+
+from .api import (
+    FlagResult,
+    annotate,
+    dataframe,
+    decisions,
+    default_queue_path,
+    export,
+    flag,
+    flag_run,
+    list_items,
+    next_item,
+    open_queue,
+    release,
+    reviews_for_run,
+    show,
+    stats,
+)
+from .decisions import ReviewDecisions
+from .policy import ReviewPolicy, flag_comparison
+from .store import VERDICTS, ReviewStore
+
+__all__ = [
+    "FlagResult", "ReviewDecisions", "ReviewPolicy", "ReviewStore", "VERDICTS", "annotate", "dataframe", "decisions", "default_queue_path",
+    "export", "flag", "flag_comparison", "flag_run", "list_items", "next_item", "open_queue", "release", "reviews_for_run", "show", "stats",
+]

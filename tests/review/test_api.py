@@ -1,0 +1,143 @@
+"""The library path end to end on a stored run: flag, re-flag, verdicts carried to later runs, the gate, export."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from evalsuite.gate import cli_gate, gate_run
+from evalsuite.review import api
+from evalsuite.review.decisions import REVIEW_RULE
+
+from .conftest import run_suite_at
+
+
+@pytest.fixture
+def queue(review_run, tmp_path):
+    """A fresh queue for each test, flagged from the shared run."""
+    q = tmp_path / "q.sqlite"
+    api.flag_run(review_run["store"], queue=q)
+    return q
+
+
+def by_case(queue, variant="opt"):
+    return {it["case_id"]: it for it in api.list_items(queue, status="all", variant=variant)}
+
+
+def test_flag_run_flags_the_planted_differences_only(review_run, tmp_path):
+    res = api.flag_run(review_run["store"], queue=tmp_path / "q.sqlite")
+    assert res.flagged == 5 and len(res.added) == 5 and res.open == 5 and res.existing == ()
+    got = {(it["variant"], it["case_id"]): set(it["reason_codes"]) for it in api.list_items(res.queue, status="all")}
+    assert got == {
+        ("opt", "kb-003"): {"flip", "citations"},  # citation dropped
+        ("opt", "kb-004"): {"flip", "similarity"},  # rephrased (rubric: min_similarity 40)
+        ("opt", "kb-000"): {"flip", "leak"},  # canary
+        ("opt", "brand-001"): {"flip", "json_drift"},
+        ("spec", "kb-006"): {"speculative"},
+    }
+    it = by_case(res.queue)["kb-003"]
+    assert it["scenario"] == "kb_qa" and "[doc-003]" in it["baseline_output"] and "[doc-003]" not in it["variant_output"]
+    assert it["variant_scores"]["citations.recall"]["passed"] is False and it["baseline_scores"]["citations.recall"]["passed"] is True
+    assert it["fingerprint"] == review_run["store"].signature["variants"]["opt"]
+
+
+def test_reflagging_the_same_run_or_identical_outputs_adds_nothing(review_run, queue):
+    again = api.flag_run(review_run["store"], queue=queue)
+    assert again.added == () and len(again.existing) == 5
+    assert api.stats(queue)["items"] == 5
+
+
+def test_a_verdict_applies_to_the_identical_output_in_a_later_run(review_run, queue, tmp_path):
+    item = by_case(queue)["kb-003"]
+    api.annotate(item["id"], "acceptable", note="dropping the marker is fine here", reviewer="alice", queue=queue)
+    later = run_suite_at(review_run["suite"])  # same suite again: same outputs (from the cache), a new run id
+    assert later.run_id != review_run["store"].run_id
+    res = api.flag_run(later, queue=queue)
+    assert res.added == () and res.open == 4  # kb-003 is decided; nothing new
+    assert [s["run_id"] for s in api.show(item["id"], queue)["sightings"]] == [review_run["store"].run_id, later.run_id]
+    from evalsuite.compare import compare_run
+
+    d = api.decisions(compare_run(later), later.signature["variants"], queue)
+    assert dict(d.accepted) == {"opt": {"kb-003": "item #%d, alice: dropping the marker is fine here" % item["id"]}} and d.n_open == 4
+
+
+def _gate(store, rubric, queue, **kw):
+    buf, out = io.StringIO(), store.dir / "verdict.json"
+    code = cli_gate(str(store.dir), store.dir.parent, rubric, "production", out, Console(file=buf, width=200), queue=queue, **kw)
+    return code, buf.getvalue(), json.loads(out.read_text())
+
+
+def test_acceptable_verdicts_turn_the_failing_gate_into_a_passing_one(review_run, tmp_path):
+    store, rubric, q = review_run["store"], review_run["rubric"], tmp_path / "q.sqlite"
+    code, text, data = _gate(store, rubric, q)  # no queue yet: the plain gate
+    assert code == 1 and data["review"] == {} and not q.exists()
+    code, text, data = _gate(store, rubric, q, flag=True)  # --flag fills the queue first
+    assert code == 1 and data["review"]["open"] == 5 and "kb-citation-recall" in text
+    items = by_case(q)
+    for case in ("kb-003", "brand-001"):
+        api.annotate(items[case]["id"], "acceptable", reviewer="alice", queue=q)
+    code, text, data = _gate(store, rubric, q)
+    assert code == 0 and data["passed"] and "PASS" in text
+    res = {(r["variant"], r["rule"]): r for r in data["results"]}
+    assert res[("opt", "kb-citation-recall")]["status"] == "pass" and "waived by review" in res[("opt", "kb-citation-recall")]["note"]
+    assert any("reviewers accepted kb-003" in n for n in data["notes"])
+    assert data["review"]["accepted"] == {"opt": ["brand-001", "kb-003"]} and data["review"]["open"] == 3
+
+
+def test_a_regression_verdict_turns_the_passing_gate_into_a_failing_one(review_run, tmp_path, write):
+    store, q = review_run["store"], tmp_path / "q.sqlite"
+    lenient = write("lenient.yaml", "rules:\n  - {name: kb-citation-recall, scenario: kb_qa, metric: citations.recall, max_flips: 5}\nreview: {max_open: 10}\n")
+    assert gate_run(store, lenient, queue=q, flag=True).exit_code == 0
+    spec = by_case(q, "spec")["kb-006"]
+    api.annotate(spec["id"], "regression", note="the exclamation mark is not ours", reviewer="bob", queue=q)
+    code, text, data = _gate(store, lenient, q)
+    assert code == 1 and "REGRESSION" in text and "human-review" in text and "the exclamation mark" in text
+    (viol,) = data["violations"]
+    assert (viol["rule"], viol["variant"], viol["cases"]) == (REVIEW_RULE, "spec", ["kb-006"])
+
+
+def test_too_many_open_items_need_review(review_run, tmp_path, write):
+    strict = write("strict.yaml", "rules:\n  - {name: r, scenario: kb_qa, metric: citations.recall, max_flips: 5}\nreview: {max_open: 2}\n")
+    code, text, data = _gate(review_run["store"], strict, tmp_path / "q.sqlite", flag=True)
+    assert code == 3 and data["needs_review"] and data["passed"] and "NEEDS REVIEW" in text
+
+
+def test_next_show_and_claims(queue):
+    first = api.next_item("alice", queue=queue)
+    second = api.next_item("bob", queue=queue)
+    assert first["id"] != second["id"] and api.next_item("alice", queue=queue)["id"] == first["id"]
+    shown = api.show(first["id"], queue)
+    assert shown["claim"]["reviewer"] == "alice" and shown["history"] == [] and shown["reasons"]
+    api.annotate(first["id"], "unsure", note="ask the KB owner", reviewer="alice", queue=queue)
+    api.annotate(first["id"], "acceptable", reviewer="carol", queue=queue)
+    shown = api.show(first["id"], queue)
+    assert [h["verdict"] for h in shown["history"]] == ["unsure", "acceptable"] and shown["verdict"] == "acceptable" and shown["claim"] is None
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_export_and_stats(queue, tmp_path, fmt):
+    items = api.list_items(queue, status="all")
+    api.annotate(items[0]["id"], "regression", note="worse", reviewer="alice", queue=queue)
+    out = api.export(tmp_path / f"queue.{fmt}", queue=queue)
+    df = pd.read_csv(out) if fmt == "csv" else pd.read_parquet(out)
+    assert len(df) == 5 and list(df.columns) == list(api.EXPORT_COLUMNS)
+    row = df[df["id"] == items[0]["id"]].iloc[0]
+    assert (row["verdict"], row["reviewer"], row["note"]) == ("regression", "alice", "worse")
+    s = api.stats(queue)
+    assert (s["items"], s["verdict_rows"], s["open"], s["current"]["regression"]) == (5, 1, 4, 1)
+    assert s["by_reason"]["flip"] == 4 and s["by_variant"]["spec"] == {"open": 1}
+
+
+def test_errors_name_the_problem(queue, tmp_path):
+    from evalsuite.review.store import QueueError
+
+    with pytest.raises(QueueError, match="no review queue here"):
+        api.list_items(tmp_path / "missing.sqlite")
+    with pytest.raises(QueueError, match="--format: must be csv or parquet"):
+        api.export(tmp_path / "x.xlsx", queue=queue)
+    with pytest.raises(QueueError, match="status: must be one of"):
+        api.list_items(queue, status="done")

@@ -1,0 +1,55 @@
+"""`evalsuite review ...` and `evalsuite gate --flag`: thin commands over the API."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from evalsuite.cli import app
+
+runner = CliRunner()
+
+
+def cli(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_review_commands_end_to_end(review_run, tmp_path):
+    store, q = review_run["store"], tmp_path / "q.sqlite"
+    r = cli("review", "flag", store.dir, "--queue", q, "--runs-dir", store.dir.parent)
+    assert r.exit_code == 0, r.output
+    assert "5 output(s) flagged" in r.output and "5 new item(s)" in r.output and "5 await review" in r.output
+    r = cli("review", "flag", store.dir, "--queue", q, "--runs-dir", store.dir.parent)
+    assert "0 new item(s), 5 already queued" in r.output
+    r = cli("review", "list", "--queue", q, "--json")
+    rows = [json.loads(line) for line in r.output.splitlines()]
+    assert r.exit_code == 0 and len(rows) == 5 and all(x["verdict"] is None for x in rows)
+    kb3 = next(x for x in rows if x["case_id"] == "kb-003")
+    r = cli("review", "show", kb3["id"], "--queue", q)
+    assert r.exit_code == 0 and "kb-003" in r.output and "citations changed" in r.output and "[-" in r.output
+    r = cli("review", "annotate", kb3["id"], "--verdict", "acceptable", "--note", "fine", "--reviewer", "alice", "--queue", q)
+    assert r.exit_code == 0 and "acceptable by alice" in r.output
+    r = cli("review", "annotate", kb3["id"], "--verdict", "great", "--queue", q)
+    assert r.exit_code == 1 and "verdict: must be one of acceptable, regression, unsure" in r.output
+    r = cli("review", "list", "--queue", q, "--status", "acceptable")
+    assert r.exit_code == 0 and "kb-003" in r.output and "1 item(s)" in r.output
+    r = cli("review", "next", "--reviewer", "bob", "--queue", q)
+    assert r.exit_code == 0 and "claimed by bob" in r.output
+    r = cli("review", "stats", "--queue", q, "--json")
+    s = json.loads(r.output)
+    assert (s["items"], s["verdict_rows"], s["open"], s["claimed"]) == (5, 1, 4, 1)
+    out = tmp_path / "q.csv"
+    r = cli("review", "export", "--out", out, "--format", "csv", "--queue", q)
+    assert r.exit_code == 0 and out.read_text().count("\n") >= 6
+    r = cli("review", "show", 999, "--queue", q)
+    assert r.exit_code == 1 and "item 999: no such item" in r.output
+
+
+def test_gate_flag_fills_the_queue_and_reads_it(review_run, tmp_path):
+    store, q = review_run["store"], tmp_path / "q.sqlite"
+    out = tmp_path / "v.json"
+    r = cli("gate", store.dir, "--runs-dir", store.dir.parent, "--rubric", review_run["rubric"], "--flag", "--queue", q, "--json", out)
+    assert r.exit_code == 1 and q.exists()
+    data = json.loads(out.read_text())
+    assert data["review"]["open"] == 5 and any(x["rule"] == "human-review" for x in data["results"])
