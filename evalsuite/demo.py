@@ -162,7 +162,9 @@ def run_demo(suite_path: str | Path = "suites/demo.yaml", profile: str = "quick"
     if missing_requirement(suite.baseline):
         raise EvalsuiteError(f"the demo baseline {missing_requirement(suite.baseline)}")
     for name, why in skipped.items():
-        console.print(f"[yellow]skipping variant {name}: {why}[/yellow]")
+        from rich.markup import escape
+
+        console.print(f"[yellow]skipping variant {escape(name)}: {escape(why)}[/yellow]")
     if skipped:
         variants = [v.name for v in wanted if v.name not in skipped] or [suite.baseline.name]
     res = run_suite(suite, RunOptions(variants=variants, limit=limit, progress=True, score=True, runs_dir=runs_dir, cache_path=cache_path))

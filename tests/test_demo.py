@@ -63,3 +63,13 @@ def test_run_demo_on_the_fake_suite(tmp_path):
 def test_unknown_profile():
     with pytest.raises(EvalsuiteError, match="unknown demo profile"):
         run_demo(REPO / "suites" / "fake.yaml", profile="huge", console=Console(file=io.StringIO()))
+
+
+def test_a_skipped_variant_shows_its_install_command(tmp_path, monkeypatch):
+    """The reason is printed as text: `[llamacpp]` is not swallowed as console markup."""
+    import evalsuite.demo as demo
+
+    monkeypatch.setattr(demo, "missing_requirement", lambda v: "needs llama_cpp: pip install 'evalsuite[llamacpp]'" if v.name == "fake-int8" else None)
+    out = io.StringIO()
+    run_demo(REPO / "suites" / "fake.yaml", profile="quick", console=Console(file=out, width=200), runs_dir=str(tmp_path / "runs"), cache_path=str(tmp_path / "c.sqlite"))
+    assert "skipping variant fake-int8: needs llama_cpp: pip install 'evalsuite[llamacpp]'" in out.getvalue()
