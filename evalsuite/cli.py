@@ -30,6 +30,9 @@ def _setup_logging(verbose: bool) -> None:
     from rich.logging import RichHandler
 
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", handlers=[RichHandler(console=err, show_path=False, show_time=False)], force=True)
+    # one INFO line per HTTP request (httpx) would bury the run's own messages
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
 def _fail(exc: Exception, code: int = 1) -> None:

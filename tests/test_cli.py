@@ -51,3 +51,15 @@ def test_unknown_variant_is_a_clear_error(repo, tmp_path, monkeypatch):
     result = runner.invoke(app, ["run", str(repo / "suites" / "fake.yaml"), "--variants", "fake-int9", "-q"])
     assert result.exit_code == 1
     assert "unknown variant 'fake-int9'" in result.output and "fake-int8" in result.output
+
+
+def test_logging_keeps_http_request_lines_out_unless_verbose():
+    import logging
+
+    from evalsuite.cli import _setup_logging
+
+    _setup_logging(False)
+    assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+    _setup_logging(True)
+    assert logging.getLogger("httpx").isEnabledFor(logging.INFO)
+    _setup_logging(False)
