@@ -295,7 +295,8 @@ def _max_in_flight(entries: list[dict]) -> int:
 def test_concurrency_bounds_requests_in_flight(server, concurrency, in_flight):
     opts = {} if concurrency is None else {"concurrency": concurrency}
     be = make_backend(server, stream=False, **opts)
-    gens = be.generate([req("wait:0.2", case_id=f"c{i}") for i in range(4)])
+    # 1 s per request: long enough that requests meant to overlap do overlap on a loaded machine
+    gens = be.generate([req("wait:1.0", case_id=f"c{i}") for i in range(4)])
     assert [g.case_id for g in gens] == ["c0", "c1", "c2", "c3"] and all(g.ok for g in gens)
     entries = server.posts()
     assert len(entries) == 4
