@@ -83,12 +83,13 @@ class _Handler(BaseHTTPRequestHandler):
         entry["body"] = body
         with self.server.lock:
             self.server.log.append(entry)
+        self._entry = entry
         try:
             self._reply(body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout): nothing to do
         finally:
-            entry["end"] = time.monotonic()
+            entry.setdefault("end", time.monotonic())
 
     def _scripted_failure(self, last: str, limit: int) -> bool:
         """Whether this request is one of the first `limit` with this prompt (counted)."""
@@ -124,6 +125,9 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(2.0)
         if last.startswith("wait:"):
             time.sleep(float(last.split(":")[1]))
+            # done before the reply is written: once the client has read it, it may send its next
+            # request before this thread gets to run again, and that must not count as an overlap
+            self._entry["end"] = time.monotonic()
         if last == "seeded":
             words = [f"seed-{body.get('seed')}"]
         elif last in ("trickle", "verbose"):
@@ -279,7 +283,7 @@ def test_unreachable_server_is_an_error_per_request_after_bounded_retries(server
 
 # -- concurrency -------------------------------------------------------------------------------
 def _max_in_flight(entries: list[dict]) -> int:
-    # a handler stamps "end" after its last write, which can be just after the client has read it
+    # a handler stamps "end" at the latest after its last write
     deadline = time.monotonic() + 5
     while any("end" not in e for e in entries) and time.monotonic() < deadline:
         time.sleep(0.01)
