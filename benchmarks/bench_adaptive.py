@@ -97,6 +97,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--stage", default="production")
     ap.add_argument("--only", default=None, help="semicolon-separated condition names (default: all)")
+    ap.add_argument("--until", default=AdaptiveSettings.until, choices=("rules", "verdict"), help="stop a variant once every block rule is decided, or once its verdict is")
+    ap.add_argument("--tolerance", type=float, default=AdaptiveSettings.tolerance, help="the pass side rules out a drop of max(rule threshold, tolerance)")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench_adaptive.json"))
     ap.add_argument("--setup-cache", default=None, help="pickle of the scored setup, reused when present (parallel runs)")
     args = ap.parse_args()
@@ -113,7 +115,7 @@ def main() -> None:
         if cache is not None:
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_bytes(pickle.dumps((cases, base, damaged)))
-    print(f"setup {time.perf_counter() - t0:.0f}s: {len(cases)} cases; stage {args.stage}, alpha {sr.alpha}, {args.reps} repetitions per condition", flush=True)
+    print(f"setup {time.perf_counter() - t0:.0f}s: {len(cases)} cases; stage {args.stage}, alpha {sr.alpha}, {args.reps} repetitions per condition, until {args.until}, tolerance {args.tolerance:g}", flush=True)
     scenarios = tuple(sorted({s for s, _ in base}))
     rows, raw = [], {}
     conds = [c for c in CONDITIONS if args.only is None or c[0] in args.only.split(";")]
@@ -124,8 +126,8 @@ def main() -> None:
             b, var = make_pair(base, damaged, cases, kind, rate, q, rep)
             fx.append(fixed_fails(b, var, sr, scenarios))
             order = seeded_order(cases, rep)
-            checks = build_checks(sr, b, order, AdaptiveSettings(stage=args.stage))
-            st = replay("v", checks, b, var, order, batch_size=8)
+            checks = build_checks(sr, b, order, AdaptiveSettings(stage=args.stage, tolerance=args.tolerance))
+            st = replay("v", checks, b, var, order, batch_size=8, until=args.until)
             ad.append(st.verdict == "fail")
             gen.append(st.generated / len(order))
         raw[name] = {"fixed_fail": float(np.mean(fx)), "adaptive_fail": float(np.mean(ad)), "cases_share_mean": float(np.mean(gen)),
@@ -139,7 +141,7 @@ def main() -> None:
     print("|---|---|---:|---:|---:|---:|")
     print("\n".join(rows))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"stage": args.stage, "alpha": sr.alpha, "cases": len(cases), "conditions": raw}, indent=2) + "\n")
+    Path(args.out).write_text(json.dumps({"stage": args.stage, "alpha": sr.alpha, "until": args.until, "tolerance": args.tolerance, "cases": len(cases), "conditions": raw}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -82,6 +82,7 @@ def run(
     adaptive: bool = typer.Option(False, "--adaptive", help="stop each variant once its gate verdict is statistically decided (docs/thresholds.md)"),
     stage: str = typer.Option("production", "--stage", help="with --adaptive: the rubric stage whose block rules decide"),
     seed: int = typer.Option(0, "--seed", help="with --adaptive: seeds the case order"),
+    until: str = typer.Option("verdict", "--until", help="with --adaptive: stop a variant once its verdict is decided (verdict) or once every block rule is (rules)"),
 ) -> None:
     """Generate (or resume) a run of a suite, then score it."""
     from .runner import RunOptions, run_suite
@@ -90,9 +91,10 @@ def run(
     _setup_logging(verbose)
     try:
         s = load_suite(suite)
-        from .adaptive.driver import run_adaptive_cli
+        if adaptive:  # its statistics (scipy) cost most of a warm run's start: imported only when asked
+            from .adaptive.driver import run_adaptive_cli
 
-        res = (functools.partial(run_adaptive_cli, stage=stage, seed=seed, console=console) if adaptive else run_suite)(
+        res = (functools.partial(run_adaptive_cli, stage=stage, seed=seed, until=until, console=console) if adaptive else run_suite)(
             s,
             RunOptions(
                 variants=variants.split(",") if variants else None,

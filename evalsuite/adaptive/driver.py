@@ -219,10 +219,10 @@ def replay_run(store: RunStore, stage: str = "production", rubric_path: str | No
     return out
 
 
-def run_adaptive_cli(suite, options, stage: str, seed: int, console) -> Any:
+def run_adaptive_cli(suite, options, stage: str, seed: int, console, until: str = "verdict") -> Any:
     """`evalsuite run SUITE --adaptive`: run, print where each variant stopped and why; return the
     run result (the CLI prints its usual table after)."""
-    res = run_adaptive(suite, options, AdaptiveSettings(stage=stage, seed=seed))
+    res = run_adaptive(suite, options, AdaptiveSettings(stage=stage, seed=seed, until=until))
     from rich.markup import escape
 
     for name, st in res.states.items():

@@ -12,17 +12,21 @@ exactly the units the fixed-n gate judges. Each check reads its cases in the run
 - any other part of a rule (`min`, `max`, a `max_flips`/`max_drop` without significance: zero
   tolerance) is decided *exactly*, by curtailment: fail once no outcome of the remaining cases can
   save it, pass once no outcome can break it (a zero-tolerance rule passes only at its last case);
-- a check whose case set is exhausted undecided gets the **final look**: the fixed-n gate's own
-  test (compare._compare_metric and MetricRule.fails, noise floor included) at alpha_final.
+- a check whose case set is exhausted undecided gets the **final look**: the fixed-n gate's rule
+  (MetricRule.fails, noise floor included) on all its cases, with the p-value of
+  `sequential.joint_p`, whose rejection region contains the sequential fail's, at the full alpha.
 
-False alarms (per variant, like the fixed-n gate): the stage's alpha is split into alpha_seq =
-`split` * alpha for all the looks of the e-processes, Bonferroni over the variant's block
-significance-gated checks (alpha_seq / K each: valid whatever their dependence), and
-alpha_final = (1 - split) * alpha for the final look, corrected with the rubric's method (Tarone by
-default), counting every check that was not looked at in full as able to reject (p_min 0, p 1): a
-conservative Tarone. The total chance that an unchanged variant fails is at most
-alpha_seq + alpha_final = alpha, however often it is peeked at. A false *pass* (a drop of at least
-tau over the case set passed early) has probability at most alpha per check.
+False alarms (per variant, like the fixed-n gate): each of the variant's K block significance-gated
+checks fails sequentially when its e-process reaches 1/alpha_fail, alpha_fail = `split` * alpha / K;
+at the final look the family is corrected with the rubric's method (Tarone by default) at alpha,
+on the joint p-values, counting every check that was not looked at in full as able to reject
+(p_min 0): a conservative Tarone. A check Tarone leaves out could still have failed sequentially,
+so the null mass of the complete checks' sequential regions that could be left out is taken off
+alpha first. Each kept check then fails (early or at the end) with chance at most its Tarone level,
+so an unchanged variant fails with chance at most alpha, however often it is peeked at, and the
+final look is as strong as the fixed-n gate's test up to the null mass of the sequential region
+(p_cross in the numbers: typically a few thousandths). A false *pass* (a drop of at least tau over
+the case set passed early) has probability at most alpha per check.
 
 Warn rules are checked the same way with the raw alpha_seq (as the fixed-n gate uses raw p-values for
 them); they never drive generation: a warn check reads only the prefix of its cases the block checks
@@ -38,7 +42,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..compare import DEFAULT_SEED, CaseAgg, MetricDelta, NoiseFloor, _perm_p_min, _seed_for, binom_worse_p, permutation_p
+from ..compare import DEFAULT_SEED, CaseAgg, MetricDelta, NoiseFloor, _seed_for
 from ..rubric import MetricRule, StageRubric
 from . import sequential as sq
 
@@ -54,7 +58,7 @@ class AdaptiveSettings:
     rubric: str | None = None  #: rubric file (default: the suite's, else rubrics/default.yaml)
     seed: int = 0  #: seeds the case order
     tolerance: float = DEFAULT_TOLERANCE  #: a pass rules out a drop of max(rule threshold, tolerance) over the case set
-    split: float = DEFAULT_SPLIT  #: share of alpha spent on the sequential looks (the rest: the final look)
+    split: float = DEFAULT_SPLIT  #: the sequential fail's e-process threshold is 1 / (split * alpha / K); the final look then gets what the looks left
     until: str = "verdict"  #: verdict: stop a variant once its verdict is decided; rules: once every block rule is
     batch_size: int | None = None  #: cases per batch (default: the suite's generation.batch_size)
 
@@ -152,7 +156,7 @@ def build_checks(sr: StageRubric, base: Mapping[tuple[str, str], Mapping[str, Ca
             limits.append(min(thr))
         a_seq = a * settings.split
         out.append(Check(rule, scen, metric, block, rule.significance_gated, a_seq / max(k, 1) if block else a_seq, a,
-                         a * (1 - settings.split), max(limits), pop, tuple(_case_value(aggs[c], pass_fail) for c in pop),
+                         a, max(limits), pop, tuple(_case_value(aggs[c], pass_fail) for c in pop),
                          tuple(_passed(aggs[c]) for c in pop), pass_fail, hib, bm))
     return out
 
@@ -296,7 +300,11 @@ def evaluate_check(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, 
             material |= s["p2f"] > r.max_flips
         seq_fail = sq.first_crossing(le_fail, check.alpha_fail, material)
         le_pass = sq.no_large_drop_log_e(d, s["n_pop"], check.tau, s["dmax_after"])
-        seq_pass = sq.first_crossing(le_pass, check.alpha_pass)
+        # and, like the fail side's materiality, the drop seen so far is at most half the tolerance: a
+        # drop already near tau is left to run on (the fixed-n test may fail it) rather than tolerated
+        seq_pass = sq.first_crossing(le_pass, check.alpha_pass, harm_run <= check.tau / 2 + 1e-12)
+        if seq_pass is not None and seq_pass + 1 >= s["n_pop"]:
+            seq_pass = None  # at the last case passing early saves nothing: the final look (the fixed-n test) judges
         top_f, top_p = float(np.max(le_fail)), float(np.max(le_pass))
         numbers.update(e_fail=math.exp(min(700.0, top_f)), e_pass=math.exp(min(700.0, top_p)) if math.isfinite(top_p) else "certain")
         if seq_fail is not None:
@@ -378,41 +386,53 @@ def evaluate(variant: str, checks: Sequence[Check], base: Mapping[tuple[str, str
         states.append(s)
     # the final look, on the significance-gated checks whose case set is exhausted undecided
     fam = [i for i, ch in enumerate(checks) if ch.block and ch.sequential]
-    looks: dict[int, Any] = {}
     awaiting = False
-    for i, ch in enumerate(checks):
-        if ch.sequential and results[i].status == "open" and states[i]["exhausted"] and states[i]["ids"]:
-            looks[i] = final_delta(variant_name or variant, ch, states[i])
+    name = variant_name or variant
+    cache = memo if memo is not None else {}
+
+    def final(i: int) -> tuple[MetricDelta, float]:  # a complete check's final figures never change: computed once
+        key = ("final", checks[i].key)
+        if key not in cache:
+            ch = checks[i]
+            st = states[i] if states[i]["exhausted"] else _seq_arrays(ch, base[(ch.scenario, ch.metric)], var.get((ch.scenario, ch.metric), {}), generated)
+            cache[key] = final_delta(name, ch, st)
+        return cache[key]
+
+    looks = [i for i, ch in enumerate(checks) if ch.sequential and results[i].status == "open" and states[i]["exhausted"] and states[i]["ids"]]
     if looks:
         # the family's checks whose every case is generated (some decided early, their cases generated for
-        # other checks): their full-set p and p_min are known; the others count as able to reject (p_min 0)
-        complete = {i: looks[i] if i in looks else final_delta(variant_name or variant, checks[i], _seq_arrays(checks[i], base[(checks[i].scenario, checks[i].metric)],
-                                                                                                                var.get((checks[i].scenario, checks[i].metric), {}), generated))
-                    for i in fam if all(c in generated for c in checks[i].population)}
-        alpha_f = checks[fam[0]].alpha_final if fam else 0.0
-        cons = dict(zip(fam, adjust_pvalues([complete[i].p_worse if i in complete else 1.0 for i in fam], [complete[i].p_min if i in complete else 0.0 for i in fam], method, alpha_f))) if fam else {}
+        # other checks): their p and p_min are known; the others count as able to reject (p_min 0)
+        complete = {i: final(i) for i in fam if all(c in generated for c in checks[i].population)}
+        alpha = checks[fam[0]].alpha_final if fam else 0.0
+        k_all = max(len(fam), 1)
+        # a check Tarone leaves out can still have failed sequentially: its crossing mass comes off the top
+        # (the checks with p_min > alpha / K include every check Tarone leaves out, for any K' <= K)
+        alpha_f = alpha - sum(pc for i, (dl, pc) in complete.items() if dl.p_min > alpha / k_all)
+        cons = dict(zip(fam, adjust_pvalues([complete[i][0].p_worse if i in complete else 1.0 for i in fam],
+                                            [complete[i][0].p_min if i in complete else 0.0 for i in fam], method, alpha_f))) if fam else {}
         known = [i for i in fam if i in complete]
-        opt = dict(zip(known, adjust_pvalues([complete[i].p_worse for i in known], [complete[i].p_min for i in known], method, alpha_f))) if known else {}
-        for i, delta in looks.items():
+        opt = dict(zip(known, adjust_pvalues([complete[i][0].p_worse for i in known], [complete[i][0].p_min for i in known], method, alpha_f))) if known else {}
+        for i in looks:
             ch = checks[i]
-            rule = _with_alpha(ch.rule, ch.alpha_final)
+            delta, p_cross = final(i)
+            rule = _with_alpha(ch.rule, alpha_f if ch.block else ch.alpha_final)
             noise = noise_floor(ch.scenario, ch.metric) if noise_floor else None
             p = cons.get(i) if ch.block else delta.p_worse
             reason = rule.fails(delta, noise, p)
             # the conservative correction passes it, but the family's full-set correction could fail it:
-            # generate the rest of the family's cases first (the fixed-n gate's Tarone at alpha_final)
+            # generate the rest of the family's cases first (then the final look is the fixed-n gate's Tarone)
             pending = ch.block and not reason and rule.fails(delta, noise, opt.get(i)) is not None and len(known) < len(fam)
             res = results[i]
             res.how, res.decided_at = "final look", res.seen
-            res.numbers.update(p_worse=delta.p_worse, p_adjusted=p, alpha_final=ch.alpha_final)
+            res.numbers.update(p_worse=delta.p_worse, p_adjusted=p, alpha_final=rule.alpha, p_cross=p_cross)
             if reason:
-                res.status, res.reason = "fail", f"final look at all {res.population} cases (alpha {ch.alpha_final:g}): {reason}"
+                res.status, res.reason = "fail", f"final look at all {res.population} cases (alpha {rule.alpha:g}): {reason}"
             elif pending:
                 awaiting = True
                 res.how, res.decided_at = "final look pending", None
                 res.reason = "significant unless every check of the family is corrected for: the rest of the family's cases are needed"
             else:
-                res.status, res.reason = "pass", f"final look at all {res.population} cases (alpha {ch.alpha_final:g}): within the rule"
+                res.status, res.reason = "pass", f"final look at all {res.population} cases (alpha {rule.alpha:g}): within the rule"
     # map each decision to the variant's generated-case count (in generation order)
     gen_pos = list(sequence) if sequence is not None else [c for c in order if c in generated]
     where = {c: i + 1 for i, c in enumerate(gen_pos)}
@@ -435,10 +455,11 @@ def evaluate(variant: str, checks: Sequence[Check], base: Mapping[tuple[str, str
     return VariantState(variant, verdict, results, len(gen_pos), after, awaiting=awaiting)
 
 
-def final_delta(variant: str, ch: Check, s: dict) -> MetricDelta:
-    """The fixed-n comparison of a check whose case set is exhausted (the statistics of
-    compare._compare_metric: one-sided exact binomial on the flips, or the paired permutation
-    test; no bootstrap interval, which no rule reads)."""
+def final_delta(variant: str, ch: Check, s: dict) -> tuple[MetricDelta, float]:
+    """The last look at a check whose case set is exhausted: the fixed-n comparison's figures, with
+    the one-sided p of `sequential.joint_p` (whose rejection region includes the sequential fail's,
+    so the check spends all of its alpha) in place of the exact McNemar / permutation p; and the
+    null mass of the sequential region (p_cross)."""
     b, v, ids = s["b"], s["v"], s["ids"]
     if ch.pass_fail:
         bp, vp = b >= 0.5, v >= 0.5
@@ -446,17 +467,12 @@ def final_delta(variant: str, ch: Check, s: dict) -> MetricDelta:
         f2p = tuple(c for c, x, y in zip(ids, bp, vp) if y and not x)
     else:
         p2f = f2p = ()
-    binary = ch.pass_fail and bool(np.all(np.isin(b, (0.0, 1.0))) and np.all(np.isin(v, (0.0, 1.0))))
-    if binary:
-        p_worse, p_min = binom_worse_p(len(p2f), len(f2p)), 0.5 ** (len(p2f) + len(f2p))
-    else:
-        p_worse = permutation_p(b, v, ch.higher_is_better, _seed_for(DEFAULT_SEED, variant, ch.scenario, ch.metric))[1]
-        p_min = _perm_p_min(b, v)
+    p_worse, p_min, p_cross = sq.joint_p(s["d"], ch.alpha_fail, seed=_seed_for(DEFAULT_SEED, variant, ch.scenario, ch.metric))
     harm = (b - v) if ch.higher_is_better else (v - b)
     worse = tuple(ids[i] for i in np.argsort(-harm, kind="stable") if harm[i] > 1e-12) if not ch.pass_fail else ()
     bm, vm = float(np.mean(b)), float(np.mean(v))
     return MetricDelta(variant, ch.scenario, ch.metric, ch.pass_fail, ch.higher_is_better, len(ids), bm, vm, vm - bm, math.nan, math.nan,
-                       p_worse, p_worse, p_min, pass_to_fail=p2f, fail_to_pass=f2p, worse_cases=worse)
+                       p_worse, p_worse, p_min, pass_to_fail=p2f, fail_to_pass=f2p, worse_cases=worse), p_cross
 
 
 def _with_alpha(rule: MetricRule, alpha: float) -> MetricRule:

@@ -447,7 +447,11 @@ class HTTPBackend:
             if res.kind == "ok":
                 usage = res.usage or {}
                 new_tokens = usage.get("completion_tokens")
-                extra = res.extra | meta | {"usage": "server" if res.usage else "missing"}
+                source = "server" if res.usage else "missing"
+                if new_tokens is None and self.server is not None and self.server.launcher == "llama_cpp" and res.extra.get("content_chunks"):
+                    # llama-cpp-python's server sends no usage on a stream, but one chunk per generated token
+                    new_tokens, source = res.extra["content_chunks"], "stream chunks (llama.cpp sends one per token; no prompt count)"
+                extra = res.extra | meta | {"usage": source}
                 return Generation(**base, text=res.text, prompt_tokens=usage.get("prompt_tokens"), new_tokens=new_tokens, latency_s=res.latency, ttft_s=res.ttft, tokens_per_s=new_tokens / res.latency if new_tokens is not None and res.latency > 0 else None, finish_reason=res.finish, extra=extra)
             if res.kind == "timeout":
                 # the deadline binds when it left this attempt clearly less than timeout_s

@@ -132,6 +132,10 @@ class LocalServer:
                     cmd += CB_CACHE_ARGS
         else:
             cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path), "--model_alias", self.model_name, "--host", self.host, "--port", str(port)]
+            if not any(a.startswith("--interrupt_requests") for a in self.args):
+                # by default a new request interrupts the one being streamed (its text comes back empty):
+                # evalsuite sends a batch at once, so requests queue on the server instead
+                cmd += ["--interrupt_requests", "False"]
         return cmd + self.args
 
     def start(self) -> str:

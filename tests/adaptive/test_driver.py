@@ -167,3 +167,21 @@ def test_cli_run_adaptive_then_gate(tmp_path, monkeypatch):
     assert json.loads((run_dir / STATE_FILE).read_text())["settings"]["seed"] == 3
     g = CliRunner().invoke(app, ["gate", str(run_dir), "--stage", "production"])
     assert g.exit_code == 1, g.output
+
+
+def test_cli_until_rules_decides_every_block_rule(tmp_path, monkeypatch):
+    """`--until rules`: the variant runs on past its failing rule until every block rule is decided
+    (the default, `verdict`, stops at the first failing rule); the setting is recorded."""
+    from typer.testing import CliRunner
+
+    from evalsuite.cli import app
+
+    suite = make_suite(tmp_path, [BROKEN])
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["run", str(suite), "--adaptive", "--stage", "production", "--until", "rules", "-q"])
+    assert r.exit_code == 0, r.output
+    state = json.loads((next((tmp_path / "out" / "runs").iterdir()) / STATE_FILE).read_text())
+    assert state["settings"]["until"] == "rules"
+    checks = [c for c in state["variants"]["broken"]["state"]["checks"] if c["severity"] == "block"]
+    assert checks and all(c["status"] in ("pass", "fail") for c in checks), checks
+    assert sum(c["status"] == "fail" for c in checks) >= 1

@@ -23,6 +23,8 @@ def gen(text="Paris is the capital.", *, prompt=30, finish="stop", new=6, error=
         (gen("Paris is the capital. And", settings_ignored=["max_tokens"]), False, "max_tokens"),
         (gen("Paris is the capital. And more", finish="length", new=8), False, "max_tokens / stop handling"),
         (gen("Paris is a capital.", settings_check={"setting": "temperature=0 (greedy)", "status": "verified"}), False, "numerics (server kernels, dtype or batching)"),
+        # llama.cpp's server reports no prompt count on a stream: rendering cannot be ruled out
+        (gen("Paris is a capital.", prompt=None), False, "numerics or prompt rendering (no prompt token count to compare)"),
     ],
 )
 def test_explain(served, identical, setting):
