@@ -306,8 +306,12 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
     if opts.score:
         from .scoring.run import score_run
 
-        with executor.scoring(cases, store):  # the ray executor sends sandbox jobs to the cluster
-            score_run(store, cases)  # the cases in hand, not reloaded from the run's copy
+        score_cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)  # its scores table: unchanged outputs are not rescored
+        try:
+            with executor.scoring(cases, store):  # the ray executor sends sandbox jobs to the cluster
+                score_run(store, cases, cache=score_cache)  # the cases in hand, not reloaded from the run's copy
+        finally:
+            score_cache.close()
     return result
 
 

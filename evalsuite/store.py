@@ -34,7 +34,8 @@ DEFAULT_CACHE = Path("reports") / "cache" / "generations.sqlite"
 
 
 class GenerationCache:
-    """SQLite cache of successful generations keyed by (variant fingerprint, request hash, sample)."""
+    """SQLite cache of successful generations keyed by (variant fingerprint, request hash, sample),
+    and of scores keyed by (scorer key, input key) (evalsuite.scoring.reuse)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -48,6 +49,12 @@ class GenerationCache:
             " fingerprint TEXT NOT NULL, request_hash TEXT NOT NULL, sample INTEGER NOT NULL,"
             " payload TEXT NOT NULL, schema_version INTEGER NOT NULL, created TEXT NOT NULL,"
             " PRIMARY KEY (fingerprint, request_hash, sample))"
+        )
+        # stored scores (evalsuite.scoring.reuse): an unchanged output is not scored twice
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS scores ("
+            " scorer_key TEXT NOT NULL, input_key TEXT NOT NULL, payload TEXT NOT NULL, created TEXT NOT NULL,"
+            " PRIMARY KEY (scorer_key, input_key))"
         )
         self._db.commit()
 
@@ -74,6 +81,28 @@ class GenerationCache:
     def count(self) -> int:
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
+
+    def get_scores(self, scorer_key: str, input_keys: Iterable[str]) -> dict[str, str]:
+        """Stored score payloads of one scorer, by input key (missing keys are absent)."""
+        keys = list(dict.fromkeys(input_keys))
+        out: dict[str, str] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):  # SQLite's bound-parameter limit
+                chunk = keys[i : i + 500]
+                rows = self._db.execute(f"SELECT input_key, payload FROM scores WHERE scorer_key=? AND input_key IN ({','.join('?' * len(chunk))})", [scorer_key, *chunk])
+                out.update(rows.fetchall())
+        return out
+
+    def put_scores(self, rows: Iterable[tuple[str, str, str]]) -> None:
+        """Store (scorer key, input key, payload) rows in one transaction."""
+        now = _now()
+        with self._lock:
+            self._db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?)", [(sk, ik, payload, now) for sk, ik, payload in rows])
+            self._db.commit()
+
+    def count_scores(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
 
     def close(self) -> None:
         with self._lock:

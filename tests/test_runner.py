@@ -237,3 +237,42 @@ def test_bad_suite_files(write, snippet, field, message):
     with pytest.raises(ValidationError) as info:
         load_suite(path)
     assert any(p.field == field and message in p.message and p.line for p in info.value.problems), info.value
+
+
+def test_warm_rerun_reuses_scores_and_equals_the_cold_run(write, tmp_path, monkeypatch):
+    """A warm re-run generates nothing, calls no scorer, and gives the cold run's scores and verdict."""
+    import dataclasses
+    import functools
+
+    from evalsuite.gate import gate_run
+    from evalsuite.scoring import run as scoring_run
+
+    calls: Counter = Counter()
+    real = scoring_run.load_scorers
+
+    def counted_scorers():
+        def wrap(spec):
+            @functools.wraps(spec.fn)
+            def fn(*args):
+                calls[spec.name] += 1
+                return spec.fn(*args)
+
+            return dataclasses.replace(spec, fn=fn)
+
+        return [wrap(s) for s in real()]
+
+    monkeypatch.setattr(scoring_run, "load_scorers", counted_scorers)
+    suite, _ = make_suite(write, tmp_path, n_cases=4, samples=2)
+    opts = dict(progress=False, score=True)
+    cold = run_suite(load_suite(suite), RunOptions(**opts))
+    assert cold.generated > 0 and sum(calls.values()) > 0
+    calls.clear()
+    warm = run_suite(load_suite(suite), RunOptions(**opts))
+    assert warm.generated == 0 and warm.cached == cold.generated
+    assert sum(calls.values()) == 0, calls
+    assert (warm.run_dir / "scores.jsonl").read_text() == (cold.run_dir / "scores.jsonl").read_text()
+    verdicts = [gate_run(RunStore(r.run_dir)) for r in (cold, warm)]
+    assert verdicts[0].passed == verdicts[1].passed and verdicts[0].exit_code == verdicts[1].exit_code
+    # every quality rule judged alike; the performance rule has no timings on a warm run (nothing was generated)
+    quality = [[x for x in v.to_dict()["results"] if x["rule"] != "performance"] for v in verdicts]
+    assert quality[0] and quality[0] == quality[1]

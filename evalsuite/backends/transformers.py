@@ -21,8 +21,10 @@ generation supports batch size 1 only) and sample with transformers' own sampler
 from __future__ import annotations
 
 import gc
+import glob
 import logging
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -37,98 +39,50 @@ for _noisy in ("torchao", "bitsandbytes", "torch.utils._pytree"):
     logging.getLogger(_noisy).setLevel(logging.ERROR)
 warnings.filterwarnings("ignore", message=r".*MatMul8bitLt.*")
 
-try:
-    import torch
-    import transformers
-    from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
-    from transformers.generation.streamers import BaseStreamer
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise MissingExtraError("the transformers backend", "models", exc.name or "transformers") from exc
-
 from .. import models
 
-transformers.utils.logging.disable_progress_bar()  # weight-loading bars; the runner shows progress
+# torch and transformers are imported on first use (`_torch()`, `load()`), never at construction:
+# the fingerprint needs only file hashes and settings, so a warm run whose every generation is a
+# cache hit does not pay for them (seconds of import, more than the rest of such a run).
+torch = None  # the torch module, once `_torch()` imported it
 
 log = logging.getLogger("evalsuite")
 
 _OPTIONS = {"device", "dtype", "threads", "cache_dir", "trust_remote_code"}
-_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+#: dtype option -> torch attribute name (resolved to a torch.dtype only when the model loads)
+_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16"}
+#: device nodes of a CUDA (or ROCm, WSL, Jetson) capable host: without any, torch sees no GPU
+_GPU_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg", "/dev/nvhost-ctrl-gpu", "/dev/nvmap")
 
 
-# -- generation hooks --------------------------------------------------------------------------
-class _FirstStepTimer(LogitsProcessor):
-    """Records when the first new token's logits exist: the batch's time to first token."""
+def _require_libs() -> None:
+    """Fail naming the extra when torch or transformers is missing, without importing either."""
+    import importlib.util
 
-    def __init__(self) -> None:
-        self.first: float | None = None
-
-    def __call__(self, input_ids, scores):
-        if self.first is None:
-            self.first = time.perf_counter()
-        return scores
+    for name in ("torch", "transformers"):
+        if importlib.util.find_spec(name) is None:
+            raise MissingExtraError("the transformers backend", "models", name)
 
 
-class _FirstTokenStreamer(BaseStreamer):
-    """A streamer (batch size 1) recording when the first generated token is emitted."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.first: float | None = None
-
-    def put(self, value):
-        self.calls += 1
-        if self.calls == 2 and self.first is None:  # the first put is the prompt
-            self.first = time.perf_counter()
-
-    def end(self):
-        pass
+def _torch():
+    """Import torch (and quiet transformers' loading bars) on first use."""
+    global torch
+    if torch is None:
+        try:
+            import torch as _t
+            import transformers
+        except ImportError as exc:  # pragma: no cover - depends on the installed extras
+            raise MissingExtraError("the transformers backend", "models", exc.name or "transformers") from exc
+        transformers.utils.logging.disable_progress_bar()  # weight-loading bars; the runner shows progress
+        torch = _t
+    return torch
 
 
-class _SeededSampler(LogitsProcessor):
-    """Temperature + top-p sampling per row with its own generator; returns one-hot logits.
-
-    Generation then runs greedy (argmax of the one-hot), so each row's sample depends on its own
-    seed only: batch composition cannot change which random numbers a row gets.
-    """
-
-    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, device) -> None:
-        self.generators = []
-        for s in seeds:
-            g = torch.Generator(device=device)
-            g.manual_seed(int(s))
-            self.generators.append(g)
-        self.temperature = float(temperature)
-        self.top_p = float(top_p)
-
-    def __call__(self, input_ids, scores):
-        logits = scores.float() / max(self.temperature, 1e-6)
-        probs = torch.softmax(logits, dim=-1)
-        if self.top_p < 1.0:
-            sorted_p, idx = torch.sort(probs, descending=True, dim=-1)
-            cum = torch.cumsum(sorted_p, dim=-1)
-            drop = (cum - sorted_p) > self.top_p  # keep the smallest prefix reaching top_p
-            sorted_p = sorted_p.masked_fill(drop, 0.0)
-            probs = torch.zeros_like(probs).scatter(-1, idx, sorted_p)
-        out = torch.full_like(scores, float("-inf"))
-        for row, g in enumerate(self.generators):
-            p = probs[row]
-            tok = torch.multinomial(p / p.sum(), 1, generator=g)
-            out[row, tok] = 0.0
-        return out
-
-
-class _Deadline(StoppingCriteria):
-    """Stops the whole batch past the suite's per-batch timeout."""
-
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
-        self.hit = False
-
-    def __call__(self, input_ids, scores, **kwargs):
-        if time.perf_counter() > self.deadline:
-            self.hit = True
-            return torch.ones(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+def _cuda_available() -> bool:
+    """torch.cuda.is_available(), answered without importing torch where no GPU device node exists."""
+    if "torch" not in sys.modules and not any(os.path.exists(n) for n in _GPU_NODES) and not glob.glob("/dev/nvidia[0-9]*"):
+        return False
+    return bool(_torch().cuda.is_available())
 
 
 # -- memory ------------------------------------------------------------------------------------
@@ -168,6 +122,7 @@ class TransformersBackend:
     name = "transformers"
 
     def __init__(self, variant):
+        _require_libs()
         self.variant = variant
         self.options = check_options(variant, "transformers", _OPTIONS)
         self.quant_method = models.quantization_method(variant.quantization)
@@ -178,7 +133,7 @@ class TransformersBackend:
         self.speculative = spec
         self.cache_dir = self.options.get("cache_dir")
         self.device = self._resolve_device(self.options.get("device", "auto"))
-        self.dtype = self._resolve_dtype(self.options.get("dtype", "auto"))
+        self.dtype_name = self._resolve_dtype(self.options.get("dtype", "auto"))
         self.model = None
         self.tokenizer = None
         self.draft = None
@@ -190,23 +145,28 @@ class TransformersBackend:
         self.load_s: float | None = None
 
     # -- configuration -------------------------------------------------------------------------
+    @property
+    def dtype(self):
+        """The torch dtype of the weights (imports torch)."""
+        return getattr(_torch(), self.dtype_name)
+
     @staticmethod
     def _resolve_device(device: str) -> str:
         device = str(device or "auto").lower()
         if device == "auto":
-            return "cuda" if torch.cuda.is_available() else "cpu"
-        if device.startswith("cuda") and not torch.cuda.is_available():
+            return "cuda" if _cuda_available() else "cpu"
+        if device.startswith("cuda") and not _cuda_available():
             raise EvalsuiteError("device cuda requested but CUDA is not available (torch.cuda.is_available() is False)")
         if device != "cpu" and not device.startswith("cuda"):
             raise EvalsuiteError(f"unknown device {device!r}; use cpu, cuda or auto")
         return device
 
-    def _resolve_dtype(self, dtype: str):
+    def _resolve_dtype(self, dtype: str) -> str:
         dtype = str(dtype or "auto").lower()
         if dtype == "auto":
             if self.device == "cpu":
-                return torch.float32
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+                return "float32"
+            return "bfloat16" if _torch().cuda.is_bf16_supported() else "float16"
         if dtype not in _DTYPES:
             raise EvalsuiteError(f"unknown dtype {dtype!r}; use {', '.join(sorted(_DTYPES))} or auto")
         return _DTYPES[dtype]
@@ -227,7 +187,7 @@ class TransformersBackend:
         """What the loaded weights are: file hashes, derived checkpoints, device, dtype, libraries."""
         if self._identity is None:
             libs = ["torch", "transformers"]
-            ident: dict = {"model": models.model_dir_identity(self.model_dir, self.cache_dir), "device": self.device.split(":")[0], "dtype": str(self.dtype).replace("torch.", "")}
+            ident: dict = {"model": models.model_dir_identity(self.model_dir, self.cache_dir), "device": self.device.split(":")[0], "dtype": self.dtype_name}
             if self.quant_method == "bnb":
                 libs.append("bitsandbytes")
             elif self.quant_method == "gptq":
@@ -300,7 +260,10 @@ class TransformersBackend:
         """Load tokenizer, model and draft model (idempotent)."""
         if self.model is not None:
             return
+        _torch()
         from transformers import AutoTokenizer
+
+        from .transformers_hooks import touch
 
         if self.options.get("threads"):
             torch.set_num_threads(int(self.options["threads"]))
@@ -325,7 +288,7 @@ class TransformersBackend:
         # the peak is measured from here: serving memory (weights + generation), not the load-time
         # transients (bnb quantizes fp32 weights while loading) nor what earlier variants freed
         if not self.device.startswith("cuda"):
-            _touch(self.model, self.draft)  # weights memory-mapped from safetensors: page them in now
+            touch(self.model, self.draft)  # weights memory-mapped from safetensors: page them in now
         gc.collect()
         _malloc_trim()
         self._rss_reset = _reset_rss_peak()
@@ -372,20 +335,24 @@ class TransformersBackend:
         return self._generate_batch(list(requests))
 
     def _generate_batch(self, requests: list[Request]) -> list[Generation]:
+        from transformers import LogitsProcessorList, StoppingCriteriaList
+
+        from .transformers_hooks import Deadline, FirstStepTimer, FirstTokenStreamer, SeededSampler
+
         first = requests[0]
         if any((r.temperature, r.top_p) != (first.temperature, first.top_p) for r in requests):
             raise EvalsuiteError("a batch mixes decoding settings; the runner batches one variant's requests only")
         max_new = max(r.max_new_tokens for r in requests)
         enc = self.encode(requests)
         prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
-        timer = _FirstStepTimer()
+        timer = FirstStepTimer()
         processors = LogitsProcessorList([timer])
         kwargs: dict = {"max_new_tokens": max_new, "pad_token_id": self.tokenizer.pad_token_id, "do_sample": False}
         # neutral values, so a model's generation_config defaults do not leak into greedy decoding
         kwargs.update({"temperature": None, "top_p": None, "top_k": None})
         if not first.greedy:
             if self.spec_method is None:
-                processors.append(_SeededSampler([r.sample_seed() for r in requests], first.temperature, first.top_p, enc["input_ids"].device))
+                processors.append(SeededSampler([r.sample_seed() for r in requests], first.temperature, first.top_p, enc["input_ids"].device))
             else:
                 torch.manual_seed(first.sample_seed())
                 kwargs.update({"do_sample": True, "temperature": first.temperature, "top_p": first.top_p})
@@ -398,10 +365,10 @@ class TransformersBackend:
         stopping = StoppingCriteriaList()
         deadline = None
         timeout = self.variant.generation.timeout_s
-        streamer = _FirstTokenStreamer() if len(requests) == 1 else None
+        streamer = FirstTokenStreamer() if len(requests) == 1 else None
         t0 = time.perf_counter()
         if timeout is not None:
-            deadline = _Deadline(t0 + float(timeout))
+            deadline = Deadline(t0 + float(timeout))
             stopping.append(deadline)
         with torch.inference_mode():
             out = self.model.generate(**enc, logits_processor=processors, stopping_criteria=stopping, streamer=streamer, **kwargs)
@@ -491,25 +458,16 @@ class TransformersBackend:
         return total / 2**20
 
     def close(self) -> None:
+        if self.model is None and self.draft is None and self.tokenizer is None:
+            return  # nothing was loaded (every generation came from the cache): nothing to free
         self.model = None
         self.draft = None
         self.tokenizer = None
         self._gptq_wrapper = None
         gc.collect()
-        if torch.cuda.is_available():
+        if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()
         _malloc_trim()
-
-
-def _touch(*modules) -> None:
-    """Read every weight once, so lazily mapped pages are resident before the peak is reset."""
-    with torch.inference_mode():
-        for m in modules:
-            if m is None:
-                continue
-            for t in list(m.parameters()) + list(m.buffers()):
-                if t.numel() and t.device.type == "cpu":
-                    t.view(-1)[:: max(1, 4096 // max(1, t.element_size()))].float().sum()
 
 
 def _malloc_trim() -> None:

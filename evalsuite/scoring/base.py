@@ -78,6 +78,7 @@ class ScorerSpec:
     scenarios: tuple[str, ...] = ()  #: empty = every scenario
     kinds: tuple[str, ...] = ()  #: empty = every kind
     args: dict = field(default_factory=dict)
+    version: str = "1"  #: bump when the scorer's behaviour changes other than through its source (reuse keys on it)
 
     def applies(self, case: Case) -> bool:
         return (not self.scenarios or case.scenario in self.scenarios) and (not self.kinds or case.kind in self.kinds)
@@ -89,11 +90,11 @@ class ScorerSpec:
 SCORERS = Registry("scorer")
 
 
-def scorer(name: str, *, level: str = "output", scenarios: Iterable[str] = (), kinds: Iterable[str] = (), **args: Any):
+def scorer(name: str, *, level: str = "output", scenarios: Iterable[str] = (), kinds: Iterable[str] = (), version: str = "1", **args: Any):
     """Decorator registering a scorer under `name`."""
 
     def deco(fn: Callable) -> Callable:
-        SCORERS.register(name, ScorerSpec(name, fn, level, tuple(scenarios), tuple(kinds), dict(args)))
+        SCORERS.register(name, ScorerSpec(name, fn, level, tuple(scenarios), tuple(kinds), dict(args), str(version)))
         return fn
 
     return deco

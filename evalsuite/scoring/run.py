@@ -8,7 +8,7 @@ from typing import Iterable, Sequence
 
 from ..backends.base import Generation
 from ..cases import Case
-from .base import SCORERS, ScoreInput, ScoreRecord, ScorerSpec
+from .base import SCORERS, Score, ScoreInput, ScoreRecord, ScorerSpec
 
 log = logging.getLogger("evalsuite")
 
@@ -36,14 +36,18 @@ def load_scorers() -> list[ScorerSpec]:
     return [SCORERS.get(n) for n in SCORERS.names()]
 
 
-def score_generations(cases: Sequence[Case], generations: Iterable[Generation], baseline: str, scorers: Sequence[ScorerSpec] | None = None) -> list[ScoreRecord]:
-    """Per-case scores for every variant; drift scorers see the baseline's output for the same sample."""
+def score_generations(cases: Sequence[Case], generations: Iterable[Generation], baseline: str, scorers: Sequence[ScorerSpec] | None = None, cache=None) -> list[ScoreRecord]:
+    """Per-case scores for every variant; drift scorers see the baseline's output for the same sample.
+
+    With `cache` (a store.GenerationCache), a scorer whose key and input are already stored is not
+    called: its stored scores are used (evalsuite.scoring.reuse), and fresh ones are stored.
+    """
     specs = list(scorers) if scorers is not None else load_scorers()
     gens: dict[tuple[str, str], dict[int, Generation]] = defaultdict(dict)
     for g in generations:
         gens[(g.variant, g.case_id)][g.sample] = g
     variants = sorted({v for v, _ in gens}, key=lambda v: (v != baseline, v))
-    records: list[ScoreRecord] = []
+    work = []  # (variant, case, inputs, input keys, case key), in scoring order
     for variant in variants:
         for case in cases:
             samples = gens.get((variant, case.id))
@@ -67,22 +71,75 @@ def score_generations(cases: Sequence[Case], generations: Iterable[Generation], 
                         baseline_tokens=_token_ids(bg) if bg else None,
                     )
                 )
-            for spec in specs:
-                if not spec.applies(case):
-                    continue
-                try:
-                    if spec.level == "output":
-                        for inp in inputs:
-                            for sc in spec.fn(inp):
-                                records.append(ScoreRecord(variant, case.id, inp.sample, case.scenario, case.kind, sc.metric, sc.value, sc.passed, sc.higher_is_better, sc.details))
-                    elif spec.level == "case":
-                        for sc in spec.fn(case, inputs):
-                            records.append(ScoreRecord(variant, case.id, None, case.scenario, case.kind, sc.metric, sc.value, sc.passed, sc.higher_is_better, sc.details))
-                except Exception as exc:  # noqa: BLE001 - one broken scorer must not lose the others
-                    log.error("scorer %s failed on case %s (%s): %s", spec.name, case.id, variant, exc)
-                    records.append(ScoreRecord(variant, case.id, None, case.scenario, case.kind, f"{spec.name}.scorer_error", None, None, True, {"error": f"{type(exc).__name__}: {exc}"}))
+            work.append((variant, case, inputs))
+    reuse = _Reuse(cache, specs, work) if cache is not None else None
+    records: list[ScoreRecord] = []
+    for i, (variant, case, inputs) in enumerate(work):
+        for spec in specs:
+            if not spec.applies(case):
+                continue
+            try:
+                if spec.level == "output":
+                    for j, inp in enumerate(inputs):
+                        scores = reuse.scores(spec, i, j, lambda: spec.fn(inp)) if reuse else spec.fn(inp)
+                        for sc in scores:
+                            records.append(ScoreRecord(variant, case.id, inp.sample, case.scenario, case.kind, sc.metric, sc.value, sc.passed, sc.higher_is_better, sc.details))
+                elif spec.level == "case":
+                    scores = reuse.scores(spec, i, None, lambda: spec.fn(case, inputs)) if reuse else spec.fn(case, inputs)
+                    for sc in scores:
+                        records.append(ScoreRecord(variant, case.id, None, case.scenario, case.kind, sc.metric, sc.value, sc.passed, sc.higher_is_better, sc.details))
+            except Exception as exc:  # noqa: BLE001 - one broken scorer must not lose the others
+                log.error("scorer %s failed on case %s (%s): %s", spec.name, case.id, variant, exc)
+                records.append(ScoreRecord(variant, case.id, None, case.scenario, case.kind, f"{spec.name}.scorer_error", None, None, True, {"error": f"{type(exc).__name__}: {exc}"}))
+    if reuse:
+        reuse.flush()
     records.extend(_set_level(cases, gens, variants, specs))
     return records
+
+
+class _Reuse:
+    """Stored scores for this scoring pass, fetched in bulk per scorer; fresh ones stored at the end."""
+
+    def __init__(self, cache, specs: Sequence[ScorerSpec], work: list) -> None:
+        from . import reuse
+
+        self.cache, self.reuse = cache, reuse
+        digests = {}
+        self.input_keys: list[list[str]] = []
+        self.case_keys: list[str] = []
+        for _, case, inputs in work:
+            d = digests.get(id(case)) or digests.setdefault(id(case), case.digest())
+            keys = [reuse.input_key(d, inp) for inp in inputs]
+            self.input_keys.append(keys)
+            self.case_keys.append(reuse.case_key(d, keys))
+        self.scorer_keys = {spec.name: reuse.scorer_key(spec) for spec in specs}
+        self.stored: dict[str, dict[str, str]] = {}
+        for spec in specs:
+            wanted = [k for (_, case, _), keys, ck in zip(work, self.input_keys, self.case_keys) if spec.applies(case) for k in (keys if spec.level == "output" else [ck])]
+            self.stored[spec.name] = cache.get_scores(self.scorer_keys[spec.name], wanted) if wanted else {}
+        self.fresh: list[tuple[str, str, str]] = []
+        self.reused = self.computed = 0
+
+    def scores(self, spec: ScorerSpec, item: int, sample: int | None, compute) -> list[Score]:
+        """The stored scores of (scorer, input), else `compute()`'s (stored unless a sandbox failed)."""
+        key = self.input_keys[item][sample] if sample is not None else self.case_keys[item]
+        payload = self.stored[spec.name].get(key)
+        if payload is not None:
+            self.reused += 1
+            return self.reuse.load_scores(payload)
+        self.computed += 1
+        fresh = list(compute())
+        payload = self.reuse.dump_scores(fresh)
+        if self.reuse.storable(fresh):
+            self.stored[spec.name][key] = payload  # a second identical output in this pass reuses it
+            self.fresh.append((self.scorer_keys[spec.name], key, payload))
+        return self.reuse.load_scores(payload)  # JSON types, exactly as a later run reads them back
+
+    def flush(self) -> None:
+        if self.fresh:
+            self.cache.put_scores(self.fresh)
+            self.fresh = []
+        log.debug("scores: %d scorer calls reused from the cache, %d computed", self.reused, self.computed)
 
 
 def _token_ids(g: Generation) -> tuple[int, ...] | None:
@@ -143,12 +200,14 @@ def run_cases(store) -> list[Case]:
     return cases
 
 
-def score_run(store, cases: Sequence[Case] | None = None) -> list[ScoreRecord]:
-    """Score a stored run from its generations and its cases; write scores.jsonl."""
+def score_run(store, cases: Sequence[Case] | None = None, cache=None) -> list[ScoreRecord]:
+    """Score a stored run from its generations and its cases; write scores.jsonl.
+
+    With `cache` (the run's GenerationCache), stored scores of unchanged outputs are reused."""
     if cases is None:
         cases = run_cases(store)
     specs = load_scorers()
-    records = score_generations(cases, store.generations(), store.signature.get("baseline"), specs)
+    records = score_generations(cases, store.generations(), store.signature.get("baseline"), specs, cache=cache)
     # logit agreement needs the models, so it is computed once (by the demo) and kept as it is
     from .logits import LOGITS_FILE
 

@@ -351,3 +351,69 @@ def test_gptq_on_the_fly_quantizes_once_and_generates(tiny_dir, tmp_path):
     again.generate(_requests(1, max_new_tokens=4))
     assert [p for p in (tmp_path / "gcache" / "models").iterdir() if p.name.startswith("gptq-")] == ckpts
     again.close()
+
+
+_WARM_PROBE = """
+import json, sys
+from evalsuite.runner import RunOptions, run_suite
+from evalsuite.suite import load_suite
+res = run_suite(load_suite(sys.argv[1]), RunOptions(limit=int(sys.argv[2]), progress=False, score=False, cache_path=sys.argv[3], runs_dir=sys.argv[4]))
+print(json.dumps({"generated": res.generated, "cached": res.cached, "torch": "torch" in sys.modules, "transformers": "transformers" in sys.modules}))
+"""
+
+
+def test_warm_run_never_imports_torch_and_a_miss_loads_the_model(tiny_dir, tmp_path):
+    """Every generation cached: the backend is built and fingerprinted without torch or transformers.
+    One cache miss: torch is imported and the model loaded, as before."""
+    import pathlib
+    import subprocess
+    import sys
+
+    from evalsuite.runner import RunOptions, run_suite
+    from evalsuite.suite import load_suite
+
+    casesets = pathlib.Path(__file__).resolve().parents[2] / "casesets"
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        f"""
+schema_version: 1
+name: tiny-warm
+casesets: [{{path: {casesets}, tags: [example]}}]
+generation: {{max_new_tokens: 4, temperature: 0, batch_size: 2}}
+variants:
+  - name: baseline
+    baseline: true
+    backend: transformers
+    model: {tiny_dir}
+    options: {{device: cpu, cache_dir: {tmp_path / 'mcache'}}}
+"""
+    )
+    cache, runs = str(tmp_path / "gen.sqlite"), str(tmp_path / "runs")
+    cold = run_suite(load_suite(suite), RunOptions(limit=1, progress=False, score=False, cache_path=cache, runs_dir=runs))
+    assert cold.generated > 0 and cold.errors == 0
+
+    def probe(limit: int) -> dict:
+        out = subprocess.run([sys.executable, "-c", _WARM_PROBE, str(suite), str(limit), cache, runs], capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    warm = probe(1)
+    assert warm == {"generated": 0, "cached": cold.generated, "torch": False, "transformers": False}
+    more = probe(2)  # one more case per scenario: misses, so the model loads and generates them
+    assert more["generated"] > 0 and more["cached"] == cold.generated and more["torch"] and more["transformers"]
+
+
+def test_cuda_probe_without_gpu_nodes_does_not_import_torch(monkeypatch):
+    """No GPU device node: CUDA is unavailable without asking torch; with one, torch is asked."""
+    import sys
+
+    from evalsuite.backends import transformers as tb
+
+    asked = []
+    monkeypatch.setattr(tb, "_torch", lambda: asked.append(1) or torch)
+    monkeypatch.delitem(sys.modules, "torch")
+    monkeypatch.setattr(tb.os.path, "exists", lambda p: False)
+    monkeypatch.setattr(tb.glob, "glob", lambda pattern: [])
+    assert tb._cuda_available() is False and asked == []
+    monkeypatch.setattr(tb.os.path, "exists", lambda p: p == "/dev/nvidiactl")
+    assert tb._cuda_available() is torch.cuda.is_available() and asked == [1]
