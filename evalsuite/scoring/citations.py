@@ -10,6 +10,8 @@ not in the context is kept as an invalid citation, so a hallucinated source coun
 
 from __future__ import annotations
 
+import functools
+
 import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -113,6 +115,12 @@ _STOP_ZH = frozenset("的了是在和与及或也都就而并被把对从向为�
 def content_units(text: str) -> set[str]:
     """Content-bearing units: Latin words that are not stopwords (numbers kept), CJK characters that
     are not function characters."""
+    return set(_content_units(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _content_units(text: str) -> frozenset[str]:
+    """`content_units`, remembered: a case's passages are the same for every output scored on it."""
     out = set()
     for u in units(text):
         if is_cjk(u[0]):
@@ -120,7 +128,7 @@ def content_units(text: str) -> set[str]:
                 out.add(u)
         elif u.isdigit() or (len(u) > 1 and u not in _STOP_EN):
             out.add(u)
-    return out
+    return frozenset(out)
 
 
 def citing_sentences(text: str, context_ids: Sequence[str]) -> list[tuple[str, list[Citation]]]:
@@ -153,7 +161,7 @@ def citing_sentences(text: str, context_ids: Sequence[str]) -> list[tuple[str, l
 
 
 def _passage_units(case: Case) -> dict[str, set[str]]:
-    return {d.id: content_units(f"{d.title} {d.text}") for d in case.context}
+    return {d.id: _content_units(f"{d.title} {d.text}") for d in case.context}
 
 
 def sentence_support(case: Case, text: str, min_overlap: float = SUPPORT_MIN_OVERLAP) -> list[dict]:

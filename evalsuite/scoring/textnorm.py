@@ -38,15 +38,18 @@ _FOLD = str.maketrans(
 _WS = re.compile(r"\s+")
 
 
+#: one character class for the ranges: scorers test every character of every output (hot loop)
+_CJK_CHAR = re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES) + "]")
+
+
 def is_cjk(ch: str) -> bool:
     """Whether `ch` belongs to a script written without word boundaries."""
-    cp = ord(ch)
-    return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+    return _CJK_CHAR.match(ch) is not None
 
 
 def has_cjk(text: str) -> bool:
     """Whether `text` contains any CJK character."""
-    return any(is_cjk(ch) for ch in text)
+    return _CJK_CHAR.search(text) is not None
 
 
 def is_word_char(ch: str) -> bool:
@@ -60,8 +63,10 @@ def fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text or "").translate(_FOLD)
 
 
+@lru_cache(maxsize=16384)
 def normalize(text: str, *, casefold: bool = True) -> str:
-    """`fold`, whitespace collapsed, casefolded unless `casefold=False`."""
+    """`fold`, whitespace collapsed, casefolded unless `casefold=False`. Remembered: the terminology
+    scorers normalise the same output once per glossary term, and the same terms for every output."""
     text = fold(text)
     text = _WS.sub(" ", text).strip()
     return text.casefold() if casefold else text
@@ -142,6 +147,9 @@ def units(text: str) -> list[str]:
     out: list[str] = []
     for m in _TOKEN.finditer(normalize(text)):
         word = m.group()
+        if not has_cjk(word):  # the common case: a Latin word or a number is one unit
+            out.append(word)
+            continue
         buf = ""
         for ch in word:
             if is_cjk(ch):
