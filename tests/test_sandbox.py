@@ -18,8 +18,9 @@ FULL = sandbox._mode(False).namespaces  # namespaces available: outside writes f
 
 
 def _leftovers(res: sandbox.SandboxResult) -> list[psutil.Process]:
-    """Processes of the sandbox uid, and children of this test process, still alive."""
-    out = list(psutil.Process().children(recursive=True))
+    """Processes of the sandbox uid, and children of this test process, still alive (the sandbox's
+    zygote is a long-lived helper, not part of a run: it is skipped, its children, the runs, are not)."""
+    out = [p for p in psutil.Process().children(recursive=True) if p.pid not in sandbox.helper_pids()]
     if res.uid is not None:
         for p in psutil.process_iter(["uids"]):
             try:
@@ -186,7 +187,7 @@ def test_parallel_pool_keeps_order_and_caches():
 def test_degraded_mode_warns_and_still_cleans_up(monkeypatch):
     """Without namespaces the run still works, says what is missing, and kills leftovers by uid."""
     mode = sandbox._Mode((), False, False, os.geteuid() == 0, ("network NOT isolated", "no private /tmp"), "rlimits only")
-    monkeypatch.setattr(sandbox, "_mode", lambda network: mode)
+    monkeypatch.setattr(sandbox.process, "_mode", lambda network: mode)
     code = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\nprint('parent done')\n"
     res = sandbox.run_python(code, timeout_s=5)
     assert (res.status, res.stdout, res.isolation.split("+")[0]) == ("passed", "parent done\n", "rlimits only")
@@ -318,3 +319,117 @@ def test_tests_keep_unittest_mock_subtests_and_fixtures():
     )
     res = sandbox.run_tests(program, tests, "load")
     assert (res.status, res.tests_run) == ("passed", 3), res.stderr[-800:]
+
+
+# Speed work (issue 13): the zygote, the precompiled harness and the pool must not change what a run is.
+
+ZYGOTE = FULL and os.geteuid() == 0  # where runs go through the zygote (root, mount+PID namespaces)
+ADD_TESTS = "assert add(1, 2) == 3\nassert add(0, 0) == 0\n"
+GOOD = "def add(a, b):\n    return a + b\n"
+
+
+def _neighbours_jobs() -> list[tuple[str, str, str | None, str, str]]:
+    """(program, tests, entry point, expected status, reason fragment): hostile jobs between good ones."""
+    return [
+        (GOOD, ADD_TESTS, "add", "passed", ""),
+        ("while True:\n    pass\n", ADD_TESTS, "add", "timeout", "timeout"),
+        (GOOD, ADD_TESTS, "add", "passed", ""),
+        ("import os\nos.kill(os.getpid(), 11)\n", ADD_TESTS, "add", "failed", "signal SIGSEGV"),
+        ("import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(60)\n", ADD_TESTS, "add", "failed", "exit 1"),
+        ("def add(a, b):\n    return a - b\n", ADD_TESTS, "add", "failed", "exit 1"),
+        ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\nimport os\nos._exit(0)\n", ADD_TESTS, "add", "failed", "exited before the verdict"),
+        ("xs = []\nwhile True:\n    xs.append(bytearray(10**7))\n", ADD_TESTS, "add", "failed", "MemoryError"),
+        (GOOD + "open('/tmp/work/planted.py', 'w').write('x')\n", ADD_TESTS, "add", "passed", ""),
+        (GOOD + "import os\nassert not os.path.exists('/tmp/work/planted.py')\n", ADD_TESTS, "add", "passed", ""),
+        (GOOD, ADD_TESTS, "add", "passed", ""),
+    ]
+
+
+@pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "unshare"])
+def test_a_sample_never_affects_its_neighbours(monkeypatch, zygote):
+    """Timeouts, crashes, fork bombs, daemons, memory hogs and planted files among good samples in one
+    run_tests_many call: every job keeps its own verdict, through the zygote and through `unshare`."""
+    monkeypatch.setattr(sandbox.process, "USE_ZYGOTE", zygote)
+    # a comment makes every job distinct: none is served from the cache, each is a run of its own
+    jobs = [(f"# job {i} {zygote}\n" + p, t, e, st, why) for i, (p, t, e, st, why) in enumerate(_neighbours_jobs())]
+    results = sandbox.run_tests_many([(p, t, e) for p, t, e, _, _ in jobs], timeout_s=3, cpu_s=30, memory_mb=200, max_procs=8)
+    got = [(r.status, reason in r.reason) for r, (_, _, _, _, reason) in zip(results, jobs)]
+    assert got == [(status, True) for _, _, _, status, _ in jobs], [(r.status, r.reason) for r in results]
+    assert len({r.uid for r in results}) == len(results)  # a fresh uid each
+    for r in results:
+        assert not os.path.exists(r.workdir)
+    leftovers = [p for r in results for p in _leftovers(r)]
+    for _ in range(50):  # SIGKILL was sent; give the kernel a moment to finish the exits
+        if not leftovers:
+            break
+        time.sleep(0.1)
+        leftovers = [p for r in results for p in _leftovers(r)]
+    assert leftovers == []
+
+
+@pytest.mark.skipif(not ZYGOTE, reason="runs go through the zygote only as root with namespaces")
+def test_a_zygote_run_is_a_fresh_isolated_interpreter():
+    """What the program sees through the zygote is what `unshare` gave it: PID 2 under our PID 1, an
+    empty /proc, no ctypes, its own uid, a fresh /tmp/work, no network, its limits."""
+    probe = (
+        "import os, sys, resource, socket\n"
+        "try:\n    import ctypes\n    ct = 'importable'\nexcept ImportError:\n    ct = 'gone'\n"
+        "try:\n    socket.create_connection(('127.0.0.1', 9), timeout=1)\n    net = 'open'\nexcept OSError:\n    net = 'closed'\n"
+        "print(os.getpid(), os.getppid(), os.listdir('/proc'), sorted(os.listdir('.')), ct, net, os.getuid(),\n"
+        "      resource.getrlimit(resource.RLIMIT_AS)[0] >> 20, resource.getrlimit(resource.RLIMIT_NPROC)[0], 'ctypes' in sys.modules)\n"
+    )
+    first, second = sandbox.run_python(probe, memory_mb=300, max_procs=7), sandbox.run_python(probe, memory_mb=300, max_procs=7)
+    for res in (first, second):
+        assert res.status == "passed", (res.reason, res.stderr)
+        assert res.stdout.split() == ["2", "1", "[]", "['main.py']", "gone", "closed", str(res.uid), "300", "7", "False"]
+        assert sandbox.helper_pids()  # it did go through the zygote
+    assert first.uid != second.uid and first.pgid != second.pgid
+
+
+@pytest.mark.skipif(not ZYGOTE, reason="runs go through the zygote only as root with namespaces")
+def test_a_dead_zygote_is_replaced():
+    assert sandbox.run_tests(GOOD, ADD_TESTS, "add").status == "passed"
+    (old,) = sandbox.helper_pids()
+    os.kill(old, 9)
+    psutil.Process(old).wait(timeout=10)
+    res = sandbox.run_tests(GOOD, ADD_TESTS, "add")
+    assert res.status == "passed", res.reason
+    assert sandbox.helper_pids() and old not in sandbox.helper_pids()
+
+
+@pytest.mark.parametrize("program,status", [(GOOD, "passed"), ("def add(a, b):\n    return 0\n", "failed")])
+def test_harness_falls_back_to_its_source_on_another_interpreter_version(program, status):
+    """The compiled harness and tests are only used by the interpreter version that compiled them;
+    another one compiles the harness's source and instruments the tests itself, to the same verdict."""
+    import sys
+
+    h = sandbox.build_harness(program, ADD_TESTS, "add")
+    assert h.count(f"sys.hexversion == {sys.hexversion}") == 1 and h.count(f", {sys.hexversion}, ") == 1
+    other = h.replace(f"sys.hexversion == {sys.hexversion}", "sys.hexversion == 0").replace(f", {sys.hexversion}, ", ", 0, ")
+    token = "EVALSUITE-VERDICT-" + secrets.token_hex(8)
+    res = sandbox.run_python(other, verdict_token=token, stdin=(token + "\n").encode())
+    assert (res.status, res.tests_run if status == "passed" else None) == (status, 1 if status == "passed" else None), res.stderr[-800:]
+    if status == "failed":
+        assert "<evalsuite-harness>" in res.stderr  # the traceback names the harness, not 60 KB of literals
+
+
+@pytest.mark.parametrize(
+    "raw,path",
+    [("/plain", "/plain"), ("/a\\040b", "/a b"), ("/x\\134y\\011z", "/x\\y\tz"), ("/n\\012", "/n\n"), ("/odd\\9z", "/odd\\9z"), ("/end\\04", "/end\\04")],
+)
+def test_mountinfo_paths_are_unescaped(raw, path):
+    from evalsuite.sandbox import isolation
+
+    assert isolation._unescape(raw) == path
+
+
+@pytest.mark.skipif(not ZYGOTE, reason="runs go through the zygote only as root with namespaces")
+def test_a_zygote_that_cannot_set_up_namespaces_hands_over_to_unshare(monkeypatch):
+    """If the zygote's child cannot unshare (here: an invalid flag), the program has not run: the run
+    is retried through `unshare`, passes, and later runs skip the zygote."""
+    monkeypatch.setitem(sandbox.process._zygote_state, "broken", None)
+    monkeypatch.setattr(sandbox.process, "_CLONE_NEWNET", 0x40000000 | 0x00000001)  # not a namespace flag: EINVAL
+    res = sandbox.run_tests("# handed over\n" + GOOD, ADD_TESTS, "add")
+    assert (res.status, res.tests_run) == ("passed", 1), (res.reason, res.stderr[-500:])
+    assert "zygote: OSError" in sandbox.process._zygote_state["broken"]
+    assert sandbox.process._zygote_for(sandbox.process._plan(sandbox.Limits())) is None

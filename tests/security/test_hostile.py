@@ -275,7 +275,7 @@ def _kill_marked(marker: str) -> None:
             pass
 
 
-MODES = ["this machine", "without namespaces"]
+MODES = ["this machine", "this machine without the zygote", "without namespaces"]
 
 
 @pytest.fixture(scope="module", params=MODES)
@@ -320,7 +320,7 @@ def campaign(request, tmp_path_factory):
         marker=f"evalsuite-daemon-{token}",
     )
     real = sandbox._mode(False)
-    if request.param == "this machine":
+    if request.param.startswith("this machine"):
         mode = Mode(real.label, real.namespaces, real.root)
     else:
         degraded = sandbox._Mode((), False, False, real.root, ("forced: no namespaces",), "rlimits only")
@@ -329,8 +329,10 @@ def campaign(request, tmp_path_factory):
     runnable = [h for h in HOSTILE if mode.allows(h.needs)]
     try:
         with pytest.MonkeyPatch.context() as mp:
-            if request.param != "this machine":
-                mp.setattr(sandbox, "_mode", lambda network: degraded)
+            if request.param == "without namespaces":
+                mp.setattr(sandbox.process, "_mode", lambda network: degraded)
+            # the zygote (the default where it applies) and the `unshare` path must hold the same line
+            mp.setattr(sandbox.process, "USE_ZYGOTE", request.param != "this machine without the zygote")
             with ThreadPoolExecutor(max_workers=4) as pool:
                 futures = {h.name: pool.submit(sandbox.run_tests, h.code.format(**host.fields()), TESTS, ENTRY, **{**LIMITS, **h.limits}) for h in runnable}
                 results = {name: f.result() for name, f in futures.items()}
@@ -419,7 +421,7 @@ def test_no_daemon_or_child_survives(campaign):
     else:
         pytest.skip("no namespaces and not root: a setsid daemon of the caller's uid can outlive the run")
     now = {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
-    assert now - campaign.children_before == set()
+    assert now - campaign.children_before - sandbox.helper_pids() == set()
 
 
 def test_planted_files_intact(campaign):

