@@ -266,31 +266,38 @@ def test_memory_reports(greedy):
     assert 0 < greedy.model_memory_mb() < 50
 
 
-def test_runner_end_to_end_on_tiny_model(tiny_dir, tmp_path):
-    """The runner drives the backend: batches, cache, summary with peak memory from the backend."""
-    from evalsuite.runner import RunOptions, run_suite
-    from evalsuite.suite import load_suite
-
-    suite = tmp_path / "suite.yaml"
+def tiny_suite(tmp_path, tiny_dir, name: str, max_new_tokens: int, extra: str = ""):
+    """A suite file: the example cases, the tiny model as the greedy baseline, `extra` variants."""
     import pathlib
 
     casesets = pathlib.Path(__file__).resolve().parents[2] / "casesets"
+    suite = tmp_path / "suite.yaml"
     suite.write_text(
         f"""
 schema_version: 1
-name: tiny
+name: {name}
 casesets: [{{path: {casesets}, tags: [example]}}]
-generation: {{max_new_tokens: 8, temperature: 0, batch_size: 2}}
+generation: {{max_new_tokens: {max_new_tokens}, temperature: 0, batch_size: 2}}
 variants:
   - name: baseline
     baseline: true
     backend: transformers
     model: {tiny_dir}
     options: {{device: cpu, cache_dir: {tmp_path / 'mcache'}}}
-  - name: lookup
-    speculative: {{method: prompt_lookup, num_tokens: 4}}
-"""
+""" + extra
     )
+    return suite
+
+
+def test_runner_end_to_end_on_tiny_model(tiny_dir, tmp_path):
+    """The runner drives the backend: batches, cache, summary with peak memory from the backend."""
+    from evalsuite.runner import RunOptions, run_suite
+    from evalsuite.suite import load_suite
+
+    suite = tiny_suite(tmp_path, tiny_dir, "tiny", 8, extra="""
+  - name: lookup
+    speculative: {method: prompt_lookup, num_tokens: 4}
+""")
     s = load_suite(suite)
     opts = RunOptions(limit=1, progress=False, score=False, cache_path=str(tmp_path / "gen.sqlite"), runs_dir=str(tmp_path / "runs"))
     res = run_suite(s, opts)
@@ -365,29 +372,13 @@ print(json.dumps({"generated": res.generated, "cached": res.cached, "torch": "to
 def test_warm_run_never_imports_torch_and_a_miss_loads_the_model(tiny_dir, tmp_path):
     """Every generation cached: the backend is built and fingerprinted without torch or transformers.
     One cache miss: torch is imported and the model loaded, as before."""
-    import pathlib
     import subprocess
     import sys
 
     from evalsuite.runner import RunOptions, run_suite
     from evalsuite.suite import load_suite
 
-    casesets = pathlib.Path(__file__).resolve().parents[2] / "casesets"
-    suite = tmp_path / "suite.yaml"
-    suite.write_text(
-        f"""
-schema_version: 1
-name: tiny-warm
-casesets: [{{path: {casesets}, tags: [example]}}]
-generation: {{max_new_tokens: 4, temperature: 0, batch_size: 2}}
-variants:
-  - name: baseline
-    baseline: true
-    backend: transformers
-    model: {tiny_dir}
-    options: {{device: cpu, cache_dir: {tmp_path / 'mcache'}}}
-"""
-    )
+    suite = tiny_suite(tmp_path, tiny_dir, "tiny-warm", 4)
     cache, runs = str(tmp_path / "gen.sqlite"), str(tmp_path / "runs")
     cold = run_suite(load_suite(suite), RunOptions(limit=1, progress=False, score=False, cache_path=cache, runs_dir=runs))
     assert cold.generated > 0 and cold.errors == 0
