@@ -42,7 +42,7 @@ def run(quick: bool = False) -> list[Row]:
     from evalsuite.prompting import build_requests
     from evalsuite.runner import RunOptions, run_suite
 
-    per, max_new, bs, rounds = (1, 16, 4, 2) if quick else (2, 32, 4, 4)
+    per, max_new, bs, rounds = (1, 16, 4, 2) if quick else (3, 96, 4, 4)  # full: the demo's quick profile (3 per scenario, 96 tokens)
     suite, base, cases = embedded_suite(per, max_new, bs)
     reqs = build_requests(cases, base)
     model_dir = ensure_embedded_model()

@@ -276,3 +276,14 @@ def test_warm_rerun_reuses_scores_and_equals_the_cold_run(write, tmp_path, monke
     # every quality rule judged alike; the performance rule has no timings on a warm run (nothing was generated)
     quality = [[x for x in v.to_dict()["results"] if x["rule"] != "performance"] for v in verdicts]
     assert quality[0] and quality[0] == quality[1]
+
+
+def test_model_load_is_timed_apart_from_generation(write, tmp_path):
+    """A backend that takes 1.5 s to load: the variant's wall_s (generation, throughput) does not
+    include it, load_s does; a fully cached re-run loads nothing."""
+    suite, _ = make_suite(write, tmp_path, n_cases=2, variants="", extra_base_options="      load_s: 1.5")
+    res = run(suite)
+    base = res.variants["base"]
+    assert base["load_s"] >= 1.5 and base["wall_s"] < 1.5, base
+    again = run(suite)
+    assert again.generated == 0 and again.variants["base"]["load_s"] == 0.0

@@ -9,6 +9,8 @@ Options (under a variant's `options`):
   backend would; the runner then retries the batch's requests one by one)
 - `delay_s`:  seconds per request (a number, or {case_id: seconds}); past the suite's
   `timeout_s` the request is reported as a timeout
+- `load_s`:   seconds the "model" takes to load (once, on `load()` or the first generate), as a
+  real backend's weights do
 - `call_log`: path of a file that gets one line per generated request (tests count calls with it)
 - `faults`:   {case_id: kind}: fault injection for reliability tests. Kinds that fail the whole
   batch, as a real backend would: `raise` (RuntimeError), `oom` (MemoryError), `cuda_oom` (an
@@ -76,7 +78,13 @@ class FakeBackend:
             return float(d.get(req.case_id, 0.0))
         return float(d)
 
+    def load(self) -> None:
+        if not getattr(self, "_loaded", False):
+            time.sleep(float(self.options.get("load_s", 0.0)))
+            self._loaded = True
+
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        self.load()
         errors = self.options.get("errors", {})
         failing = [r.case_id for r in requests if r.case_id in errors]
         if failing:
