@@ -113,7 +113,10 @@ def test_a_continuous_batching_cache_size_in_args_replaces_the_default():
 def test_llama_cpp_command_line_serves_the_gguf_under_an_alias():
     server = LocalServer("llama_cpp", "/w/SmolLM2.Q4_1.gguf")
     assert server.model_name == "SmolLM2.Q4_1"
-    assert server.command(9000)[1:] == ["-m", "llama_cpp.server", "--model", "/w/SmolLM2.Q4_1.gguf", "--model_alias", "SmolLM2.Q4_1", "--host", "127.0.0.1", "--port", "9000"]
+    assert server.command(9000)[1:] == ["-m", "llama_cpp.server", "--model", "/w/SmolLM2.Q4_1.gguf", "--model_alias", "SmolLM2.Q4_1", "--host", "127.0.0.1", "--port", "9000", "--interrupt_requests", "False"]
+    # a new request must not interrupt the one being streamed, unless the suite says otherwise
+    own = LocalServer("llama_cpp", "/w/SmolLM2.Q4_1.gguf", args=["--interrupt_requests", "True"]).command(9000)
+    assert own.count("--interrupt_requests") == 1 and own[-1] == "True"
 
 
 def test_missing_packages_name_the_extra(monkeypatch):
