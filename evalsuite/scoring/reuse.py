@@ -24,7 +24,6 @@ import hashlib
 import json
 import sys
 from dataclasses import fields
-from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
@@ -65,14 +64,9 @@ def code_digest() -> str:
 @functools.lru_cache(maxsize=None)
 def _environment() -> dict:
     from .. import __version__
+    from ..models import library_identity
 
-    libs = {}
-    for name in _LIBRARIES:
-        try:
-            libs[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            libs[name] = None
-    return {"evalsuite": __version__, "python": list(sys.version_info[:2]), "libraries": libs, "code": code_digest()}
+    return {"evalsuite": __version__, "python": list(sys.version_info[:2]), "libraries": library_identity(*_LIBRARIES), "code": code_digest()}
 
 
 def scorer_key(spec: ScorerSpec) -> str:
