@@ -1,6 +1,6 @@
 """Adaptive verdicts against the fixed-n gate, on the same data: false alarms, catch rate, cases.
 
-    python benchmarks/bench_adaptive.py [--reps 200] [--stage production] [--out reports/bench_adaptive.json]
+    python benchmarks/bench_adaptive.py [--reps 200] [--stage production] [--pass-side evalsuite|oracle|free] [--out FILE]
 
 Setup (once, fake backend, nothing to download): the synthetic case sets of the gate tests at the
 shipped sizes (100 kb_qa, 75 code, 80 brand; tests/verdict_synth.py), a correct baseline, and every
@@ -12,6 +12,11 @@ degrader's seeded choice of cases (degrade.choose_cases with seed = repetition) 
 scores on the variant. "Unchanged" variants are noise only. The fixed-n gate (evalsuite.gate on the full paired comparison) and the
 adaptive verdict (evalsuite.adaptive.verdict.replay: the driver's batch loop on a seeded order,
 seed = repetition) judge the same variant; the adaptive one reports how many cases it generated.
+
+`--pass-side oracle` puts the best pass side any gate could have (the SPRT that knows the noise
+rate) in place of evalsuite's, and `--pass-side free` one that passes at once (the cost of the rest);
+the run also prints the floor on cases that any gate with a given miss rate must pay without noise
+(benchmarks/adaptive_frontier.py). docs/thresholds.md reads the three side by side.
 
 Prints one markdown table (the one in docs/thresholds.md) and writes the raw figures as JSON.
 """
@@ -31,7 +36,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
+from benchmarks.adaptive_frontier import patched, prefix_floor  # noqa: E402
 from evalsuite.adaptive.verdict import AdaptiveSettings, build_checks, replay, seeded_order  # noqa: E402
 from evalsuite.compare import CaseAgg, Comparison, _compare_metric, per_case  # noqa: E402
 from evalsuite.degrade import KINDS, choose_cases  # noqa: E402
@@ -99,7 +106,11 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="semicolon-separated condition names (default: all)")
     ap.add_argument("--until", default=AdaptiveSettings.until, choices=("rules", "verdict"), help="stop a variant once every block rule is decided, or once its verdict is")
     ap.add_argument("--tolerance", type=float, default=AdaptiveSettings.tolerance, help="the pass side rules out a drop of max(rule threshold, tolerance)")
-    ap.add_argument("--out", default=str(ROOT / "reports" / "bench_adaptive.json"))
+    ap.add_argument("--pass-side", default="evalsuite", choices=("evalsuite", "oracle", "free"),
+                    help="oracle: the SPRT that knows each condition's noise rate in place of evalsuite's pass side; free: a pass side that passes "
+                         "at once, leaving the cost of everything else (benchmarks/adaptive_frontier.py)")
+    ap.add_argument("--pass-max-seen", type=float, default=None, help="early passes only while the drop seen is at most this share of tau (default: evalsuite's)")
+    ap.add_argument("--out", default=None, help="default: reports/bench_adaptive.json, or bench_adaptive_PASS-SIDE.json")
     ap.add_argument("--setup-cache", default=None, help="pickle of the scored setup, reused when present (parallel runs)")
     args = ap.parse_args()
     sr = load_rubric(ROOT / "rubrics" / "default.yaml").for_stage(args.stage)
@@ -115,19 +126,22 @@ def main() -> None:
         if cache is not None:
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_bytes(pickle.dumps((cases, base, damaged)))
-    print(f"setup {time.perf_counter() - t0:.0f}s: {len(cases)} cases; stage {args.stage}, alpha {sr.alpha}, {args.reps} repetitions per condition, until {args.until}, tolerance {args.tolerance:g}", flush=True)
+    print(f"setup {time.perf_counter() - t0:.0f}s: {len(cases)} cases; stage {args.stage}, alpha {sr.alpha}, {args.reps} repetitions per condition, until {args.until}, "
+          f"tolerance {args.tolerance:g}, pass side {args.pass_side}" + (f", early passes while the drop seen <= {args.pass_max_seen:g} tau" if args.pass_max_seen is not None else ""), flush=True)
     scenarios = tuple(sorted({s for s, _ in base}))
     rows, raw = [], {}
     conds = [c for c in CONDITIONS if args.only is None or c[0] in args.only.split(";")]
     for name, kind, rate, q in conds:
         t1 = time.perf_counter()
         fx, ad, gen = [], [], []
+        oracle_q = {"evalsuite": None, "oracle": q, "free": "free"}[args.pass_side]
         for rep in range(args.reps):
             b, var = make_pair(base, damaged, cases, kind, rate, q, rep)
             fx.append(fixed_fails(b, var, sr, scenarios))
             order = seeded_order(cases, rep)
             checks = build_checks(sr, b, order, AdaptiveSettings(stage=args.stage, tolerance=args.tolerance))
-            st = replay("v", checks, b, var, order, batch_size=8, until=args.until)
+            with patched(oracle_q, args.pass_max_seen):
+                st = replay("v", checks, b, var, order, batch_size=8, until=args.until)
             ad.append(st.verdict == "fail")
             gen.append(st.generated / len(order))
         raw[name] = {"fixed_fail": float(np.mean(fx)), "adaptive_fail": float(np.mean(ad)), "cases_share_mean": float(np.mean(gen)),
@@ -136,12 +150,20 @@ def main() -> None:
         what = "false alarms" if kind is None else "caught"
         rows.append(f"| {name} | {what} | {r['fixed_fail']:.3f} | {r['adaptive_fail']:.3f} | {100 * r['cases_share_mean']:.0f}% (median {100 * r['cases_share_median']:.0f}%) | {100 * r['agree']:.0f}% |")
         print(rows[-1], f"  [{time.perf_counter() - t1:.0f}s]", flush=True)
+    floors = {m: float(np.mean([prefix_floor(build_checks(sr, base, o, AdaptiveSettings(stage=args.stage)), o, m)
+                                for o in (seeded_order(cases, rep) for rep in range(min(args.reps, 50)))])) for m in (0.005, 0.02, 0.05)}
+    print()
+    print("Without noise, a gate that misses a planted 10% drop in any one check at most m of the time must generate, on an unchanged variant, at least: " +
+          ", ".join(f"{100 * v:.0f}% of the cases (m = {m:g})" for m, v in floors.items()) + " (benchmarks/adaptive_frontier.prefix_floor)")
+    raw["prefix_floor"] = {str(m): v for m, v in floors.items()}
     print()
     print(f"| condition ({args.reps} seeded repetitions) | rate of | fixed-n gate | adaptive | adaptive cases generated (of {len(cases)}) | same verdict |")
     print("|---|---|---:|---:|---:|---:|")
     print("\n".join(rows))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"stage": args.stage, "alpha": sr.alpha, "until": args.until, "tolerance": args.tolerance, "cases": len(cases), "conditions": raw}, indent=2) + "\n")
+    out = Path(args.out or ROOT / "reports" / ("bench_adaptive.json" if args.pass_side == "evalsuite" else f"bench_adaptive_{args.pass_side}.json"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"stage": args.stage, "alpha": sr.alpha, "until": args.until, "tolerance": args.tolerance, "pass_side": args.pass_side,
+                               "pass_max_seen": args.pass_max_seen, "cases": len(cases), "conditions": raw}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -83,6 +83,8 @@ def run(
     stage: str = typer.Option("production", "--stage", help="with --adaptive: the rubric stage whose block rules decide"),
     seed: int = typer.Option(0, "--seed", help="with --adaptive: seeds the case order"),
     until: str = typer.Option("verdict", "--until", help="with --adaptive: stop a variant once its verdict is decided (verdict) or once every block rule is (rules)"),
+    tolerance: float = typer.Option(0.10, "--tolerance", help="with --adaptive: an early pass rules out a drop of max(rule threshold, this) over a check's cases; "
+                                    "lower catches smaller drops and costs more cases (docs/thresholds.md)"),
 ) -> None:
     """Generate (or resume) a run of a suite, then score it."""
     from .runner import RunOptions, run_suite
@@ -94,7 +96,7 @@ def run(
         if adaptive:  # its statistics (scipy) cost most of a warm run's start: imported only when asked
             from .adaptive.driver import run_adaptive_cli
 
-        res = (functools.partial(run_adaptive_cli, stage=stage, seed=seed, until=until, console=console) if adaptive else run_suite)(
+        res = (functools.partial(run_adaptive_cli, stage=stage, seed=seed, until=until, tolerance=tolerance, console=console) if adaptive else run_suite)(
             s,
             RunOptions(
                 variants=variants.split(",") if variants else None,

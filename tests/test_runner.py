@@ -221,6 +221,25 @@ def test_one_variable_warning(write, tmp_path, caplog):
     assert s.variant("two-things").changes == ("quantization", "speculative")
 
 
+def test_declared_changes_silence_the_one_variable_warning(write, tmp_path):
+    """A variant that declares exactly what it changes was made so on purpose: no warning. A
+    declaration that is short of the truth still warns, twice over."""
+    suite, _ = make_suite(write, tmp_path, variants="""
+  - name: two-things
+    quantization: {method: bnb, bits: 8}
+    speculative: {method: prompt_lookup}
+    changes: [speculative, quantization]
+  - name: half-told
+    quantization: {method: bnb, bits: 4}
+    speculative: {method: prompt_lookup}
+    changes: quantization
+""")
+    s = load_suite(suite)
+    assert not any("two-things" in w for w in s.warnings)
+    told = [w for w in s.warnings if "half-told" in w]
+    assert any("change one variable at a time" in w for w in told) and any("declares changes" in w for w in told)
+
+
 @pytest.mark.parametrize(
     "snippet,field,message",
     [

@@ -5,7 +5,9 @@ Flow: the baseline (and any `noise: true` rerun) runs in full first, through the
 and cache, and is scored. Then each variant draws its cases in the run's seeded order (stratified by
 scenario), skipping cases no open block rule needs; after each batch the new outputs are scored and
 every check is re-evaluated on the generated prefix. Generation goes through the runner's own
-`_run_variant` (cache, error handling, durability), one batch of cases at a time.
+`_run_variant` (cache, error handling, durability), one batch of cases at a time; scoring reuses
+the cache's stored scores (evalsuite.scoring.reuse), so the baseline is not re-scored batch after
+batch and a warm adaptive re-run calls no scorer.
 
 State, in the run directory's `adaptive.json` (replaced atomically after every step): the settings,
 the case order, and per variant the completed batches, the batch in flight, and the latest decision
@@ -86,6 +88,8 @@ def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) 
         raise EvalsuiteError(f"adaptive: until must be 'verdict' or 'rules', got {settings.until!r}")
     if not 0 < settings.split < 1:
         raise EvalsuiteError(f"adaptive: split must be between 0 and 1 (exclusive), got {settings.split!r}")
+    if not 0 < settings.tolerance < 1:
+        raise EvalsuiteError(f"adaptive: tolerance must be a drop between 0 and 1 (exclusive), got {settings.tolerance!r}")
     cases = select_cases(suite, opts.scenarios, opts.limit)
     chosen = [v for v in suite.variants if not v.baseline]
     if opts.variants is not None:
@@ -139,7 +143,8 @@ def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) 
             sig.setdefault("variants", {})[v.name] = fp
             store.write_json("signature.json", sig)
             generated = {c for b in entry["batches"] for c in b}
-            records = score_generations([by_id[c] for c in order if c in generated], [g for g in store.generations() if g.variant in (baseline, v.name) and g.case_id in generated], baseline) if generated else []
+            records = score_generations([by_id[c] for c in order if c in generated], [g for g in store.generations() if g.variant in (baseline, v.name) and g.case_id in generated], baseline,
+                                        cache=cache) if generated else []
             records = [r for r in records if r.variant == v.name]
             done = {g.key() for g in store.generations() if g.ok}
             batch_size = settings.batch_size or v.generation.batch_size
@@ -163,7 +168,7 @@ def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) 
                     store.write_json("variants.json", summaries)
                     bset = set(batch)
                     gens = [g for g in store.generations() if g.case_id in bset and g.variant in (baseline, v.name)]
-                    records += [r for r in score_generations([by_id[c] for c in batch], gens, baseline) if r.variant == v.name]
+                    records += [r for r in score_generations([by_id[c] for c in batch], gens, baseline, cache=cache) if r.variant == v.name]
                     entry["batches"].append(batch)
                     entry["pending"] = None
                     generated |= bset
@@ -176,11 +181,11 @@ def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) 
             store.write_json(STATE_FILE, state)
             result.states[v.name] = st
             backend.close()
+        ref.variants = summaries
+        store.mark_complete(True, adaptive=True, generated=ref.generated, cached=ref.cached, errors=ref.errors)
+        score_run(store, cases, cache=cache)  # always: the gate of an adaptive run replays its decisions from the scores
     finally:
         cache.close()
-    ref.variants = summaries
-    store.mark_complete(True, adaptive=True, generated=ref.generated, cached=ref.cached, errors=ref.errors)
-    score_run(store, cases)  # always: the gate of an adaptive run replays its decisions from the scores
     return result
 
 
@@ -219,10 +224,10 @@ def replay_run(store: RunStore, stage: str = "production", rubric_path: str | No
     return out
 
 
-def run_adaptive_cli(suite, options, stage: str, seed: int, console, until: str = "verdict") -> Any:
+def run_adaptive_cli(suite, options, stage: str, seed: int, console, until: str = "verdict", tolerance: float = AdaptiveSettings.tolerance) -> Any:
     """`evalsuite run SUITE --adaptive`: run, print where each variant stopped and why; return the
     run result (the CLI prints its usual table after)."""
-    res = run_adaptive(suite, options, AdaptiveSettings(stage=stage, seed=seed, until=until))
+    res = run_adaptive(suite, options, AdaptiveSettings(stage=stage, seed=seed, until=until, tolerance=tolerance))
     from rich.markup import escape
 
     for name, st in res.states.items():

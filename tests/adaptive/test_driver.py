@@ -185,3 +185,66 @@ def test_cli_until_rules_decides_every_block_rule(tmp_path, monkeypatch):
     checks = [c for c in state["variants"]["broken"]["state"]["checks"] if c["severity"] == "block"]
     assert checks and all(c["status"] in ("pass", "fail") for c in checks), checks
     assert sum(c["status"] == "fail" for c in checks) >= 1
+
+
+def test_warm_adaptive_rerun_calls_no_scorer_and_stops_at_the_same_place(tmp_path, monkeypatch):
+    """Scoring in the adaptive loop reuses stored scores: the baseline is scored once, and a re-run
+    with the same cache generates nothing, calls no scorer and reaches the same decisions."""
+    import dataclasses
+    import functools
+    from collections import Counter
+
+    from evalsuite.scoring import run as scoring_run
+
+    calls: Counter = Counter()
+    real = scoring_run.load_scorers
+
+    def counted():
+        def wrap(spec):
+            @functools.wraps(spec.fn)
+            def fn(*args):
+                calls[spec.name] += 1
+                return spec.fn(*args)
+
+            return dataclasses.replace(spec, fn=fn)
+
+        return [wrap(s) for s in real()]
+
+    monkeypatch.setattr(scoring_run, "load_scorers", counted)
+    suite = load_suite(make_suite(tmp_path, [BROKEN]))
+    settings = AdaptiveSettings(stage="production")
+    cold = run_adaptive(suite, RunOptions(progress=False), settings)
+    # each (variant, case) is scored at most once per scorer, however many batches ran
+    brand_scorers = max(calls.values())
+    assert cold.states["broken"].generated < 80 and brand_scorers <= 80 + cold.states["broken"].generated
+    calls.clear()
+    warm = run_adaptive(suite, RunOptions(progress=False), settings)
+    assert sum(calls.values()) == 0, calls
+    a, b = (json.loads((r.store.dir / STATE_FILE).read_text())["variants"]["broken"] for r in (cold, warm))
+    assert a["batches"] == b["batches"] and a["state"]["verdict"] == b["state"]["verdict"] == "fail"
+    assert warm.run.generated == 0 and warm.store.dir != cold.store.dir
+
+
+def test_cli_tolerance_is_recorded_and_trades_cases_for_strictness(tmp_path, monkeypatch):
+    """`--tolerance`: a clean variant passes later with a stricter (smaller) tolerance, earlier with
+    a looser one; the setting is recorded; a tolerance outside (0, 1) is refused with its name."""
+    from typer.testing import CliRunner
+
+    from evalsuite.cli import app
+
+    suite = make_suite(tmp_path, [CLEAN])
+    monkeypatch.chdir(tmp_path)
+    used = {}
+    runs = tmp_path / "out" / "runs"
+    for tol in ("0.05", "0.3"):
+        before = set(runs.iterdir()) if runs.is_dir() else set()
+        r = CliRunner().invoke(app, ["run", str(suite), "--adaptive", "--stage", "production", "--tolerance", tol, "-q"])
+        assert r.exit_code == 0, r.output
+        (run_dir,) = set(runs.iterdir()) - before
+        state = json.loads((run_dir / STATE_FILE).read_text())
+        assert state["settings"]["tolerance"] == float(tol)
+        assert state["variants"]["clean"]["state"]["verdict"] == "pass"
+        used[tol] = state["variants"]["clean"]["generated"]
+    assert used["0.3"] < used["0.05"], used
+    bad = CliRunner().invoke(app, ["run", str(suite), "--adaptive", "--tolerance", "1.5", "-q"])
+    assert bad.exit_code != 0 and "tolerance" in bad.output
