@@ -48,6 +48,8 @@ from . import sequential as sq
 
 DEFAULT_TOLERANCE = 0.10
 DEFAULT_SPLIT = 0.5
+#: a check passes early only while the drop seen so far is at most this share of its tau
+PASS_MAX_SEEN = 0.5
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,14 @@ class Check:
     @property
     def key(self) -> str:
         return f"{self.rule.name}:{self.scenario}/{self.metric}"
+
+    @property
+    def unit_range(self) -> bool:
+        """Whether the per-case values are taken to lie in [0, 1] (pass shares always; a continuous
+        metric when every baseline value does): the bounds that curtailment and the pass side's
+        without-replacement test rest on. A metric on another scale (a count, a 0-100 score) is
+        decided by curtailment only at its last case, and passes only at the final look."""
+        return self.pass_fail or all(0.0 <= x <= 1.0 for x in self.base_values)
 
 
 def _case_value(agg: CaseAgg, pass_fail: bool) -> float:
@@ -219,8 +229,13 @@ def _seq_arrays(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, Cas
     def after(x_obs: np.ndarray, x_rest: float) -> np.ndarray:  # sum over the cases after each observed one
         return (x_obs.sum() - np.cumsum(x_obs)) + x_rest if len(x_obs) else np.zeros(0)
 
-    return {"ids": ids, "b": b_arr, "v": v_arr, "d": d, "n_pop": len(check.population) - dropped,
-            "dmax_after": after(dmax_o, float(dmax_r.sum())), "dmin_after": after(dmin_o, float(dmin_r.sum())),
+    n_pop = len(check.population) - dropped
+    # the [0, 1] bounds hold up to each observed case (a variant value outside them voids them from there on)
+    bounded = np.logical_and.accumulate((v_arr >= 0.0) & (v_arr <= 1.0)) & check.unit_range if len(ids) else np.zeros(0, dtype=bool)
+    open_after = ~bounded & (n_pop - np.arange(1, len(ids) + 1) > 0)  # unbounded, with cases still to come
+    return {"ids": ids, "b": b_arr, "v": v_arr, "d": d, "n_pop": n_pop, "bounded": bounded,
+            "dmax_after": np.where(open_after, np.inf, after(dmax_o, float(dmax_r.sum()))),
+            "dmin_after": np.where(open_after, -np.inf, after(dmin_o, float(dmin_r.sum()))),
             "bpass_after": after(bp_o, bp_r), "p2f": np.cumsum((bp_o > 0) & (vp_o == 0)) if check.pass_fail else np.zeros(len(ids)),
             "exhausted": k_all == len(check.population)}
 
@@ -242,6 +257,10 @@ def _exact(check: Check, s: dict) -> tuple[int | None, int | None, str]:
     idx = np.arange(1, k + 1)
     cv, cd = np.cumsum(s["v"]), np.cumsum(s["d"])
     rem = n - idx
+    # the most and the least the remaining cases' values could add: [0, 1] each, unbounded off that range
+    bd = s["bounded"]
+    v_hi = np.where(bd, rem.astype(float), np.where(rem > 0, np.inf, 0.0))
+    v_lo = np.where(bd | (rem <= 0), 0.0, -np.inf)
 
     def part(fail: np.ndarray, ok: np.ndarray, why: str) -> None:
         f = _first(fail)
@@ -250,9 +269,9 @@ def _exact(check: Check, s: dict) -> tuple[int | None, int | None, str]:
         pass_at.append(_first(ok))
 
     if r.min is not None:
-        part((cv + rem) / n < r.min, cv / n >= r.min, f"the value over all {n} cases can no longer reach min {r.min:g}")
+        part((cv + v_hi) / n < r.min, (cv + v_lo) / n >= r.min, f"the value over all {n} cases can no longer reach min {r.min:g}")
     if r.max is not None:
-        part(cv / n > r.max, (cv + rem) / n <= r.max, f"the value over all {n} cases exceeds max {r.max:g} whatever the rest")
+        part((cv + v_lo) / n > r.max, (cv + v_hi) / n <= r.max, f"the value over all {n} cases exceeds max {r.max:g} whatever the rest")
     if not check.sequential:
         lo, hi = (cd + s["dmin_after"]) / n, (cd + s["dmax_after"]) / n
         if r.max_drop is not None:
@@ -302,7 +321,8 @@ def evaluate_check(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, 
         le_pass = sq.no_large_drop_log_e(d, s["n_pop"], check.tau, s["dmax_after"])
         # and, like the fail side's materiality, the drop seen so far is at most half the tolerance: a
         # drop already near tau is left to run on (the fixed-n test may fail it) rather than tolerated
-        seq_pass = sq.first_crossing(le_pass, check.alpha_pass, harm_run <= check.tau / 2 + 1e-12)
+        # (the test assumes each d in [-1, 1]: no early pass off the [0, 1] range, where d is clipped)
+        seq_pass = sq.first_crossing(le_pass, check.alpha_pass, (harm_run <= check.tau * PASS_MAX_SEEN + 1e-12) & s["bounded"])
         if seq_pass is not None and seq_pass + 1 >= s["n_pop"]:
             seq_pass = None  # at the last case passing early saves nothing: the final look (the fixed-n test) judges
         top_f, top_p = float(np.max(le_fail)), float(np.max(le_pass))
@@ -415,7 +435,8 @@ def evaluate(variant: str, checks: Sequence[Check], base: Mapping[tuple[str, str
         for i in looks:
             ch = checks[i]
             delta, p_cross = final(i)
-            rule = _with_alpha(ch.rule, alpha_f if ch.block else ch.alpha_final)
+            # each rule at its own alpha (as the fixed-n gate judges it), less the crossing mass taken off
+            rule = _with_alpha(ch.rule, ch.alpha_final - (alpha - alpha_f) if ch.block else ch.alpha_final)
             noise = noise_floor(ch.scenario, ch.metric) if noise_floor else None
             p = cons.get(i) if ch.block else delta.p_worse
             reason = rule.fails(delta, noise, p)

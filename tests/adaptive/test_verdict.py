@@ -164,3 +164,71 @@ def test_every_case_generated_gives_the_fixed_n_decision(p2f, f2p, fixed_fails):
     assert r.how == "final look" and r.numbers["alpha_final"] == pytest.approx(0.05)
     assert p - 1e-12 <= r.numbers["p_adjusted"] <= p + r.numbers["p_cross"] + 1e-12
     assert {x.how for x in st.results if x is not r} == {"sequential"}  # the other two passed early
+
+def _points_metric(seed: int = 1):
+    """80 brand cases of a continuous metric on a 0-100 scale (higher is better, no pass/fail)."""
+    brand = [c for c in cases() if c.scenario == "brand"]
+    order = seeded_order(brand, 0)
+    rng = np.random.default_rng(seed)
+    values = {c: float(rng.uniform(50, 90)) for c in order}
+    base = {("brand", "score.points"): {c: CaseAgg(values=[x]) for c, x in values.items()}}
+    return order, values, base
+
+
+def _run_points(rules: list, base, var, order):
+    sr = parse_rubric({"schema_version": 1, "name": "t", "alpha": 0.05, "rules": rules}).for_stage("production")
+    checks = build_checks(sr, base, order, AdaptiveSettings())
+    return replay("v", checks, base, var, order, batch_size=8)
+
+
+def test_a_metric_off_the_unit_range_is_not_curtailed_as_if_its_values_were_in_0_1():
+    """`min: 40` on a 0-100 metric that the variant leaves unchanged (mean about 70): curtailment
+    that assumed every remaining case adds at most 1 failed it at its first case."""
+    order, values, base = _points_metric()
+    same = {k: {c: CaseAgg(values=list(a.values)) for c, a in v.items()} for k, v in base.items()}
+    st = _run_points([{"name": "r-min", "scenario": "brand", "metric": "score.points", "min": 40}], base, same, order)
+    r = st.results[0]
+    assert st.verdict == "pass" and r.status == "pass" and r.decided_at == 80
+    # and `max: 60` on the same unchanged metric fails, at its last case at the earliest
+    st = _run_points([{"name": "r-max", "scenario": "brand", "metric": "score.points", "max": 60}], base, same, order)
+    assert st.verdict == "fail"
+
+
+def test_a_large_drop_on_a_metric_off_the_unit_range_is_not_passed_early():
+    """A 0-100 metric, max_drop 5 with significance: the variant loses 30 points on every case but
+    the first in the run's order. The pass side clipped d to [-1, 1], found a drop of tau = 5
+    impossible and passed the check after one case; the fixed-n gate fails it."""
+    order, values, base = _points_metric()
+    var = {("brand", "score.points"): {c: CaseAgg(values=[x - (0.0 if c == order[0] else 30.0)]) for c, x in values.items()}}
+    rule = {"name": "r-drop", "scenario": "brand", "metric": "score.points", "max_drop": 5, "require_significance": True}
+    st = _run_points([rule], base, var, order)
+    assert st.verdict == "fail" and st.results[0].status == "fail"
+
+
+@pytest.mark.parametrize("json_first", [False, True])
+def test_the_final_look_judges_each_rule_at_its_own_alpha_whatever_the_rule_order(json_first):
+    """Two brand rules, json.valid with `require_significance: 0.01` (12 pass->fail against 4
+    fail->pass: p = 0.038, not significant at 0.01) and terminology.retention at the stage's 0.05
+    (nothing moves). The fixed-n gate passes json.valid; the final look used the alpha of the
+    family's first rule for every rule, so listing retention first failed it at 0.05."""
+    brand = [c for c in cases() if c.scenario == "brand"]
+    order = seeded_order(brand, 0)
+    fam = [("brand", "json.valid"), ("brand", "terminology.retention")]
+    base = {k: {c: agg(True) for c in order} for k in fam}
+    var = {k: dict(v) for k, v in base.items()}
+    key = ("brand", "json.valid")
+    spread = order[::5][:16]
+    back = set(spread[1::4])
+    for c in spread:
+        if c in back:
+            base[key][c] = agg(False)
+        else:
+            var[key][c] = agg(False)
+    rules = [{"name": "r-ret", "scenario": "brand", "metric": "terminology.retention", "max_drop": 0.02, "require_significance": True},
+             {"name": "r-json", "scenario": "brand", "metric": "json.valid", "max_drop": 0.02, "require_significance": 0.01}]
+    sr = parse_rubric({"schema_version": 1, "name": "t", "alpha": 0.05, "rules": rules[::-1] if json_first else rules}).for_stage("production")
+    st = replay("v", build_checks(sr, base, order, AdaptiveSettings()), base, var, order, batch_size=8)
+    r = next(x for x in st.results if x.rule == "r-json")
+    assert r.how == "final look" and r.numbers["p_adjusted"] == pytest.approx(0.0384, abs=1e-4)
+    assert r.numbers["alpha_final"] == pytest.approx(0.01)
+    assert st.verdict == "pass" and r.status == "pass"
