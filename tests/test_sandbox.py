@@ -433,3 +433,52 @@ def test_a_zygote_that_cannot_set_up_namespaces_hands_over_to_unshare(monkeypatc
     assert (res.status, res.tests_run) == ("passed", 1), (res.reason, res.stderr[-500:])
     assert "zygote: OSError" in sandbox.process._zygote_state["broken"]
     assert sandbox.process._zygote_for(sandbox.process._plan(sandbox.Limits())) is None
+
+
+@pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "unshare"])
+def test_stdin_the_program_never_reads_cannot_hold_up_the_wall_timeout(monkeypatch, zygote):
+    """More stdin than a pipe holds, to a program that never reads it: the wall timeout still ends
+    the run (stdin was written with a blocking write before the wait began, so the run ended only when
+    the program did, as a pass); a program that reads it gets all of it."""
+    monkeypatch.setattr(sandbox.process, "USE_ZYGOTE", zygote)
+    data = b"x" * (4 << 20)
+    res = sandbox.run_python("import time\ntime.sleep(20)\n", stdin=data, timeout_s=1.5, cpu_s=30)
+    assert (res.status, res.reason) == ("timeout", "wall timeout (1.5 s)"), (res.status, res.reason)
+    res = sandbox.run_python("import sys\nprint(len(sys.stdin.buffer.read()))\n", stdin=data, timeout_s=30)
+    assert (res.status, res.stdout) == ("passed", f"{len(data)}\n"), (res.reason, res.stderr[-500:])
+
+
+@pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "unshare"])
+def test_a_bootstrap_that_fails_says_why(monkeypatch, zygote):
+    """An exception in the bootstrap (here: a uid chown rejects) is an error whose reason shows the
+    traceback, through the zygote as through `unshare` (the zygote's child used to exit silently:
+    the reason was "sandbox bootstrap ended with None: " and nothing else)."""
+    import dataclasses
+
+    monkeypatch.setattr(sandbox.process, "USE_ZYGOTE", zygote)
+    plan = sandbox.process._plan
+    monkeypatch.setattr(sandbox.process, "_plan", lambda lim: dataclasses.replace(plan(lim), uid=2**40))
+    res = sandbox.run_python("print('never runs')\n")
+    assert res.status == "error" and "OverflowError" in res.reason and "os.chown" in res.reason, res.reason
+    assert "never runs" not in res.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs programs as a uid of their own, killed by uid")
+def test_degraded_mode_kills_daemons_left_at_the_wall_timeout(monkeypatch):
+    """Without a PID namespace, a wall timeout kills the process group and then every process of the
+    run's uid, with an interpreter that uid can reach (the suite's own may be under /root, as pyenv's
+    is: the kill then failed to start and a `setsid` daemon outlived the run)."""
+    mode = sandbox._Mode((), False, False, True, ("network NOT isolated", "no private /tmp"), "rlimits only")
+    monkeypatch.setattr(sandbox.process, "_mode", lambda network: mode)
+    code = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\ntime.sleep(60)\n"
+    res = sandbox.run_python(code, timeout_s=2, cpu_s=30)
+    assert (res.status, res.reason) == ("timeout", "wall timeout (2 s)")
+    leftovers = _leftovers(res)
+    for _ in range(50):  # SIGKILL was sent; give the kernel a moment to finish the exits
+        if not leftovers:
+            break
+        time.sleep(0.1)
+        leftovers = _leftovers(res)
+    for p in leftovers:  # do not leave them to the rest of the session
+        p.kill()
+    assert leftovers == []

@@ -451,4 +451,10 @@ def _zygote_child(msg: bytes, fds: list) -> int:
         # "zygote:" tells the suite the program never ran: it retries the run through `unshare`
         os.write(status_fd, (repr({"setup_error": f"zygote: {type(exc).__name__}: {exc}"}) + "\n").encode())
         return 126
-    return _boot([cfg_path], status_fd)
+    try:
+        return _boot([cfg_path], status_fd)
+    except BaseException:  # noqa: BLE001 - as on the `unshare` path, the traceback goes to the run's stderr
+        import traceback
+
+        os.write(2, traceback.format_exc().encode("utf-8", "replace"))
+        return 1

@@ -175,9 +175,11 @@ def _read_all(fd: int) -> bytes:
         chunks.append(b)
 
 
-def _kill_uid_from_host(uid: int) -> None:
+def _kill_uid_from_host(uid: int, python: str) -> None:
+    """Kill every process of `uid` (kill(-1) as that uid), with an interpreter that uid can reach
+    (`_program_python`: the suite's own may live under a directory it cannot enter, such as /root)."""
     try:
-        subprocess.run([sys.executable, "-I", "-S", "-c", "import os; os.kill(-1, 9)"], user=uid, group=uid, extra_groups=[], timeout=10, capture_output=True)
+        subprocess.run([python, "-I", "-S", "-c", "import os; os.kill(-1, 9)"], user=uid, group=uid, extra_groups=[], timeout=10, capture_output=True)
     except (OSError, subprocess.SubprocessError):
         pass
 
@@ -265,45 +267,89 @@ def _bootstrap_cmd(plan: _Plan, cfg_path: str) -> list[str]:
     return prefix + (["--"] if prefix else []) + [sys.executable, "-I", "-S", "-B", "-c", _BOOT_CODE, boot, cfg_path]
 
 
-def _feed_stdin(proc: subprocess.Popen, data: bytes) -> None:
-    try:
-        proc.stdin.write(data)
-        proc.stdin.close()
-    except (BrokenPipeError, OSError):
-        pass
+class _Stdin:
+    """The write end of a run's stdin pipe, fed without blocking by the loop that waits for the run:
+    a program that never reads its stdin cannot hold the wall timeout up (a blocking write of more
+    than the pipe holds would wait for the program, however long it sleeps)."""
+
+    def __init__(self, fd: int, data: bytes) -> None:
+        os.set_blocking(fd, False)
+        self.fd, self.view = fd, memoryview(data)
+        if not self.view:
+            self.close()
+
+    def feed(self) -> None:
+        """Write what the pipe takes now; close it once everything is written or the reader is gone."""
+        if self.fd < 0:
+            return
+        try:
+            while self.view:
+                self.view = self.view[os.write(self.fd, self.view) :]
+        except BlockingIOError:
+            return  # the pipe is full: more when it has room
+        except OSError:
+            pass  # the run ended without reading it all: as with Popen's stdin, nothing more to give
+        self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
-def _exited_within(proc: subprocess.Popen, timeout_s: float) -> bool:
-    """Whether the bootstrap ended within `timeout_s`.
+def _poll_until(fd: int, deadline: float, stdin: _Stdin) -> bool:
+    """Wait until `fd` is readable or hung up (True) or the deadline passes (False), feeding `stdin`."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    fed = stdin.fd
+    if fed >= 0:
+        poller.register(fed, select.POLLOUT)
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        events = dict(poller.poll(max(1, int(remaining * 1000) + 1)))
+        if fed >= 0 and fed in events:
+            stdin.feed()
+            if stdin.fd < 0:
+                poller.unregister(fed)
+                fed = -1
+        if fd in events:
+            return True
+
+
+def _exited_within(proc: subprocess.Popen, timeout_s: float, stdin: _Stdin) -> bool:
+    """Whether the bootstrap ended within `timeout_s` (its stdin fed meanwhile).
 
     A pidfd wakes us the moment it exits: `Popen.wait(timeout=...)` polls with sleeps of up to 50 ms,
     which added about 25 ms of latency to every sample. Falls back to that where pidfds are missing.
     """
+    deadline = time.monotonic() + timeout_s
     try:
         fd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
+        while stdin.fd >= 0 and proc.poll() is None:  # feed stdin as the pipe takes it, looking in now and then
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            poller = select.poll()
+            poller.register(stdin.fd, select.POLLOUT)
+            if poller.poll(min(50, int(remaining * 1000) + 1)):
+                stdin.feed()
         try:
-            proc.wait(timeout=timeout_s)
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             return True
         except subprocess.TimeoutExpired:
             return False
     try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return proc.poll() is not None
-            if poller.poll(max(1, int(remaining * 1000) + 1)):
-                return True
+        return _poll_until(fd, deadline, stdin) or proc.poll() is not None
     finally:
         os.close(fd)
 
 
-def _wait_or_kill(proc: subprocess.Popen, timeout_s: float) -> bool:
+def _wait_or_kill(proc: subprocess.Popen, timeout_s: float, stdin: _Stdin) -> bool:
     """Wait for the bootstrap; past the wall timeout kill its whole process group. True if killed."""
-    if _exited_within(proc, timeout_s):
+    if _exited_within(proc, timeout_s, stdin):
         proc.wait()
         return False
     try:
@@ -408,15 +454,13 @@ def _stop_zygote() -> None:
         z.close()
 
 
-def _read_until_eof(fd: int, timeout_s: float) -> tuple[bytes, bool]:
-    """Everything written to the pipe `fd` until its writers are all gone (True) or the timeout (False)."""
+def _read_until_eof(fd: int, timeout_s: float, stdin: _Stdin) -> tuple[bytes, bool]:
+    """Everything written to the pipe `fd` until its writers are all gone (True) or the timeout (False),
+    feeding the run's `stdin` meanwhile."""
     chunks: list[bytes] = []
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
     deadline = time.monotonic() + timeout_s
     while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not poller.poll(max(1, int(remaining * 1000) + 1)):
+        if not _poll_until(fd, deadline, stdin):
             return b"".join(chunks), False
         b = os.read(fd, 65536)
         if not b:
@@ -431,6 +475,7 @@ def _execute_zygote(z: _Zygote, plan: _Plan, hostdir: str, code: str, stdin: byt
     flags = _CLONE_NEWNS | _CLONE_NEWPID | (0 if plan.limits.network else _CLONE_NEWNET)
     r_status, w_status = os.pipe()
     r_in, w_in = os.pipe()
+    feed = _Stdin(w_in, stdin)
     start = time.monotonic()
     try:
         cfg_path = _write_inputs(plan, hostdir, code, -1)
@@ -439,16 +484,8 @@ def _execute_zygote(z: _Zygote, plan: _Plan, hostdir: str, code: str, stdin: byt
             for fd in (r_in, w_status):
                 os.close(fd)
             r_in = w_status = -1
-            try:
-                view = memoryview(stdin)
-                while view:
-                    view = view[os.write(w_in, view) :]
-            except OSError:
-                pass  # the run ended without reading it all: as with Popen's stdin, nothing more to give
-            finally:
-                os.close(w_in)
-                w_in = -1
-            status, ended = _read_until_eof(r_status, plan.limits.timeout_s)
+            status, ended = _read_until_eof(r_status, plan.limits.timeout_s, feed)
+            feed.close()
             if not ended:
                 try:
                     os.killpg(pid, signal.SIGKILL)
@@ -460,7 +497,8 @@ def _execute_zygote(z: _Zygote, plan: _Plan, hostdir: str, code: str, stdin: byt
             err.seek(0)
             return _Outcome(out.read(), err.read(), status.decode("utf-8", "replace").splitlines(), not ended, None, duration, pid)
     finally:
-        for fd in (r_status, w_status, r_in, w_in):
+        feed.close()
+        for fd in (r_status, w_status, r_in):
             if fd >= 0:
                 os.close(fd)
 
@@ -479,7 +517,14 @@ def _execute(plan: _Plan, hostdir: str, code: str, stdin: bytes) -> _Outcome:
                 return out
             # the zygote could not set up namespaces that `unshare` could (the program never ran)
             _zygote_broken(setup_error)
+    return _execute_unshare(plan, hostdir, code, stdin)
+
+
+def _execute_unshare(plan: _Plan, hostdir: str, code: str, stdin: bytes) -> _Outcome:
+    """`_execute` through `unshare` (or a plain process): the bootstrap in its own session."""
     r_status, w_status = os.pipe()
+    r_in, w_in = os.pipe()
+    feed = _Stdin(w_in, stdin)
     start = time.monotonic()
     try:
         cfg_path = _write_inputs(plan, hostdir, code, w_status)
@@ -488,7 +533,7 @@ def _execute(plan: _Plan, hostdir: str, code: str, stdin: bytes) -> _Outcome:
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             proc = subprocess.Popen(
                 _bootstrap_cmd(plan, cfg_path),
-                stdin=subprocess.PIPE,
+                stdin=r_in,
                 stdout=out,
                 stderr=err,
                 pass_fds=(w_status,),
@@ -496,21 +541,23 @@ def _execute(plan: _Plan, hostdir: str, code: str, stdin: bytes) -> _Outcome:
                 cwd=hostdir,
                 start_new_session=True,
             )
-            os.close(w_status)
-            w_status = -1
-            _feed_stdin(proc, stdin)
-            wall_timeout = _wait_or_kill(proc, plan.limits.timeout_s)
+            for fd in (r_in, w_status):
+                os.close(fd)
+            r_in = w_status = -1
+            wall_timeout = _wait_or_kill(proc, plan.limits.timeout_s, feed)
+            feed.close()
             if plan.uid is not None and not plan.mode.pidns:
-                _kill_uid_from_host(plan.uid)  # stragglers outside the process group
+                _kill_uid_from_host(plan.uid, plan.python)  # stragglers outside the process group
             duration = time.monotonic() - start
             status_lines = _read_all(r_status).decode("utf-8", "replace").splitlines()
             out.seek(0)
             err.seek(0)
             return _Outcome(out.read(), err.read(), status_lines, wall_timeout, proc.returncode, duration, proc.pid)
     finally:
-        os.close(r_status)
-        if w_status >= 0:
-            os.close(w_status)
+        feed.close()
+        for fd in (r_status, w_status, r_in):
+            if fd >= 0:
+                os.close(fd)
 
 
 def _parse_status(lines: list[str]) -> tuple[dict, str | None]:
@@ -565,7 +612,8 @@ def _judge(out: _Outcome, boot: dict, setup_error: str | None, verdict: _Verdict
     if setup_error:
         return "error", f"sandbox setup failed: {setup_error}"
     if rc is None:
-        return "error", f"sandbox bootstrap ended with {out.bootstrap_rc}: {_truncate(out.stderr)[-500:]}"
+        ended = "without a report" if out.bootstrap_rc is None else f"with {out.bootstrap_rc}"  # zygote: no exit status here
+        return "error", f"sandbox bootstrap ended {ended}: {_truncate(out.stderr)[-500:]}"
     if rc == -signal.SIGXCPU or (rc == -signal.SIGKILL and (boot.get("cpu_s") or 0) >= lim.resolved_cpu_s() - 0.05):
         return "timeout", f"cpu limit ({lim.resolved_cpu_s()} s)"
     if verdict.failure:
