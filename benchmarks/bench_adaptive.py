@@ -155,7 +155,6 @@ def main() -> None:
     print()
     print("Without noise, a gate that misses a planted 10% drop in any one check at most m of the time must generate, on an unchanged variant, at least: " +
           ", ".join(f"{100 * v:.0f}% of the cases (m = {m:g})" for m, v in floors.items()) + " (benchmarks/adaptive_frontier.prefix_floor)")
-    raw["prefix_floor"] = {str(m): v for m, v in floors.items()}
     print()
     print(f"| condition ({args.reps} seeded repetitions) | rate of | fixed-n gate | adaptive | adaptive cases generated (of {len(cases)}) | same verdict |")
     print("|---|---|---:|---:|---:|---:|")
@@ -163,7 +162,8 @@ def main() -> None:
     out = Path(args.out or ROOT / "reports" / ("bench_adaptive.json" if args.pass_side == "evalsuite" else f"bench_adaptive_{args.pass_side}.json"))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"stage": args.stage, "alpha": sr.alpha, "until": args.until, "tolerance": args.tolerance, "pass_side": args.pass_side,
-                               "pass_max_seen": args.pass_max_seen, "cases": len(cases), "conditions": raw}, indent=2) + "\n")
+                               "pass_max_seen": args.pass_max_seen, "cases": len(cases), "conditions": raw,
+                               "prefix_floor": {str(m): v for m, v in floors.items()}}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
