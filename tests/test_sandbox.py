@@ -482,3 +482,19 @@ def test_degraded_mode_kills_daemons_left_at_the_wall_timeout(monkeypatch):
     for p in leftovers:  # do not leave them to the rest of the session
         p.kill()
     assert leftovers == []
+
+
+def test_runs_in_flight_never_share_a_uid(monkeypatch):
+    """Each root run draws a random uid; one still held by a run in flight is drawn again, and a
+    finished run's uid is free for the next."""
+    from evalsuite.sandbox import process
+
+    draws = iter([5, 5, 5, 7, 5])
+    monkeypatch.setattr(process.secrets, "randbelow", lambda n: next(draws))
+    monkeypatch.setattr(process, "_uids_in_use", set())
+    first = process._claim_uid()
+    second = process._claim_uid()  # draws 5 twice (held), then 7
+    assert first == process._UID_RANGE[0] + 5 and second == process._UID_RANGE[0] + 7
+    process._release_uid(first)
+    assert process._claim_uid() == first  # free again
+    assert process._uids_in_use == {first, second}

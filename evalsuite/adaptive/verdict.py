@@ -205,8 +205,9 @@ def _seq_arrays(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, Cas
         if cid not in generated:
             break
         agg = var.get(cid)
-        if agg is None or not (agg.passes or agg.values):
-            dropped += 1  # not scored on the variant: not part of the paired case set
+        if agg is None or not (agg.passes or agg.values) or (check.pass_fail and not agg.passes):
+            # not scored on the variant (or, on a pass/fail metric, without a pass/fail): not part of the paired case set
+            dropped += 1
             continue
         ids.append(cid)
         b.append(check.base_values[j])
@@ -303,6 +304,13 @@ def evaluate_check(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, 
     n = len(d)
     numbers: dict = {"n": n, "N": s["n_pop"], "harm": float(d.mean()) if n else None, "pass_to_fail": int(s["p2f"][-1]) if n and check.pass_fail else 0,
                      "tau": check.tau, "alpha_fail": check.alpha_fail, "alpha_pass": check.alpha_pass}
+    if s["exhausted"] and not n and not r.required:
+        # every case generated and none scored on the variant: skipped, as the fixed-n gate skips a rule
+        # without paired scores (a `required` rule stays open: the gate then cannot judge the run)
+        res.status, res.how, res.decided_at = "pass", "skipped", 0
+        res.reason = f"no paired scores of {check.metric} on the variant: the rule is skipped (it is not `required`)"
+        res.numbers = numbers
+        return res, s
     ex_fail, ex_pass, ex_why = _exact(check, s)
     seq_fail = seq_pass = None
     seq_why_fail = seq_why_pass = ""

@@ -215,8 +215,29 @@ def _plan(lim: Limits) -> _Plan:
     python, pywarn = _program_python(mode)
     if pywarn:
         warnings.append(pywarn)
-    uid = secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0]) + _UID_RANGE[0] if mode.root else None
+    uid = _claim_uid() if mode.root else None
     return _Plan(mode, lim, python, uid, tuple(warnings))
+
+
+_uids_in_use: set[int] = set()
+_uids_lock = threading.Lock()
+
+
+def _claim_uid() -> int:
+    """A random uid of the range that no run of this process holds now: runs in flight never share
+    one (a kill by uid, or a process limit per uid, must reach one run only). `_release_uid` frees it."""
+    with _uids_lock:
+        while True:
+            uid = secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0]) + _UID_RANGE[0]
+            if uid not in _uids_in_use:
+                _uids_in_use.add(uid)
+                return uid
+
+
+def _release_uid(uid: int | None) -> None:
+    if uid is not None:
+        with _uids_lock:
+            _uids_in_use.discard(uid)
 
 
 def _write_inputs(plan: _Plan, hostdir: str, code: str, status_fd: int) -> str:
@@ -658,11 +679,14 @@ def run_python(
     stdout (followed by a test count that is not 0, when the harness gives one).
     """
     plan = _plan(Limits(timeout_s, memory_mb, cpu_s, max_procs, max_file_mb, network))
-    hostdir = tempfile.mkdtemp(prefix="evalsuite-sbx-")
     try:
-        out = _execute(plan, hostdir, code, stdin)
+        hostdir = tempfile.mkdtemp(prefix="evalsuite-sbx-")
+        try:
+            out = _execute(plan, hostdir, code, stdin)
+        finally:
+            shutil.rmtree(hostdir, ignore_errors=True)
     finally:
-        shutil.rmtree(hostdir, ignore_errors=True)
+        _release_uid(plan.uid)  # the run's processes are all gone by now (see _execute)
     boot, setup_error = _parse_status(out.status_lines)
     stdout, verdict = _split_verdict(out.stdout, verdict_token)
     status, reason = _judge(out, boot, setup_error, verdict, verdict_token, plan.limits)

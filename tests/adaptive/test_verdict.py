@@ -232,3 +232,36 @@ def test_the_final_look_judges_each_rule_at_its_own_alpha_whatever_the_rule_orde
     assert r.how == "final look" and r.numbers["p_adjusted"] == pytest.approx(0.0384, abs=1e-4)
     assert r.numbers["alpha_final"] == pytest.approx(0.01)
     assert st.verdict == "pass" and r.status == "pass"
+
+
+def test_a_variant_case_without_pass_fail_on_a_pass_fail_metric_is_left_out_not_a_crash():
+    """A pass/fail metric on which one variant case came back with values but no pass/fail (a
+    scorer that failed half-way): that case is left out of the paired set, like an unscored one."""
+    brand = [c for c in cases() if c.scenario == "brand"]
+    order = seeded_order(brand, 0)
+    base = {("brand", "json.valid"): {c: agg(True) for c in order}}
+    var = {("brand", "json.valid"): {c: (CaseAgg(values=[0.5]) if c == order[0] else agg(True)) for c in order}}
+    rule = {"name": "r-json", "scenario": "brand", "metric": "json.valid", "max_drop": 0.02, "require_significance": True}
+    st = _run_points([rule], base, var, order)
+    r = st.results[0]
+    assert st.verdict == "pass" and r.population == 79 and r.numbers["N"] == 79
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_a_rule_with_no_variant_scores_is_skipped_unless_required(required):
+    """Every case generated and none scored on the variant for a metric: the fixed-n gate skips the
+    rule (or, `required`, cannot judge the run). The adaptive check did neither: it stayed open and
+    so did the verdict, whatever the other rules said."""
+    brand = [c for c in cases() if c.scenario == "brand"]
+    order = seeded_order(brand, 0)
+    base = {("brand", "json.valid"): {c: agg(True) for c in order}, ("brand", "terminology.retention"): {c: agg(True) for c in order}}
+    var = {("brand", "terminology.retention"): {c: agg(True) for c in order}}  # json.valid never scored on the variant
+    rules = [{"name": m, "scenario": "brand", "metric": m, "max_drop": 0.02, "require_significance": True, "required": required}
+             for m in ("json.valid", "terminology.retention")]
+    st = _run_points(rules, base, var, order)
+    r = next(x for x in st.results if x.rule == "json.valid")
+    if required:
+        assert r.status == "open" and st.verdict == "open"
+    else:
+        assert r.status == "pass" and r.how == "skipped" and "no paired scores" in r.reason
+        assert st.verdict == "pass" and st.generated == 80
