@@ -498,3 +498,38 @@ def test_runs_in_flight_never_share_a_uid(monkeypatch):
     process._release_uid(first)
     assert process._claim_uid() == first  # free again
     assert process._uids_in_use == {first, second}
+
+
+@pytest.mark.skipif(not ZYGOTE, reason="runs go through the zygote only as root with namespaces")
+def test_a_zygote_run_that_breaks_while_waited_for_is_killed_before_the_unshare_retry(monkeypatch):
+    """An error while waiting on a zygote run sends the run to `unshare`; the zygote's run is killed
+    first (it used to be left running, so the program ran twice at once)."""
+    monkeypatch.setitem(sandbox.process._zygote_state, "broken", None)
+    killed, real_read = [], sandbox.process._read_until_eof
+    real_killpg = sandbox.process._killpg
+
+    def broken_read(fd, timeout_s, stdin):
+        monkeypatch.setattr(sandbox.process, "_read_until_eof", real_read)  # once
+        raise OSError("poll failed")
+
+    monkeypatch.setattr(sandbox.process, "_read_until_eof", broken_read)
+    monkeypatch.setattr(sandbox.process, "_killpg", lambda pgid: (killed.append(pgid), real_killpg(pgid)))
+    res = sandbox.run_python("import time\ntime.sleep(0.2)\nprint('ran')\n", timeout_s=20)
+    assert (res.status, res.stdout) == ("passed", "ran\n"), (res.reason, res.stderr[-500:])
+    assert len(killed) == 1 and "OSError: poll failed" in sandbox.process._zygote_state["broken"]
+    assert _gone_or_zombie(killed[0])  # the zygote's run is dead (the zygote reaps it in its own time)
+
+
+def _gone_or_zombie(pid: int, wait_s: float = 10.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False

@@ -505,13 +505,14 @@ def _execute_zygote(z: _Zygote, plan: _Plan, hostdir: str, code: str, stdin: byt
             for fd in (r_in, w_status):
                 os.close(fd)
             r_in = w_status = -1
-            status, ended = _read_until_eof(r_status, plan.limits.timeout_s, feed)
+            try:
+                status, ended = _read_until_eof(r_status, plan.limits.timeout_s, feed)
+            except BaseException:
+                _killpg(pid)  # the caller may run the program again through `unshare`: never two at once
+                raise
             feed.close()
             if not ended:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                _killpg(pid)
                 status += _read_all(r_status)
             duration = time.monotonic() - start
             out.seek(0)
@@ -522,6 +523,13 @@ def _execute_zygote(z: _Zygote, plan: _Plan, hostdir: str, code: str, stdin: byt
         for fd in (r_status, w_status, r_in):
             if fd >= 0:
                 os.close(fd)
+
+
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _execute(plan: _Plan, hostdir: str, code: str, stdin: bytes) -> _Outcome:
