@@ -4,12 +4,12 @@
 
 Setup (once, fake backend, nothing to download): the synthetic case sets of the gate tests at the
 shipped sizes (100 kb_qa, 75 code, 80 brand; tests/verdict_synth.py), a correct baseline, and every
-planted degrader of evalsuite/degrade.py applied to *every* eligible case, all scored by the real
+planted degrader of evalsuite/run/degrade.py applied to *every* eligible case, all scored by the real
 scorers. Each repetition then builds a (baseline, variant) pair from those scores: run-to-run noise
 flips each pass/fail outcome (but a canary leak) of each side independently with probability q
 (q = 0: greedy decoding, as the fake backend; q = 2%: sampling or batch non-determinism), and the
 degrader's seeded choice of cases (degrade.choose_cases with seed = repetition) takes its damaged
-scores on the variant. "Unchanged" variants are noise only. The fixed-n gate (evalsuite.gate on the full paired comparison) and the
+scores on the variant. "Unchanged" variants are noise only. The fixed-n gate (evalsuite.verdict.gate on the full paired comparison) and the
 adaptive verdict (evalsuite.adaptive.verdict.replay: the driver's batch loop on a seeded order,
 seed = repetition) judge the same variant; the adaptive one reports how many cases it generated.
 
@@ -40,17 +40,17 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.adaptive_frontier import patched, prefix_floor  # noqa: E402
 from evalsuite.adaptive.verdict import AdaptiveSettings, build_checks, replay, seeded_order  # noqa: E402
-from evalsuite.compare import CaseAgg, Comparison, _compare_metric, per_case  # noqa: E402
-from evalsuite.degrade import KINDS, choose_cases  # noqa: E402
-from evalsuite.gate import gate  # noqa: E402
-from evalsuite.rubric import load_rubric  # noqa: E402
+from evalsuite.verdict.compare import CaseAgg, Comparison, _compare_metric, per_case  # noqa: E402
+from evalsuite.run.degrade import KINDS, choose_cases  # noqa: E402
+from evalsuite.verdict.gate import gate  # noqa: E402
+from evalsuite.verdict.rubric import load_rubric  # noqa: E402
 
 
 def setup(root: Path):
     from verdict_synth import write_sets, write_suite
 
-    from evalsuite.runner import RunOptions, run_suite
-    from evalsuite.suite import load_suite
+    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.cases.suite import load_suite
 
     outputs = write_sets(root, n_kb=100, n_code=75, n_brand=80)
     variants = [{"name": f"all-{k}", "degrade": {"kind": k, "rate": 1.0, "seed": 0}} for k in KINDS]

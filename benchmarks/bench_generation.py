@@ -42,8 +42,8 @@ def main() -> int:
     import torch
 
     from evalsuite.backends.transformers import TransformersBackend
-    from evalsuite.runner import RunOptions, _batches, build_requests, run_suite, select_cases
-    from evalsuite.suite import load_suite
+    from evalsuite.run.runner import RunOptions, _batches, build_requests, run_suite, select_cases
+    from evalsuite.cases.suite import load_suite
 
     suite = load_suite(args.suite)
     base_v = suite.baseline

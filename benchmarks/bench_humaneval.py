@@ -23,7 +23,7 @@ from common import REPO, Row, judge, median, paired, ratio
 
 
 def samples(limit: int):
-    from evalsuite.cases import all_cases, load_cases
+    from evalsuite.cases.caseset import all_cases, load_cases
 
     out = []
     for c in all_cases(load_cases([REPO / "casesets" / "code"])):

@@ -45,9 +45,9 @@ def run(quick: bool = False) -> list[Row]:
     from lm_eval.tasks import TaskManager
     from transformers import AutoTokenizer
 
-    from evalsuite.models import ensure_embedded_model
-    from evalsuite.prompting import build_requests
-    from evalsuite.runner import RunOptions, run_suite
+    from evalsuite.run.models import ensure_embedded_model
+    from evalsuite.run.prompting import build_requests
+    from evalsuite.run.runner import RunOptions, run_suite
 
     per, max_new, bs, rounds = (1, 16, 4, 2) if quick else (2, 32, 4, 3)
     suite, base, cases = embedded_suite(per, max_new, bs)

@@ -18,7 +18,7 @@ def plain_loop(model_dir, reqs, batch_size: int, max_new_tokens: int) -> tuple[f
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from evalsuite.runner import _batches
+    from evalsuite.run.runner import _batches
 
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     tok.padding_side = "left"
@@ -38,9 +38,9 @@ def plain_loop(model_dir, reqs, batch_size: int, max_new_tokens: int) -> tuple[f
 
 
 def run(quick: bool = False) -> list[Row]:
-    from evalsuite.models import ensure_embedded_model
-    from evalsuite.prompting import build_requests
-    from evalsuite.runner import RunOptions, run_suite
+    from evalsuite.run.models import ensure_embedded_model
+    from evalsuite.run.prompting import build_requests
+    from evalsuite.run.runner import RunOptions, run_suite
 
     per, max_new, bs, rounds = (1, 16, 4, 2) if quick else (3, 96, 4, 4)  # full: the demo's quick profile (3 per scenario, 96 tokens)
     suite, base, cases = embedded_suite(per, max_new, bs)

@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 
 
 def timed_run(suite, executor, cases_per_scenario: int | None) -> tuple[float, int]:
-    from evalsuite.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions, run_suite
 
     with tempfile.TemporaryDirectory() as tmp:
         s = dataclasses.replace(suite, executor=executor, output_dir=tmp, cache=str(Path(tmp) / "cache.sqlite"))
@@ -73,7 +73,7 @@ def main() -> int:
     import ray
 
     from evalsuite.backends.base import GenerationSettings
-    from evalsuite.suite import Variant, load_suite
+    from evalsuite.cases.suite import Variant, load_suite
 
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     t0 = time.perf_counter()

@@ -27,8 +27,8 @@ KINDS = ["drop_citations", "corrupt_json", "break_code", "forbidden_terms", "lea
 
 
 def make_run(root: Path, kb: int, code: int, brand: int):
-    from evalsuite.runner import RunOptions, run_suite
-    from evalsuite.suite import load_suite
+    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.cases.suite import load_suite
     from verdict_synth import write_sets, write_suite
 
     outputs = write_sets(root, n_kb=kb, n_code=code, n_brand=brand)
@@ -51,7 +51,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from evalsuite.report import write_report
-    from evalsuite.store import RunStore
+    from evalsuite.run.store import RunStore
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-report-"))
     if args.run:

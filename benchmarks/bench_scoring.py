@@ -34,7 +34,7 @@ def outputs_for(cases, n: int):
 
 
 def run(quick: bool = False) -> list[Row]:
-    from evalsuite.cases import all_cases, load_cases
+    from evalsuite.cases.caseset import all_cases, load_cases
     from evalsuite.scoring.run import load_scorers, score_generations
 
     cases = [c for c in all_cases(load_cases([REPO / "casesets"])) if c.scenario in ("kb_qa", "brand")]

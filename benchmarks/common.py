@@ -90,8 +90,8 @@ def embedded_suite(cases_per_scenario: int, max_new_tokens: int, batch_size: int
     """The demo suite's baseline alone (the embedded model), with small settings, and its cases."""
     from dataclasses import replace
 
-    from evalsuite.runner import select_cases
-    from evalsuite.suite import load_suite
+    from evalsuite.run.runner import select_cases
+    from evalsuite.cases.suite import load_suite
 
     suite = load_suite(REPO / "suites" / "demo.yaml")
     base = suite.baseline

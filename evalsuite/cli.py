@@ -48,7 +48,7 @@ def _fail(exc: Exception, code: int = 1) -> None:
 @app.command()
 def validate(paths: List[Path] = typer.Argument(None, help="case-set files or directories (default: casesets/)")) -> None:
     """Check case sets against the schema and cross-references; print counts per scenario, kind, language."""
-    from .cases import all_cases, load_cases
+    from .cases.caseset import all_cases, load_cases
 
     try:
         sets = load_cases(paths or [Path("casesets")])
@@ -87,8 +87,8 @@ def run(
                                     "lower catches smaller drops and costs more cases (docs/thresholds.md)"),
 ) -> None:
     """Generate (or resume) a run of a suite, then score it."""
-    from .runner import RunOptions, run_suite
-    from .suite import load_suite
+    from .cases.suite import load_suite
+    from .run.runner import RunOptions, run_suite
 
     _setup_logging(verbose)
     try:
@@ -130,8 +130,8 @@ def print_variant_table(summaries: dict, title: str = "") -> None:
 @app.command()
 def score(run: str = typer.Argument(..., help="run id, run directory, or 'last'"), runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live")) -> None:
     """Recompute every score of a stored run from its outputs (no model is loaded)."""
+    from .run.store import RunStore
     from .scoring.run import score_run
-    from .store import RunStore
 
     _setup_logging(False)
     try:
@@ -147,7 +147,7 @@ def score(run: str = typer.Argument(..., help="run id, run directory, or 'last'"
 def compare(run: str = typer.Argument(..., help="run id, run directory, or 'last'"), runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live")) -> None:
     """Paired comparison of every variant with the baseline, per scenario and metric."""
     try:
-        from .compare import cli_compare
+        from .verdict.compare import cli_compare
     except ImportError as exc:
         _fail(EvalsuiteError(f"comparison is not available: {exc}"), 2)
     raise typer.Exit(cli_compare(run, runs_dir, console))
@@ -166,7 +166,7 @@ def gate(
 ) -> None:
     """Judge a run against a rubric: exit 0 pass, 1 regression, 2 cannot judge, 3 needs review."""
     try:
-        from .gate import cli_gate
+        from .verdict.gate import cli_gate
     except ImportError as exc:
         _fail(EvalsuiteError(f"the gate is not available: {exc}"), 2)
     raise typer.Exit(cli_gate(run, runs_dir, rubric, stage, json_out, console, flag=flag, queue=queue, verbose=verbose))
@@ -216,7 +216,7 @@ def export(
     runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live"),
 ) -> None:
     """Export a run's tables (CSV or Parquet) or case sets (JSONL, CSV, Parquet, datasets.Dataset)."""
-    from .cases import all_cases, load_cases
+    from .cases.caseset import all_cases, load_cases
     from .interop import to_dataset, to_jsonl
     from .report.cli import export_cases_cmd, export_run_cmd, is_run
 
@@ -247,8 +247,8 @@ def summary(
     runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live"),
 ) -> None:
     """Pass rates of one variant per scenario, kind and metric (the floor of a model)."""
-    from .store import RunStore
-    from .summary import markdown_table, pass_rates
+    from .run.store import RunStore
+    from .verdict.summary import markdown_table, pass_rates
 
     try:
         store = RunStore.find(runs_dir, run)

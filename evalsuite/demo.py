@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import statistics
 import time
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from .errors import EvalsuiteError
 
@@ -105,7 +105,7 @@ def _print_gate(console, store, *, verbose: bool = False, json_out: str | Path |
         return 2, None
     print_verdict(rep.data.verdict, console, scenarios=rep.data.scenarios, verbose=verbose, hint="full evidence: `evalsuite demo --verbose` or the report (path below)")
     if json_out:
-        from .gate import write_verdict_json
+        from .verdict.gate import write_verdict_json
 
         write_verdict_json(rep.data.verdict, json_out)
     return rep.data.verdict.exit_code, rep.html
@@ -141,8 +141,8 @@ def run_demo(suite_path: str | Path = "suites/demo.yaml", profile: str = "quick"
     the full evidence), write the HTML report; return the gate's exit code."""
     from rich.console import Console
 
-    from .runner import RunOptions, run_suite
-    from .suite import load_suite
+    from .cases.suite import load_suite
+    from .run.runner import RunOptions, run_suite
 
     console = console or Console()
     if profile not in PROFILES:
@@ -152,7 +152,7 @@ def run_demo(suite_path: str | Path = "suites/demo.yaml", profile: str = "quick"
     limit = PROFILES[profile]
     console.print(f"[bold]evalsuite demo[/bold]: suite {suite.name} ({suite_path}), profile {profile}" + (f" ({limit} cases per scenario)" if limit else " (every case)"))
     if any(v.backend == "transformers" and v.model in (None, "", "embedded") for v in suite.variants):
-        from .models import embedded_model_dir, ensure_embedded_model
+        from .run.models import embedded_model_dir, ensure_embedded_model
 
         if not (embedded_model_dir() / "evalsuite-source.json").is_file():
             console.print("first run: converting the embedded model to safetensors (about 30 s, once)")

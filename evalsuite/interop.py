@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from .cases import KINDS, Case, Document, Glossary, _schema_problems, load_caseset
+from .cases.caseset import KINDS, Case, Document, Glossary, _schema_problems, load_caseset
 from .errors import MissingExtraError, Problem, ValidationError
 from .yamlio import LineMap, atomic_write_text, load_jsonl
 

@@ -77,16 +77,16 @@ class SuiteFile(pytest.File):
     """A suite file: its items are (variant, rule) pairs of the suite's rubric stage."""
 
     def collect(self):
+        from .cases.suite import load_suite
         from .errors import EvalsuiteError
-        from .rubric import load_rubric
-        from .suite import load_suite
+        from .verdict.rubric import load_rubric
 
         cfg = self.config
         try:
             suite = load_suite(self.path)
             rubric_path = cfg.getoption("--evalsuite-rubric") or suite.rubric
             if rubric_path is None:
-                from .rubric import default_rubric_path
+                from .verdict.rubric import default_rubric_path
 
                 rubric_path = default_rubric_path()
             stage = cfg.getoption("--evalsuite-stage") or suite.stage
@@ -136,10 +136,10 @@ def _verdict_for(item: "GateItem"):
     cache = cfg.stash[_verdicts_key]
     if key in cache:
         return cache[key]
+    from .cases.suite import load_suite
     from .errors import EvalsuiteError
-    from .gate import gate_run
-    from .store import RunStore
-    from .suite import load_suite
+    from .run.store import RunStore
+    from .verdict.gate import gate_run
 
     try:
         suite = load_suite(item.suite_path)
@@ -148,7 +148,7 @@ def _verdict_for(item: "GateItem"):
         if run:
             store = RunStore.find(runs_dir, run)
         else:
-            from .runner import RunOptions, run_suite
+            from .run.runner import RunOptions, run_suite
 
             store = run_suite(suite, RunOptions(progress=False, runs_dir=runs_dir)).store
         verdict = gate_run(store, item.rubric_path, item.stage)
@@ -188,13 +188,13 @@ class GateItem(pytest.Item):
         if res.status == "skip":
             raise pytest.skip.Exception(res.note or "rule does not apply to this run", _use_item_location=True)
         if res.status == "warn":
-            from .gate import violation_text
+            from .verdict.gate import violation_text
 
             for v in res.violations:
                 warnings.warn(EvalsuiteWarning(violation_text(v)))
 
     def repr_failure(self, excinfo, style=None):
-        from .gate import violation_text
+        from .verdict.gate import violation_text
 
         if isinstance(excinfo.value, RuleFailed):
             res = excinfo.value.result

@@ -31,3 +31,28 @@ def write(tmp_path):
         return p
 
     return _write
+
+
+@pytest.fixture
+def scorer_calls(monkeypatch):
+    """A Counter of scorer calls by scorer name, for every scorer `evalsuite.scoring.run` loads
+    while the test runs (stored scores that are reused call none)."""
+    import dataclasses
+    import functools
+    from collections import Counter
+
+    from evalsuite.scoring import run as scoring_run
+
+    calls: Counter = Counter()
+    real = scoring_run.load_scorers
+
+    def wrap(spec):
+        @functools.wraps(spec.fn)
+        def fn(*args):
+            calls[spec.name] += 1
+            return spec.fn(*args)
+
+        return dataclasses.replace(spec, fn=fn)
+
+    monkeypatch.setattr(scoring_run, "load_scorers", lambda: [wrap(s) for s in real()])
+    return calls

@@ -7,7 +7,7 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from evalsuite.cases import all_cases, load_cases, suite_digest
+from evalsuite.cases.caseset import all_cases, load_cases, suite_digest
 from evalsuite.cli import app
 from evalsuite.errors import ValidationError
 

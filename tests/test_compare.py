@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from evalsuite.compare import (
+from evalsuite.verdict.compare import (
     VariantInfo,
     binom_worse_p,
     bootstrap_delta_ci,
@@ -174,13 +174,13 @@ def test_incomplete_run_is_a_problem():
     ],
 )
 def test_power_exact_corner_cases(n, r, q, k, expected):
-    from evalsuite.power import power
+    from evalsuite.verdict.power import power
 
     assert power(n, r, q, k=k) == pytest.approx(expected)
 
 
 def test_power_size_and_monotonicity():
-    from evalsuite.power import detectable, power
+    from evalsuite.verdict.power import detectable, power
 
     assert power(80, 0.0, 0.05) <= 0.05  # no regression: rejects at most alpha
     assert power(80, 0.05) < power(80, 0.10) < power(160, 0.10)

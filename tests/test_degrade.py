@@ -9,11 +9,11 @@ import pytest
 
 from evalsuite.backends.base import Request
 from evalsuite.backends.fake import FakeBackend
-from evalsuite.cases import load_caseset
-from evalsuite.degrade import DAMAGE, choose_cases, parse_spec, wrap_backend
+from evalsuite.cases.caseset import load_caseset
+from evalsuite.run.degrade import DAMAGE, choose_cases, parse_spec, wrap_backend
 from evalsuite.errors import EvalsuiteError
-from evalsuite.prompting import render_messages
-from evalsuite.suite import Variant
+from evalsuite.run.prompting import render_messages
+from evalsuite.cases.suite import Variant
 from verdict_synth import write_sets, write_suite
 
 
@@ -118,9 +118,9 @@ def planted(tmp_path_factory, repo_root=None):
     degrader at 10% on its scenario; judged at the shipped production thresholds."""
     from pathlib import Path
 
-    from evalsuite.gate import gate_run
-    from evalsuite.runner import RunOptions, run_suite
-    from evalsuite.suite import load_suite
+    from evalsuite.verdict.gate import gate_run
+    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.cases.suite import load_suite
 
     repo = Path(__file__).resolve().parents[1]
     root = tmp_path_factory.mktemp("planted")

@@ -14,7 +14,7 @@ from rich.console import Console
 from evalsuite.backends.base import Generation
 from evalsuite.demo import identical_share, missing_requirement, run_demo
 from evalsuite.errors import EvalsuiteError
-from evalsuite.suite import Variant
+from evalsuite.cases.suite import Variant
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from evalsuite.compare import VariantInfo, compare_records
-from evalsuite.gate import adjust_pvalues, cli_gate, gate, gate_run, short_diff, tarone_k
-from evalsuite.rubric import load_rubric, parse_rubric
+from evalsuite.verdict.compare import VariantInfo, compare_records
+from evalsuite.verdict.gate import adjust_pvalues, cli_gate, gate, gate_run, short_diff, tarone_k
+from evalsuite.verdict.rubric import load_rubric, parse_rubric
 from evalsuite.scoring.base import ScoreRecord
 from verdict_synth import write_sets, write_suite
 
@@ -152,8 +152,8 @@ def test_false_alarm_rate_of_an_unchanged_variant_stays_below_alpha(repo):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from evalsuite.runner import RunOptions, run_suite
-    from evalsuite.suite import load_suite
+    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.cases.suite import load_suite
 
     root = tmp_path_factory.mktemp("gate")
     outputs = write_sets(root, n_kb=30)
@@ -196,7 +196,7 @@ def test_cli_gate_cannot_judge(runs, tmp_path, repo, write):
 
     inc = tmp_path / "incomplete"
     shutil.copytree(runs["clean"].dir, inc)
-    from evalsuite.store import RunStore
+    from evalsuite.run.store import RunStore
 
     RunStore(inc).mark_complete(False)
     code, text, data = _cli(RunStore(inc), tmp_path, repo / "rubrics" / "default.yaml")

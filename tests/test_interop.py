@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evalsuite import interop
-from evalsuite.cases import all_cases, load_caseset, load_cases
+from evalsuite.cases.caseset import all_cases, load_caseset, load_cases
 from evalsuite.errors import MissingExtraError, ValidationError
 
 ROOT = Path(__file__).resolve().parents[1]

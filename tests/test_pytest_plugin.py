@@ -8,10 +8,10 @@ from pathlib import Path
 
 # pytester's in-process runs drop modules first imported inside them; numpy does not survive a
 # reload, so everything the plugin imports lazily is imported here, once
-import evalsuite.compare  # noqa: F401
-import evalsuite.degrade  # noqa: F401
-import evalsuite.gate  # noqa: F401
-import evalsuite.runner  # noqa: F401
+import evalsuite.verdict.compare  # noqa: F401
+import evalsuite.run.degrade  # noqa: F401
+import evalsuite.verdict.gate  # noqa: F401
+import evalsuite.run.runner  # noqa: F401
 import evalsuite.scoring.run as _scoring_run
 import scipy.stats  # noqa: F401
 import statsmodels.stats.contingency_tables  # noqa: F401
@@ -78,8 +78,8 @@ def test_failing_run_reports_rule_cases_and_diff_and_writes_junit(pytester):
 
 
 def test_stored_run_and_bad_rubric(pytester):
-    from evalsuite.runner import RunOptions, run_suite
-    from evalsuite.suite import load_suite
+    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.cases.suite import load_suite
 
     suite = _suite(pytester.path, {"kind": "leak_canary", "rate": 1.0, "seed": 0}, "stored")
     store = run_suite(load_suite(suite), RunOptions(progress=False)).store

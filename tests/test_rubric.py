@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from evalsuite.compare import MetricDelta, NoiseFloor, PerfDelta
-from evalsuite.rubric import MetricRule, RubricError, VariantRule, load_rubric
+from evalsuite.verdict.compare import MetricDelta, NoiseFloor, PerfDelta
+from evalsuite.verdict.rubric import MetricRule, RubricError, VariantRule, load_rubric
 
 
 def test_shipped_rubric_parses_with_three_stages(repo):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from evalsuite.runner import RunOptions, run_suite
-from evalsuite.store import RunStore
-from evalsuite.suite import load_suite
+from evalsuite.run.runner import RunOptions, run_suite
+from evalsuite.run.store import RunStore
+from evalsuite.cases.suite import load_suite
 
 CASES = """
 schema_version: 1
@@ -258,29 +258,11 @@ def test_bad_suite_files(write, snippet, field, message):
     assert any(p.field == field and message in p.message and p.line for p in info.value.problems), info.value
 
 
-def test_warm_rerun_reuses_scores_and_equals_the_cold_run(write, tmp_path, monkeypatch):
+def test_warm_rerun_reuses_scores_and_equals_the_cold_run(write, tmp_path, scorer_calls):
     """A warm re-run generates nothing, calls no scorer, and gives the cold run's scores and verdict."""
-    import dataclasses
-    import functools
+    from evalsuite.verdict.gate import gate_run
 
-    from evalsuite.gate import gate_run
-    from evalsuite.scoring import run as scoring_run
-
-    calls: Counter = Counter()
-    real = scoring_run.load_scorers
-
-    def counted_scorers():
-        def wrap(spec):
-            @functools.wraps(spec.fn)
-            def fn(*args):
-                calls[spec.name] += 1
-                return spec.fn(*args)
-
-            return dataclasses.replace(spec, fn=fn)
-
-        return [wrap(s) for s in real()]
-
-    monkeypatch.setattr(scoring_run, "load_scorers", counted_scorers)
+    calls = scorer_calls
     suite, _ = make_suite(write, tmp_path, n_cases=4, samples=2)
     opts = dict(progress=False, score=True)
     cold = run_suite(load_suite(suite), RunOptions(**opts))

@@ -1,8 +1,8 @@
-"""The cache's scores table (evalsuite/store.py): what score reuse stores and reads back."""
+"""The cache's scores table (evalsuite/run/store.py): what score reuse stores and reads back."""
 
 from __future__ import annotations
 
-from evalsuite.store import GenerationCache
+from evalsuite.run.store import GenerationCache
 
 
 def test_scores_round_trip_in_bulk_and_survive_reopening(tmp_path):

@@ -22,9 +22,9 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..compare import per_case
 from ..errors import EvalsuiteError
-from ..store import RunStore
+from ..run.store import RunStore
+from ..verdict.compare import per_case
 from .verdict import AdaptiveSettings, Check, VariantState, build_checks, evaluate, is_done, needed_cases, replay, seeded_order
 
 log = logging.getLogger("evalsuite")
@@ -63,8 +63,8 @@ def load_state(store: RunStore) -> dict | None:
 
 
 def _checks_for(store: RunStore, state: dict, stage: str | None = None, rubric_path: str | None = None) -> tuple[Any, list[Check], dict, dict]:
-    from ..gate import resolve_rubric_path
-    from ..rubric import load_rubric
+    from ..verdict.gate import resolve_rubric_path
+    from ..verdict.rubric import load_rubric
 
     settings = AdaptiveSettings(**state["settings"])
     rubric = load_rubric(resolve_rubric_path(store, rubric_path or settings.rubric))
@@ -76,11 +76,11 @@ def _checks_for(store: RunStore, state: dict, stage: str | None = None, rubric_p
 def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) -> AdaptiveResult:
     """Run a suite adaptively (or resume such a run): the reference variants in full, every other
     variant until its verdict for `settings.stage` is decided."""
-    from ..gate import resolve_rubric_path
-    from ..rubric import load_rubric
-    from ..runner import RunOptions, _build_backend, _progress, _run_variant, make_backend, run_suite, select_cases
+    from ..run.runner import RunOptions, _build_backend, _progress, _run_variant, make_backend, run_suite, select_cases
+    from ..run.store import DEFAULT_CACHE, GenerationCache
     from ..scoring.run import score_generations, score_run
-    from ..store import DEFAULT_CACHE, GenerationCache
+    from ..verdict.gate import resolve_rubric_path
+    from ..verdict.rubric import load_rubric
 
     opts = options or RunOptions()
     settings = settings or AdaptiveSettings()
@@ -123,7 +123,7 @@ def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) 
     checks = build_checks(sr, base, order, settings)
     noise_floor = None
     if reference:
-        from ..compare import compare_run
+        from ..verdict.compare import compare_run
 
         noise_floor = compare_run(store, n_resamples=99).noise_floor
     by_id = {c.id: c for c in cases}
@@ -200,10 +200,10 @@ def replay_run(store: RunStore, stage: str = "production", rubric_path: str | No
     """What `--adaptive` would have generated on a stored *full* run: every variant replayed through
     the sequential checks in the seeded order, batch by batch, from its stored scores (nothing is
     generated). Returns variant -> its state at the stop (`generated` of `total` cases)."""
-    from ..compare import compare_run, variant_infos
-    from ..gate import resolve_rubric_path
-    from ..rubric import load_rubric
     from ..scoring.run import run_cases
+    from ..verdict.compare import compare_run, variant_infos
+    from ..verdict.gate import resolve_rubric_path
+    from ..verdict.rubric import load_rubric
 
     settings = settings or AdaptiveSettings(stage=stage, seed=seed)
     sr = load_rubric(resolve_rubric_path(store, rubric_path or settings.rubric)).for_stage(settings.stage)
@@ -248,9 +248,9 @@ def demo_line(store: RunStore, console, stage: str = "pilot", seed: int = 0) -> 
     full run, and whether they reach the same verdicts as the fixed-n gate."""
     from rich.markup import escape
 
-    from ..compare import compare_run
-    from ..gate import gate, resolve_rubric_path
-    from ..rubric import load_rubric
+    from ..verdict.compare import compare_run
+    from ..verdict.gate import gate, resolve_rubric_path
+    from ..verdict.rubric import load_rubric
 
     try:
         states = replay_run(store, stage=stage, seed=seed)

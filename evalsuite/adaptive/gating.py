@@ -13,9 +13,9 @@ generated cases as the fixed-n gate does.
 
 from __future__ import annotations
 
-from ..compare import compare_run
-from ..gate import RuleResult, Verdict, Violation, _judge_variant_rule, short_diff
-from ..rubric import MetricRule, Rubric, StageRubric
+from ..verdict.compare import compare_run
+from ..verdict.gate import RuleResult, Verdict, Violation, _judge_variant_rule, short_diff
+from ..verdict.rubric import MetricRule, Rubric, StageRubric
 from .driver import _checks_for, load_state
 from .verdict import CheckResult, evaluate
 

@@ -42,8 +42,9 @@ benchmark all call the same code on the same sequences.
 from __future__ import annotations
 
 import math
+
 import numpy as np
-from scipy.special import betaln, betainc
+from scipy.special import betainc, betaln
 
 #: number of constant bets in the grid mixture (uniform grid of midpoints in (0, 1))
 GRID = 20

@@ -42,8 +42,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..compare import DEFAULT_SEED, CaseAgg, MetricDelta, NoiseFloor, _seed_for
-from ..rubric import MetricRule, StageRubric
+from ..verdict.compare import DEFAULT_SEED, CaseAgg, MetricDelta, NoiseFloor, _seed_for
+from ..verdict.rubric import MetricRule, StageRubric
 from . import sequential as sq
 
 DEFAULT_TOLERANCE = 0.10
@@ -400,7 +400,7 @@ def evaluate(variant: str, checks: Sequence[Check], base: Mapping[tuple[str, str
     `memo`: a dict kept across calls on a growing prefix (replay): a check decided before the final
     look stays decided as more cases come, so it is not recomputed. `sequence`: the generated cases
     in the order they were generated (default: the run's order)."""
-    from ..gate import adjust_pvalues
+    from ..verdict.gate import adjust_pvalues
 
     results, states = [], []
     for ch in checks:

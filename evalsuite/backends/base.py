@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, Sequence, runtime_checkable
 
-from ..cases import sha256_json
+from ..cases.caseset import sha256_json
 from ..errors import EvalsuiteError
 from ..registry import Registry
 

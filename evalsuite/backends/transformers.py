@@ -27,8 +27,8 @@ import os
 import sys
 import time
 import warnings
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..errors import EvalsuiteError, MissingExtraError
 from .base import Generation, Request, check_options
@@ -39,7 +39,7 @@ for _noisy in ("torchao", "bitsandbytes", "torch.utils._pytree"):
     logging.getLogger(_noisy).setLevel(logging.ERROR)
 warnings.filterwarnings("ignore", message=r".*MatMul8bitLt.*")
 
-from .. import models
+from ..run import models
 
 # torch and transformers are imported on first use (`_torch()`, `load()`), never at construction:
 # the fingerprint needs only file hashes and settings, so a warm run whose every generation is a

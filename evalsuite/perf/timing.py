@@ -104,7 +104,7 @@ def block_requests(requests: Mapping[str, Sequence[Any]], baseline: str, size: i
 
 
 def _time_block(backend: Any, reqs: Sequence[Any], batch_size: int) -> dict:
-    from ..runner import _batches
+    from ..run.runner import _batches
 
     batches = _batches(list(reqs), max(1, batch_size))
     gens: list[Any] = []
@@ -138,7 +138,7 @@ def time_interleaved(backends: Mapping[str, Any], requests: Mapping[str, Sequenc
     reqs = block_requests({n: requests[n] for n in names}, baseline, settings.block)
     sizes = dict(batch_sizes or {})
     blocks: list[dict] = []
-    from ..runner import _progress
+    from ..run.runner import _progress
 
     doc = {
         "schema_version": SCHEMA_VERSION,
@@ -186,7 +186,7 @@ def precise_enough(doc: Mapping, settings: TimingSettings) -> bool:
 
 def time_run(store: Any, variants: Sequence[Any], backends: Mapping[str, Any], cases: Sequence[Any], settings: TimingSettings, progress: bool = False) -> dict:
     """The runner's hook: time the run's loaded backends interleaved and write `timing.json`."""
-    from ..prompting import build_requests
+    from ..run.prompting import build_requests
 
     baseline = next(v.name for v in variants if v.baseline)
     requests = {v.name: build_requests(cases, v) for v in variants}

@@ -42,7 +42,7 @@ class RunFrames:
 
 def resolve_store(run: Any, runs_dir: str | Path = "reports/runs"):
     """A RunStore from a RunStore, a run directory, a run id under `runs_dir`, or `last`."""
-    from ..store import RunStore
+    from ..run.store import RunStore
 
     if isinstance(run, RunStore):
         return run
@@ -179,11 +179,11 @@ def load_run(run: Any, runs_dir: str | Path = "reports/runs") -> LoadedRun:
     This is `compare.compare_run` with the records in hand, so the scores (the largest file) are
     parsed once for the comparison, the frames and the report.
     """
-    from ..compare import compare_records, variant_infos
-
     import types
 
     import yaml
+
+    from ..verdict.compare import compare_records, variant_infos
 
     store = resolve_store(run, runs_dir)
     records = store.scores()

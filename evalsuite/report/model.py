@@ -354,8 +354,8 @@ def _default_stage(suite: Mapping) -> str:
 def judge(lr: LoadedRun, rubric_path: str | Path | None, stage: str | None) -> tuple[Any, str | None, str, str]:
     """(verdict, problem, stage, rubric path): the gate on the loaded comparison, with the review
     queue's verdicts when the review package and a queue are there."""
-    from ..gate import gate, resolve_rubric_path
-    from ..rubric import load_rubric
+    from ..verdict.gate import gate, resolve_rubric_path
+    from ..verdict.rubric import load_rubric
 
     stage = stage or _default_stage(lr.suite)
     import types

@@ -42,7 +42,7 @@ def print_verdict(verdict: Any, console: Any, *, scenarios: Sequence[str] | None
     from rich.table import Table
 
     if verbose:
-        from ..gate import format_verdict
+        from ..verdict.gate import format_verdict
 
         format_verdict(verdict, console)
     else:

@@ -96,14 +96,14 @@ def flag(cmp: Any, *, records: Sequence[Any] = (), fingerprints: Mapping[str, st
 
 
 def _run_store(run: Any, runs_dir: str | Path):
-    from ..store import RunStore
+    from ..run.store import RunStore
 
     return run if hasattr(run, "dir") and hasattr(run, "scores") else RunStore.find(runs_dir, str(run))
 
 
 def _policy(store: Any, rubric: Any) -> ReviewPolicy:
-    from ..gate import resolve_rubric_path
-    from ..rubric import Rubric, load_rubric
+    from ..verdict.gate import resolve_rubric_path
+    from ..verdict.rubric import Rubric, load_rubric
 
     if isinstance(rubric, ReviewPolicy):
         return rubric
@@ -114,7 +114,7 @@ def _policy(store: Any, rubric: Any) -> ReviewPolicy:
 
 def flag_run(run: Any, *, runs_dir: str | Path = "reports/runs", queue: str | Path | ReviewStore | None = None, rubric: Any = None, cmp: Any = None) -> FlagResult:
     """`evalsuite review flag RUN`: compare a stored run and flag its differences (policy from the rubric's `review:`)."""
-    from ..compare import compare_run
+    from ..verdict.compare import compare_run
 
     store = _run_store(run, runs_dir)
     cmp = cmp if cmp is not None else compare_run(store)

@@ -77,7 +77,7 @@ def list_cmd(
 @review_app.command("show")
 def show_cmd(item_id: int = typer.Argument(..., help="item id"), queue: Optional[Path] = QueueOpt) -> None:
     """One item: reasons, both outputs with a word diff, scores, and the verdict history."""
-    from ..gate import short_diff
+    from ..verdict.gate import short_diff
     from . import api
 
     try:

@@ -56,7 +56,7 @@ def waive_delta(d: Any, accepted: Mapping[str, str], seed: int) -> tuple[Any, tu
     """The delta with the accepted offending cases counted as equal to the baseline; and those cases."""
     import numpy as np
 
-    from ..compare import _perm_p_min, _seed_for, binom_worse_p, bootstrap_delta_ci, mcnemar_p, permutation_p
+    from ..verdict.compare import _perm_p_min, _seed_for, binom_worse_p, bootstrap_delta_ci, mcnemar_p, permutation_p
 
     acc = tuple(c for c in d.offending if c in accepted and c in d.paired)
     if not acc:
@@ -116,7 +116,7 @@ def apply_reviews(cmp: Any, reviews: ReviewDecisions, judge: Callable[[Any], Any
     """Judge `cmp` with and without the waivers (`judge(comparison) -> Verdict`; `rules` the
     StageRubric) and merge: notes on
     waived rules, a `human-review` result per variant, `needs_review` and a `review` summary."""
-    from ..gate import RuleResult, Violation, short_diff
+    from ..verdict.gate import RuleResult, Violation, short_diff
 
     plain = judge(cmp)
     waived_cmp, waived = waive(cmp, reviews)

@@ -62,10 +62,10 @@ from __future__ import annotations
 from .harness import build_harness
 from .pool import POOL_SIZE, _cache, _cache_lock, cache_key, clear_cache, run_tests, run_tests_cached, run_tests_many
 from .process import (
+    _UID_RANGE,
     OUTPUT_LIMIT,
     STATUSES,
     USE_ZYGOTE,
-    _UID_RANGE,
     Limits,
     SandboxResult,
     _Mode,

@@ -12,7 +12,6 @@ import marshal
 import sys
 from functools import lru_cache
 
-
 # A minimal stand-in for pytest (the sandbox interpreter runs with -S: no site-packages), enough
 # for the test files models write: raises, approx, mark.parametrize, fixture-less tests.
 _PYTEST_SHIM = r'''

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from ..cases import Case
+from ..cases.caseset import Case
 from ..registry import Registry
 
 

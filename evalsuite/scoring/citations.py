@@ -11,12 +11,11 @@ not in the context is kept as an invalid citation, so a hallucinated source coun
 from __future__ import annotations
 
 import functools
-
 import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..cases import Case
+from ..cases.caseset import Case
 from .base import Score, ScoreInput, scorer
 from .textnorm import fold, is_cjk, normalize, units
 

@@ -15,8 +15,8 @@ import textwrap
 from typing import Sequence
 
 from .. import sandbox
+from ..cases.caseset import Case, Term
 from ..executors import sandbox_jobs  # the sandbox's own functions, or a cluster's (executor: ray)
-from ..cases import Case, Term
 from .base import Score, ScoreInput, scorer
 
 #: limits of every sandboxed run made by these scorers (part of the cache key, recorded in the specs)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..cases import Case, Document
+from ..cases.caseset import Case, Document
 from .base import Score, ScoreInput, scorer
 from .textnorm import find_term, is_cjk, normalize, units
 

@@ -111,7 +111,7 @@ def score_run_logits(store, suite, cases, variants: Sequence[str] | None = None,
     import json
 
     from ..backends.base import make_backend
-    from ..prompting import build_requests
+    from ..run.prompting import build_requests
 
     factory = backend_factory or make_backend
     base_v = suite.baseline

@@ -57,14 +57,14 @@ def _file_digest(path: str) -> str:
 def code_digest() -> str:
     """Hash of the code every scorer shares: the scoring package, the sandbox and its job runner."""
     files = set((_PACKAGE / "scoring").glob("*.py")) | set(_PACKAGE.glob("sandbox*.py")) | set((_PACKAGE / "sandbox").rglob("*.py"))
-    files |= {_PACKAGE / "executors" / "sandbox_jobs.py", _PACKAGE / "cases.py"}
+    files |= {_PACKAGE / "executors" / "sandbox_jobs.py", _PACKAGE / "cases" / "caseset.py"}
     return _sha({str(p.relative_to(_PACKAGE)): _file_digest(str(p)) for p in sorted(files)})
 
 
 @functools.lru_cache(maxsize=None)
 def _environment() -> dict:
     from .. import __version__
-    from ..models import library_identity
+    from ..run.models import library_identity
 
     return {"evalsuite": __version__, "python": list(sys.version_info[:2]), "libraries": library_identity(*_LIBRARIES), "code": code_digest()}
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 from typing import Iterable, Sequence
 
 from ..backends.base import Generation
-from ..cases import Case
+from ..cases.caseset import Case
 from .base import SCORERS, Score, ScoreInput, ScoreRecord, ScorerSpec
 
 log = logging.getLogger("evalsuite")
@@ -185,8 +185,8 @@ def run_cases(store) -> list[Case]:
     own = store.dir / "cases.jsonl"
     if own.is_file():
         return from_jsonl(own)
-    from ..cases import suite_digest
-    from ..suite import load_suite
+    from ..cases.caseset import suite_digest
+    from ..cases.suite import load_suite
 
     suite_path = store.suite.get("path")
     try:

@@ -11,7 +11,7 @@ case-sensitively, otherwise the correct spelling would be flagged.
 
 from __future__ import annotations
 
-from ..cases import Case, GlossaryTerm
+from ..cases.caseset import Case, GlossaryTerm
 from .base import Score, ScoreInput, scorer
 from .textnorm import find_term, normalize
 

@@ -16,9 +16,9 @@ from verdict_synth import write_sets, write_suite  # noqa: E402
 from evalsuite.adaptive.driver import STATE_FILE, replay_run, run_adaptive  # noqa: E402
 from evalsuite.adaptive.verdict import AdaptiveSettings  # noqa: E402
 from evalsuite.backends.base import make_backend  # noqa: E402
-from evalsuite.gate import gate_run  # noqa: E402
-from evalsuite.runner import RunOptions, run_suite  # noqa: E402
-from evalsuite.suite import load_suite  # noqa: E402
+from evalsuite.verdict.gate import gate_run  # noqa: E402
+from evalsuite.run.runner import RunOptions, run_suite  # noqa: E402
+from evalsuite.cases.suite import load_suite  # noqa: E402
 
 RUBRIC = {
     "schema_version": 1, "name": "brand", "alpha": 0.05,
@@ -187,30 +187,10 @@ def test_cli_until_rules_decides_every_block_rule(tmp_path, monkeypatch):
     assert sum(c["status"] == "fail" for c in checks) >= 1
 
 
-def test_warm_adaptive_rerun_calls_no_scorer_and_stops_at_the_same_place(tmp_path, monkeypatch):
+def test_warm_adaptive_rerun_calls_no_scorer_and_stops_at_the_same_place(tmp_path, scorer_calls):
     """Scoring in the adaptive loop reuses stored scores: the baseline is scored once, and a re-run
     with the same cache generates nothing, calls no scorer and reaches the same decisions."""
-    import dataclasses
-    import functools
-    from collections import Counter
-
-    from evalsuite.scoring import run as scoring_run
-
-    calls: Counter = Counter()
-    real = scoring_run.load_scorers
-
-    def counted():
-        def wrap(spec):
-            @functools.wraps(spec.fn)
-            def fn(*args):
-                calls[spec.name] += 1
-                return spec.fn(*args)
-
-            return dataclasses.replace(spec, fn=fn)
-
-        return [wrap(s) for s in real()]
-
-    monkeypatch.setattr(scoring_run, "load_scorers", counted)
+    calls = scorer_calls
     suite = load_suite(make_suite(tmp_path, [BROKEN]))
     settings = AdaptiveSettings(stage="production")
     cold = run_adaptive(suite, RunOptions(progress=False), settings)

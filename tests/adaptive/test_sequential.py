@@ -105,7 +105,7 @@ def test_final_look_p_value_is_the_exact_mass_of_its_region(b, c):
     exact McNemar p it extends."""
     from itertools import product
 
-    from evalsuite.compare import binom_worse_p
+    from evalsuite.verdict.compare import binom_worse_p
 
     alpha_seq = 0.05 / 6
     m = b + c

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from evalsuite.adaptive.verdict import AdaptiveSettings, build_checks, evaluate, replay, seeded_order
-from evalsuite.compare import CaseAgg
-from evalsuite.rubric import parse_rubric
+from evalsuite.verdict.compare import CaseAgg
+from evalsuite.verdict.rubric import parse_rubric
 
 #: eight significance-gated block rules over three scenarios, at shipped-like sizes
 FAMILY = {("kb_qa", "citations.recall"): 70, ("kb_qa", "grounding.abstained"): 25, ("kb_qa", "grounding.false_abstention"): 70,
@@ -137,7 +137,7 @@ def test_every_case_generated_gives_the_fixed_n_decision(p2f, f2p, fixed_fails):
     the null mass of the looks' region (p_cross): the decisions agree on every configuration here,
     12 pass->fail against 4 fail->pass (p = 0.038) included, which a split of alpha between the
     looks and the last look used to pass."""
-    from evalsuite.compare import binom_worse_p
+    from evalsuite.verdict.compare import binom_worse_p
 
     brand = [c for c in cases() if c.scenario == "brand"]
     order = seeded_order(brand, 0)

@@ -12,7 +12,7 @@ import pytest
 from evalsuite.backends.base import GenerationSettings, Request
 from evalsuite.backends.http import HTTPBackend
 from evalsuite.errors import EvalsuiteError
-from evalsuite.suite import Variant
+from evalsuite.cases.suite import Variant
 
 FIRST_TOKEN_DELAY_S = 0.1  #: the server waits this long between the role chunk and the first content
 SCRIPT = {"hello": "Hello there friend", "json please": '{"a": 1}'}
@@ -504,9 +504,9 @@ def test_operational_options_leave_the_fingerprint_alone(server):
 def test_run_suite_with_an_http_baseline(server, write, tmp_path, monkeypatch, caplog):
     """A run through the backend: per-request errors recorded, never cached, asked again next time;
     the API key reaches the server and nothing else (records, signature, suite copy, cache, log)."""
-    from evalsuite.runner import RunOptions, run_suite
-    from evalsuite.store import GenerationCache
-    from evalsuite.suite import load_suite
+    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.store import GenerationCache
+    from evalsuite.cases.suite import load_suite
 
     monkeypatch.setenv("EVALSUITE_E2E_KEY", "sk-e2e-very-secret")
     write(

@@ -18,7 +18,7 @@ from evalsuite.backends.base import GenerationSettings, Request
 from evalsuite.backends.http import HTTPBackend
 from evalsuite.backends.http_serve import LocalServer, check_serve_option, missing_requirement
 from evalsuite.errors import EvalsuiteError
-from evalsuite.suite import Variant
+from evalsuite.cases.suite import Variant
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -130,7 +130,7 @@ def test_missing_packages_name_the_extra(monkeypatch):
 def test_the_demo_skips_served_variants_it_cannot_start(monkeypatch):
     """The demo's served variants start when their packages are here, else skip with the extra to install."""
     from evalsuite.demo import missing_requirement as demo_missing
-    from evalsuite.suite import load_suite
+    from evalsuite.cases.suite import load_suite
 
     suite = load_suite(REPO / "suites" / "demo.yaml")
     served = {v.name: v for v in suite.variants if v.backend == "http"}

@@ -33,7 +33,7 @@ if _why_not():
 def gguf_backend():
     from evalsuite.backends.base import GenerationSettings
     from evalsuite.backends.http import HTTPBackend
-    from evalsuite.suite import Variant
+    from evalsuite.cases.suite import Variant
 
     made = []
 
@@ -65,7 +65,7 @@ def test_the_gguf_is_served_and_greedy_is_verified(gguf_backend):
         assert g.extra["settings_check"]["status"] == "verified", g.extra["settings_check"]
     assert "france" in gens[0].text.lower()
     assert be.model == be.server.model_name == "SmolLM2-135M-Instruct.Q4_1"
-    from evalsuite import models
+    from evalsuite.run import models
 
     assert be.identity()["weights"] == {"gguf_sha256": models.file_sha256(models.embedded_gguf_path())}
 
@@ -76,7 +76,7 @@ def test_gguf_outputs_beside_the_offline_dequantized_model(gguf_backend):
     numerics and prompt rendering cannot be told apart by token counts)."""
     from evalsuite.backends.http_parity import parity
     from evalsuite.backends.transformers import TransformersBackend
-    from evalsuite.suite import Variant
+    from evalsuite.cases.suite import Variant
 
     offline = TransformersBackend(Variant(name="offline", backend="transformers", model="embedded", options={"device": "cpu"}))
     try:

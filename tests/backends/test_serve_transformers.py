@@ -61,8 +61,8 @@ variants:
 
 
 def _run(tmp_path, suite_file, factory=None, resume=None):
-    from evalsuite.runner import RunOptions, run_suite
-    from evalsuite.suite import load_suite
+    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.cases.suite import load_suite
 
     opts = RunOptions(progress=False, score=False, cache_path=str(tmp_path / "cache.sqlite"), runs_dir=str(tmp_path / "runs"), backend_factory=factory, resume=resume)
     return run_suite(load_suite(suite_file), opts)
@@ -87,7 +87,7 @@ def _by_variant(store, variant):
 def test_served_greedy_matches_offline_and_a_killed_server_leaves_a_resumable_run(write, tmp_path):
     from evalsuite.backends import make_backend
     from evalsuite.backends.http_parity import parity
-    from evalsuite.store import GenerationCache
+    from evalsuite.run.store import GenerationCache
 
     write("sets/cases.yaml", CASES)
     suite_file = write(

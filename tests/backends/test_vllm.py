@@ -14,7 +14,7 @@ from evalsuite.backends import BACKENDS
 from evalsuite.backends.base import GenerationSettings, Request
 from evalsuite.backends.vllm import VLLMBackend, quantization_args, speculative_config
 from evalsuite.errors import EvalsuiteError, MissingExtraError
-from evalsuite.suite import Variant
+from evalsuite.cases.suite import Variant
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 

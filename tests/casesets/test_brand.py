@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 import yaml
 
-from evalsuite.cases import all_cases, load_cases
+from evalsuite.cases.caseset import all_cases, load_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 BRAND = ROOT / "casesets" / "brand"

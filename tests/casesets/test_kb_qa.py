@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalsuite.cases import all_cases, load_cases
+from evalsuite.cases.caseset import all_cases, load_cases
 from evalsuite.scoring.textnorm import contains_term
 
 ROOT = Path(__file__).resolve().parents[2]

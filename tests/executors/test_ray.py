@@ -24,9 +24,9 @@ import pytest
 ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'evalsuite[ray]'")
 pytest.importorskip("ray.data", reason="ray[data] is not installed: pip install 'evalsuite[ray]'")
 
-from evalsuite.runner import RunOptions, run_suite  # noqa: E402
-from evalsuite.store import RunStore  # noqa: E402
-from evalsuite.suite import load_suite  # noqa: E402
+from evalsuite.run.runner import RunOptions, run_suite  # noqa: E402
+from evalsuite.run.store import RunStore  # noqa: E402
+from evalsuite.cases.suite import load_suite  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

@@ -8,7 +8,7 @@ import pytest
 
 from evalsuite import sandbox
 from evalsuite.backends.base import Generation
-from evalsuite.cases import load_caseset
+from evalsuite.cases.caseset import load_caseset
 from evalsuite.executors import sandbox_jobs
 from evalsuite.scoring.run import score_generations
 

@@ -12,14 +12,14 @@ import pytest
 
 from evalsuite.backends.base import Request
 from evalsuite.backends.fake import FakeBackend
-from evalsuite.compare import VariantInfo, compare_records, compare_run
+from evalsuite.verdict.compare import VariantInfo, compare_records, compare_run
 from evalsuite.errors import EvalsuiteError
-from evalsuite.gate import gate
+from evalsuite.verdict.gate import gate
 from evalsuite.perf.timing import TimingSettings, parse_timing, precise_enough, time_interleaved
-from evalsuite.rubric import parse_rubric
-from evalsuite.runner import RunOptions, run_suite
+from evalsuite.verdict.rubric import parse_rubric
+from evalsuite.run.runner import RunOptions, run_suite
 from evalsuite.scoring.base import ScoreRecord
-from evalsuite.suite import load_suite
+from evalsuite.cases.suite import load_suite
 
 
 @pytest.mark.parametrize(

@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from evalsuite.compare import VariantInfo, compare_records
-from evalsuite.gate import gate
+from evalsuite.verdict.compare import VariantInfo, compare_records
+from evalsuite.verdict.gate import gate
 from evalsuite.perf.stats import RatioCI
 from evalsuite.perf.verdict import judge_ratio
-from evalsuite.rubric import parse_rubric
+from evalsuite.verdict.rubric import parse_rubric
 from evalsuite.scoring.base import ScoreRecord
 
 
@@ -119,7 +119,7 @@ def test_cannot_judge_is_shown_in_the_verdict_and_ratios_with_intervals_in_the_c
 
     from rich.console import Console
 
-    from evalsuite.gate import format_verdict
+    from evalsuite.verdict.gate import format_verdict
     from evalsuite.perf.verdict import ratio_cell
 
     cmp, verdict = judge([1.0, 2.5, 0.9, 2.0, 1.05, 1.9])

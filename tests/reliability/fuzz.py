@@ -123,7 +123,7 @@ def check_error(exc: BaseException, root: Path) -> None:
     """A clear error: an EvalsuiteError naming a file of the fuzzed folder, each problem with its
     field, and a line that exists in that file when one is given."""
     from evalsuite.errors import EvalsuiteError, ValidationError
-    from evalsuite.rubric import RubricError
+    from evalsuite.verdict.rubric import RubricError
 
     assert isinstance(exc, EvalsuiteError), f"{type(exc).__name__}: {exc}"
     msg = str(exc)

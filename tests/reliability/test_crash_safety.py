@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from evalsuite.scoring.run import score_run
-from evalsuite.store import RunStore
+from evalsuite.run.store import RunStore
 
 from .helpers import FIGURES, calls, cli, cli_env, content, one_per_key, score_content, write_suite
 
@@ -155,8 +155,8 @@ def test_ten_kills_in_a_row_then_resume_equal_an_uninterrupted_run(tmp_path):
 def _old_and_new_scores(tmp_path: Path) -> tuple[Path, bytes]:
     """A run scored when only its baseline was generated (the old scores.jsonl), then resumed with
     every variant without scoring: `evalsuite score` now writes a different, complete file."""
-    from evalsuite.runner import RunOptions, run_suite
-    from evalsuite.suite import load_suite
+    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.cases.suite import load_suite
 
     root = tmp_path / "scored"
     suite = write_suite(root, n_cases=20, samples=2, batch_size=4)

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalsuite.compare import compare_run
-from evalsuite.gate import gate
-from evalsuite.rubric import load_rubric
-from evalsuite.runner import RunOptions, run_suite
-from evalsuite.store import GenerationCache
-from evalsuite.suite import load_suite
+from evalsuite.verdict.compare import compare_run
+from evalsuite.verdict.gate import gate
+from evalsuite.verdict.rubric import load_rubric
+from evalsuite.run.runner import RunOptions, run_suite
+from evalsuite.run.store import GenerationCache
+from evalsuite.cases.suite import load_suite
 
 from .helpers import cli, cli_env, one_per_key, write_suite
 

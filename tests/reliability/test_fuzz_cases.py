@@ -1,4 +1,4 @@
-"""Fuzzed case sets (evalsuite/cases.py): any file yields a CaseSet or a clear error naming the
+"""Fuzzed case sets (evalsuite/cases/caseset.py): any file yields a CaseSet or a clear error naming the
 place, never another exception, and loading writes nothing."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from evalsuite.cases import CaseSet, load_caseset, load_cases
+from evalsuite.cases.caseset import CaseSet, load_caseset, load_cases
 
 from .fuzz import Counter, check_error, fuzz, mutate, snapshot, splice, yamlish
 

@@ -1,4 +1,4 @@
-"""Fuzzed rubrics (evalsuite/rubric.py): any file yields a Rubric with every stage, or a
+"""Fuzzed rubrics (evalsuite/verdict/rubric.py): any file yields a Rubric with every stage, or a
 RubricError naming the file, line, rule and field, never another exception; loading writes nothing."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from evalsuite.rubric import STAGES, Rubric, load_rubric
+from evalsuite.verdict.rubric import STAGES, Rubric, load_rubric
 
 from .fuzz import Counter, check_error, fuzz, mutate, snapshot, splice, yamlish
 

@@ -1,4 +1,4 @@
-"""Fuzzed suite files (evalsuite/suite.py): any file yields a Suite whose cases load, or a clear
+"""Fuzzed suite files (evalsuite/cases/suite.py): any file yields a Suite whose cases load, or a clear
 error naming the place, never another exception, and loading writes nothing."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evalsuite.suite import Suite, load_suite
+from evalsuite.cases.suite import Suite, load_suite
 from evalsuite.yamlio import dump_yaml
 
 from .fuzz import Counter, check_error, fuzz, mutate, snapshot, splice, yamlish

@@ -38,8 +38,8 @@ VARIANTS = [
 @pytest.fixture(scope="session")
 def report_run(tmp_path_factory):
     """(store, rubric path): the run, scored."""
-    from evalsuite.runner import RunOptions, run_suite
-    from evalsuite.suite import load_suite
+    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.cases.suite import load_suite
 
     root = tmp_path_factory.mktemp("reportrun")
     outputs = write_sets(root, n_kb=14, n_code=4, n_brand=8)

@@ -57,8 +57,8 @@ def make_suite(root: Path) -> Path:
 
 
 def run_suite_at(suite: Path):
-    from evalsuite.runner import RunOptions, run_suite
-    from evalsuite.suite import load_suite
+    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.cases.suite import load_suite
 
     return run_suite(load_suite(suite), RunOptions(progress=False)).store
 

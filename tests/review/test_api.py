@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from evalsuite.gate import cli_gate, gate_run
+from evalsuite.verdict.gate import cli_gate, gate_run
 from evalsuite.review import api
 from evalsuite.review.decisions import REVIEW_RULE
 
@@ -59,7 +59,7 @@ def test_a_verdict_applies_to_the_identical_output_in_a_later_run(review_run, qu
     res = api.flag_run(later, queue=queue)
     assert res.added == () and res.open == 4  # kb-003 is decided; nothing new
     assert [s["run_id"] for s in api.show(item["id"], queue)["sightings"]] == [review_run["store"].run_id, later.run_id]
-    from evalsuite.compare import compare_run
+    from evalsuite.verdict.compare import compare_run
 
     d = api.decisions(compare_run(later), later.signature["variants"], queue)
     assert dict(d.accepted) == {"opt": {"kb-003": "item #%d, alice: dropping the marker is fine here" % item["id"]}} and d.n_open == 4

@@ -8,10 +8,10 @@ import json
 import pytest
 from rich.console import Console
 
-from evalsuite.compare import VariantInfo, compare_records
-from evalsuite.gate import format_verdict, gate
+from evalsuite.verdict.compare import VariantInfo, compare_records
+from evalsuite.verdict.gate import format_verdict, gate
 from evalsuite.review.decisions import REVIEW_RULE, ReviewDecisions, waive_delta
-from evalsuite.rubric import parse_rubric
+from evalsuite.verdict.rubric import parse_rubric
 from evalsuite.scoring.base import ScoreRecord
 
 INFOS = [VariantInfo("base", baseline=True), VariantInfo("opt")]
@@ -134,7 +134,7 @@ def test_noise_runs_and_cases_that_do_not_offend_are_untouched():
 def test_an_accepted_speculative_mismatch_counts_as_identical_for_min_exactness():
     from dataclasses import replace
 
-    from evalsuite.compare import PerfDelta
+    from evalsuite.verdict.compare import PerfDelta
 
     cmp = compare_records(flips(10, 0), INFOS)
     perf = PerfDelta("opt", 10, 0, 0, 0.0, 0.0, 0.0, 0.0, None, None, None, True, 0.9, 10)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from evalsuite.compare import Comparison, MetricDelta, PerfDelta
+from evalsuite.verdict.compare import Comparison, MetricDelta, PerfDelta
 from evalsuite.review.policy import DEFAULT_POLICY, ReviewPolicy, flag_comparison
-from evalsuite.rubric import RubricError, load_rubric
+from evalsuite.verdict.rubric import RubricError, load_rubric
 from evalsuite.scoring.base import ScoreRecord
 
 

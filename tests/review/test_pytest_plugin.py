@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 # pytester's in-process runs drop modules first imported inside them (see tests/test_pytest_plugin.py)
-import evalsuite.compare  # noqa: F401
-import evalsuite.gate  # noqa: F401
+import evalsuite.verdict.compare  # noqa: F401
+import evalsuite.verdict.gate  # noqa: F401
 import evalsuite.review.api  # noqa: F401
-import evalsuite.runner  # noqa: F401
+import evalsuite.run.runner  # noqa: F401
 import evalsuite.scoring.run as _scoring_run
 import scipy.stats  # noqa: F401
 import statsmodels.stats.contingency_tables  # noqa: F401

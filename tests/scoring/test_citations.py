@@ -2,7 +2,7 @@
 
 import pytest
 
-from evalsuite.cases import Case, Document, Expect
+from evalsuite.cases.caseset import Case, Document, Expect
 from evalsuite.scoring.base import ScoreInput
 from evalsuite.scoring.citations import (
     agreement,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evalsuite import sandbox
-from evalsuite.cases import Case, Expect, Term, load_caseset
+from evalsuite.cases.caseset import Case, Expect, Term, load_caseset
 from evalsuite.scoring import SCORERS, ScoreInput
 from evalsuite.scoring import code as C
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from evalsuite.cases import Case, Document, Expect, load_caseset
+from evalsuite.cases.caseset import Case, Document, Expect, load_caseset
 from evalsuite.scoring.base import ScoreInput
 from evalsuite.scoring.grounding import (
     abstained,

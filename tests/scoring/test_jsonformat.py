@@ -2,7 +2,7 @@
 
 import pytest
 
-from evalsuite.cases import Case, Expect
+from evalsuite.cases.caseset import Case, Expect
 from evalsuite.scoring.base import ScoreInput
 from evalsuite.scoring.jsonformat import drift, extract_json, json_drift, parsed, schema_errors, valid
 

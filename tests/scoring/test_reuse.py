@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from evalsuite.backends.base import Generation
-from evalsuite.cases import Case, all_cases, load_cases
+from evalsuite.cases.caseset import Case, all_cases, load_cases
 from evalsuite.scoring import reuse
 from evalsuite.scoring.base import Score, ScoreInput
 from evalsuite.scoring.run import load_scorers, score_generations
-from evalsuite.store import GenerationCache
+from evalsuite.run.store import GenerationCache
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from evalsuite.cases import Case
+from evalsuite.cases.caseset import Case
 from evalsuite.scoring.base import SCORERS, ScoreInput
 from evalsuite.scoring.similarity import bleu, chrf, divergence, exact, first_divergence, identical, word_at
 

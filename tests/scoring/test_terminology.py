@@ -2,7 +2,7 @@
 
 import pytest
 
-from evalsuite.cases import Case, Expect, Glossary, Term, load_caseset
+from evalsuite.cases.caseset import Case, Expect, Glossary, Term, load_caseset
 from evalsuite.scoring.base import SCORERS, ScoreInput
 from evalsuite.scoring.terminology import dropped, forbidden, retention
 

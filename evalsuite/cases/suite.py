@@ -14,10 +14,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .backends.base import GenerationSettings
-from .cases import Case, CaseSet, all_cases, load_cases, sha256_json
-from .errors import Problem, ValidationError
-from .yamlio import LineMap, load_yaml
+from ..backends.base import GenerationSettings
+from ..errors import Problem, ValidationError
+from ..yamlio import LineMap, load_yaml
+from .caseset import Case, CaseSet, all_cases, load_cases, sha256_json
 
 log = logging.getLogger("evalsuite")
 
@@ -40,7 +40,7 @@ class Variant:
     generation: GenerationSettings = field(default_factory=GenerationSettings)  #: effective settings
     baseline: bool = False
     noise: bool = False  #: a rerun of the baseline, used as the noise floor
-    degrade: dict | None = None  #: planted regression applied to the outputs (see evalsuite.degrade)
+    degrade: dict | None = None  #: planted regression applied to the outputs (see evalsuite.run.degrade)
     description: str = ""
     changes: tuple[str, ...] = ()  #: categories changed against the baseline (computed)
 
@@ -129,7 +129,7 @@ class Suite:
         return next(v for v in self.variants if v.baseline)
 
     def variant(self, name: str) -> Variant:
-        from .errors import UnknownNameError
+        from ..errors import UnknownNameError
 
         for v in self.variants:
             if v.name == name:
@@ -319,7 +319,7 @@ def load_suite(path: str | Path) -> Suite:
                 description=rv.get("description", ""),
             )
         )
-    from .backends import BACKENDS
+    from ..backends import BACKENDS
 
     for i, v in enumerate(variants):
         if isinstance(v.backend, str) and v.backend not in BACKENDS:
@@ -329,7 +329,7 @@ def load_suite(path: str | Path) -> Suite:
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             problems.append(Problem(file, lines.line_of(("variants", i, "backend")), v.name, "backend", f"unknown backend {v.backend!r}{hint}; available: {', '.join(BACKENDS.names())}"))
 
-    from .executors import parse_executor
+    from ..executors import parse_executor
 
     executor = parse_executor(data.get("executor"), file, lambda p: lines.line_of(p), problems)
     stage = data.get("stage", "pilot")

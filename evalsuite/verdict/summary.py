@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable
 
-from .scoring.base import ScoreRecord
+from ..scoring.base import ScoreRecord
 
 
 def pass_rates(records: Iterable[ScoreRecord], variant: str) -> list[dict]:

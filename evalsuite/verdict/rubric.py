@@ -46,8 +46,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .errors import EvalsuiteError
-from .yamlio import LineMap, load_yaml
+from ..errors import EvalsuiteError
+from ..yamlio import LineMap, load_yaml
 
 STAGES = ("dev", "pilot", "production")
 SEVERITIES = ("block", "warn")
@@ -182,7 +182,7 @@ class VariantRule:
 
         Ratios timed interleaved carry intervals: they fail only when the whole interval is beyond
         the limit and beyond `noise` (the noise reruns' PerfDeltas); see evalsuite.perf.verdict."""
-        from .perf.verdict import ci_checks
+        from ..perf.verdict import ci_checks
 
         ci = ci_checks(self, perf, noise)
         r = [c.reason for c in ci.values() if c.status == "fail"]
@@ -203,7 +203,7 @@ class VariantRule:
     def undecided(self, perf: Any, noise: Any = ()) -> str | None:
         """Why an interleaved performance check can neither pass nor fail (its interval straddles
         the limit, or is beyond it only within noise), or None."""
-        from .perf.verdict import ci_checks
+        from ..perf.verdict import ci_checks
 
         return "; ".join(c.reason for c in ci_checks(self, perf, noise).values() if c.status == "cannot_judge") or None
 
@@ -226,7 +226,7 @@ class StageRubric:
         for r in self.rules:
             if r.name == name:
                 return r
-        from .errors import UnknownNameError
+        from ..errors import UnknownNameError
 
         raise UnknownNameError("rule", name, [r.name for r in self.rules])
 
@@ -242,7 +242,7 @@ class Rubric:
 
     def for_stage(self, stage: str) -> StageRubric:
         if stage not in self.stages:
-            from .errors import UnknownNameError
+            from ..errors import UnknownNameError
 
             raise UnknownNameError("stage", stage, list(self.stages))
         return self.stages[stage]
@@ -318,7 +318,7 @@ def _build_rule(ctx: _Ctx, raw: Any, path: tuple, index: int, alpha: float) -> R
         if scen_t is None:
             ctx.add(path + ("scenario",), who, "scenario", f"expected a scenario name, a list of them, or '*', got {scen!r}")
             return None
-        from .cases import SCENARIOS
+        from ..cases.caseset import SCENARIOS
 
         for s in scen_t:
             if s != "*" and s not in SCENARIOS:
@@ -463,7 +463,7 @@ def parse_rubric(data: Any, file: str = "<rubric>", lines: LineMap | None = None
                     ctx.add(("stages", stage, "add", j, "name"), built.name, "name", "duplicate rule name")
                 rules.append(built)
         stages[stage] = StageRubric(str(data.get("name", Path(file).stem)), stage, file, alpha, smt, tuple(rules))
-    from .review.policy import parse_review_policy
+    from ..review.policy import parse_review_policy
 
     review = parse_review_policy(data.get("review"), ctx.add)
     if ctx.problems:
@@ -485,7 +485,7 @@ def load_rubric(path: str | Path) -> Rubric:
 
 def default_rubric_path() -> Path:
     """The shipped rubric: rubrics/default.yaml in the working directory, else beside the package."""
-    for p in (Path("rubrics") / "default.yaml", Path(__file__).resolve().parent.parent / "rubrics" / "default.yaml"):
+    for p in (Path("rubrics") / "default.yaml", Path(__file__).resolve().parents[2] / "rubrics" / "default.yaml"):
         if p.is_file():
             return p
     raise RubricError(["rubrics/default.yaml not found (pass --rubric FILE)"])

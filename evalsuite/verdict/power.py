@@ -8,7 +8,7 @@ that moved (1 when only the damaged metric moved; the whole block family, 8 in t
 when everything is noisy), and the drop (b - c) / n exceeds `max_drop`.
 
 Power is computed exactly by summing the trinomial distribution of (pass->fail, fail->pass) counts,
-not simulated. Run `python -m evalsuite.power` (or benchmarks/power_table.py) for the tables in
+not simulated. Run `python -m evalsuite.verdict.power` (or benchmarks/power_table.py) for the tables in
 docs/thresholds.md.
 """
 

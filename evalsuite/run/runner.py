@@ -17,15 +17,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from . import __version__
-from .backends.base import Backend, Generation, Request, make_backend
-from .cases import Case, suite_digest
-from .errors import EvalsuiteError
-from .executors import Executor, make_executor
-from .executors.local import LocalExecutor
+from .. import __version__
+from ..backends.base import Backend, Generation, Request, make_backend
+from ..cases.caseset import Case, suite_digest
+from ..cases.suite import Suite, Variant
+from ..errors import EvalsuiteError
+from ..executors import Executor, make_executor
+from ..executors.local import LocalExecutor
 from .prompting import PROMPT_VERSION, build_requests
 from .store import DEFAULT_CACHE, GenerationCache, RunStore
-from .suite import Suite, Variant
 
 log = logging.getLogger("evalsuite")
 
@@ -209,7 +209,7 @@ def make_signature(suite: Suite, cases: Sequence[Case], fingerprints: dict[str, 
     sets: dict[str, list[str]] = {}
     for c in cases:
         sets.setdefault(c.source, []).append(c.digest())
-    from .cases import sha256_json
+    from ..cases.caseset import sha256_json
 
     return {
         "schema_version": 1,
@@ -240,7 +240,7 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
     # the baseline first: later stages compare everything with it
     variants.sort(key=lambda v: (not v.baseline, v.noise))
 
-    from .perf.timing import parse_timing, time_run
+    from ..perf.timing import parse_timing, time_run
 
     timing = parse_timing(opts.timing if opts.timing is not None else (suite.raw or {}).get("timing"), f"{suite.path}: timing")
     factory = opts.backend_factory or make_backend
@@ -267,7 +267,7 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
         if dropped:
             log.warning("run %s: dropped a partial last record (%d bytes) left by an interrupted write", store.run_id, dropped)
         if not (store.dir / "cases.jsonl").is_file():  # killed between creating the run and writing its cases
-            from .interop import to_jsonl
+            from ..interop import to_jsonl
 
             to_jsonl(cases, store.dir / "cases.jsonl")
         merged = dict(old)
@@ -276,7 +276,7 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
     else:
         store = RunStore.create(runs_dir, suite.name, suite.resolved(), signature)
         # the resolved cases travel with the run, so it can be rescored after the files change
-        from .interop import to_jsonl
+        from ..interop import to_jsonl
 
         to_jsonl(cases, store.dir / "cases.jsonl")
 
@@ -304,7 +304,7 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
     result.variants = summaries
     store.mark_complete(True, generated=result.generated, cached=result.cached, errors=result.errors)
     if opts.score:
-        from .scoring.run import score_run
+        from ..scoring.run import score_run
 
         score_cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)  # its scores table: unchanged outputs are not rescored
         try:

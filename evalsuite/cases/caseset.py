@@ -17,8 +17,8 @@ from typing import Any, Iterable
 
 import jsonschema
 
-from .errors import Problem, ValidationError
-from .yamlio import LineMap, load_jsonl, load_yaml
+from ..errors import Problem, ValidationError
+from ..yamlio import LineMap, load_jsonl, load_yaml
 
 SCENARIOS = ("kb_qa", "code", "brand")
 KINDS: dict[str, tuple[str, ...]] = {

@@ -28,9 +28,9 @@ import re
 from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
-from .backends.base import Generation, Request
-from .cases import Case, sha256_json
-from .errors import EvalsuiteError
+from ..backends.base import Generation, Request
+from ..cases.caseset import Case, sha256_json
+from ..errors import EvalsuiteError
 
 KINDS = ("drop_citations", "corrupt_json", "forbidden_terms", "break_code", "leak_canary")
 _SPEC_KEYS = {"kind", "rate", "seed", "scenarios"}

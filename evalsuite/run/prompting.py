@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Sequence
 
-from .backends.base import Request
-from .cases import Case
+from ..backends.base import Request
+from ..cases.caseset import Case
 
 if TYPE_CHECKING:
-    from .suite import Variant
+    from ..cases.suite import Variant
 
 PROMPT_VERSION = 2
 

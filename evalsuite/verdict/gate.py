@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..errors import EvalsuiteError
 from .compare import Comparison, MetricDelta, compare_run
-from .errors import EvalsuiteError
 from .rubric import MetricRule, Rubric, StageRubric, VariantRule, default_rubric_path, load_rubric
 
 MAX_CASES_SHOWN = 10
@@ -225,7 +225,7 @@ def gate(comparison: Comparison, rubric: Rubric | StageRubric, stage: str = "pro
     """
     sr = rubric if isinstance(rubric, StageRubric) else rubric.for_stage(stage)
     if reviews is not None:  # human verdicts (evalsuite.review.decisions.ReviewDecisions): waive, fail, needs review
-        from .review.decisions import apply_reviews
+        from ..review.decisions import apply_reviews
 
         return apply_reviews(comparison, reviews, lambda c: gate(c, sr, stage, judge_noise=judge_noise), sr)
     problems = list(comparison.problems)
@@ -331,7 +331,7 @@ def resolve_rubric_path(store, rubric_path: str | Path | None) -> Path:
 def gate_run(store, rubric_path: str | Path | None = None, stage: str = "production", *, judge_noise: bool = False, queue: str | Path | None = None, flag: bool = False) -> Verdict:
     """Compare a stored run and judge it, with the review queue's verdicts when a queue exists
     (the demo's and the plugin's entry point); `flag`: first flag the run's differences into it."""
-    from .review.api import reviews_for_run
+    from ..review.api import reviews_for_run
 
     rubric = load_rubric(resolve_rubric_path(store, rubric_path))
     if (store.dir / "adaptive.json").is_file():  # an adaptive run: its sequential decisions, not a fixed-n test on a peeked sample
@@ -345,9 +345,9 @@ def _adaptive_gate_run(store, rubric: Rubric, stage: str, judge_noise: bool, que
     outputs are not waived: the sequential decision was taken on every generated case, in order."""
     from dataclasses import replace
 
-    from .adaptive.gating import adaptive_gate
-    from .review.api import reviews_for_run
-    from .review.decisions import apply_reviews
+    from ..adaptive.gating import adaptive_gate
+    from ..review.api import reviews_for_run
+    from ..review.decisions import apply_reviews
 
     verdict = adaptive_gate(store, rubric, stage, judge_noise=judge_noise)
     cmp = compare_run(store, n_resamples=99)
@@ -422,7 +422,7 @@ def format_verdict(verdict: Verdict, console) -> None:
 
 
 def write_verdict_json(verdict: Verdict, path: str | Path) -> None:
-    from .yamlio import atomic_write_text
+    from ..yamlio import atomic_write_text
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(path), json.dumps(verdict.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
@@ -431,12 +431,12 @@ def write_verdict_json(verdict: Verdict, path: str | Path) -> None:
 def cli_gate(run: str, runs_dir: str | Path, rubric_path: str | Path | None, stage: str, json_out: str | Path | None, console, *, flag: bool = False, queue: str | Path | None = None, verbose: bool = True) -> int:
     """`evalsuite gate RUN`: print the verdict (the full evidence with `verbose`, else one line per
     rule: evalsuite.report.terminal); 0 pass, 1 regression, 2 cannot judge, 3 needs review."""
-    from .store import RunStore
+    from ..run.store import RunStore
 
     def cannot(msg: str) -> int:
         console.print(f"[bold yellow]CANNOT JUDGE[/bold yellow]: {msg}", highlight=False)
         if json_out:
-            from .yamlio import atomic_write_text
+            from ..yamlio import atomic_write_text
 
             Path(json_out).parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(Path(json_out), json.dumps({"passed": False, "judgeable": False, "exit_code": 2, "stage": stage, "problems": [msg]}, indent=2) + "\n")
@@ -452,7 +452,7 @@ def cli_gate(run: str, runs_dir: str | Path, rubric_path: str | Path | None, sta
     if verbose:
         format_verdict(verdict, console)
     else:
-        from .report.terminal import print_verdict
+        from ..report.terminal import print_verdict
 
         print_verdict(verdict, console)
     if json_out:

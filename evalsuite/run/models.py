@@ -19,11 +19,11 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
 
-from .errors import EvalsuiteError, MissingExtraError
+from ..errors import EvalsuiteError, MissingExtraError
 
 log = logging.getLogger("evalsuite")
 
@@ -349,7 +349,7 @@ def calibration_texts(source: str | os.PathLike | Sequence[str] | None, limit: i
         paths = [str(s) for s in source]
     texts: set[str] = set()
     if paths:
-        from .cases import all_cases, load_cases
+        from ..cases.caseset import all_cases, load_cases
 
         try:
             cases = all_cases(load_cases(paths))

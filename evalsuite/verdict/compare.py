@@ -32,8 +32,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import EvalsuiteError
-from .scoring.base import ScoreRecord
+from ..errors import EvalsuiteError
+from ..scoring.base import ScoreRecord
 
 DEFAULT_SEED = 20240601
 N_BOOTSTRAP = 2000
@@ -467,7 +467,7 @@ def compare_records(
                     warn.append(f"{info.name} {s}/{m}: {len(d.missing_in_variant)} case(s) scored on the baseline only, not paired: {', '.join(d.missing_in_variant[:5])}")
         perf_out.append(_perf(info, perf.get(info.name), perf.get(baseline), records))
     if timing:  # interleaved timing blocks (evalsuite.perf): paired ratios with intervals replace the sequential ones
-        from .perf.verdict import apply_timing
+        from ..perf.verdict import apply_timing
 
         perf_out = apply_timing(perf_out, timing)
     if not complete:
@@ -546,7 +546,7 @@ def format_comparison(cmp: Comparison, console) -> None:
                 "-" if noise or not nf.runs else f"{nf.flips}/{nf.harm:.2f}",
             )
         console.print(t)
-    from .perf.verdict import ratio_cell
+    from ..perf.verdict import ratio_cell
 
     t = Table(title="performance vs baseline (interleaved: ratio [95% CI])", title_justify="left")
     for col in ("variant", "gens", "error rate", "timeout rate", "latency p95 x", "tokens/s x", "peak mem x", "exactness"):
@@ -563,7 +563,7 @@ def format_comparison(cmp: Comparison, console) -> None:
 
 def cli_compare(run: str, runs_dir: str | Path, console) -> int:
     """`evalsuite compare RUN`: print the comparison; 0 when it could be computed, 2 otherwise."""
-    from .store import RunStore
+    from ..run.store import RunStore
 
     try:
         store = RunStore.find(runs_dir, run)

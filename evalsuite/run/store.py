@@ -25,9 +25,9 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from .backends.base import Generation
-from .errors import EvalsuiteError
-from .yamlio import atomic_write_text, dump_yaml
+from ..backends.base import Generation
+from ..errors import EvalsuiteError
+from ..yamlio import atomic_write_text, dump_yaml
 
 SCHEMA_VERSION = 1
 DEFAULT_CACHE = Path("reports") / "cache" / "generations.sqlite"
@@ -247,7 +247,7 @@ class RunStore:
         atomic_write_text(self.dir / "scores.jsonl", text)
 
     def scores(self) -> list:
-        from .scoring.base import ScoreRecord
+        from ..scoring.base import ScoreRecord
 
         p = self.dir / "scores.jsonl"
         if not p.is_file():
