@@ -76,20 +76,14 @@ def _checks_for(store: RunStore, state: dict, stage: str | None = None, rubric_p
 def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) -> AdaptiveResult:
     """Run a suite adaptively (or resume such a run): the reference variants in full, every other
     variant until its verdict for `settings.stage` is decided."""
-    from ..run.runner import RunOptions, _build_backend, _progress, _run_variant, make_backend, run_suite, select_cases
+    from ..run.runner import RunOptions, make_backend, run_suite, select_cases
     from ..run.store import DEFAULT_CACHE, GenerationCache
-    from ..scoring.run import score_generations, score_run
-    from ..verdict.gate import resolve_rubric_path
+    from ..scoring.run import score_run
     from ..verdict.rubric import load_rubric
 
     opts = options or RunOptions()
     settings = settings or AdaptiveSettings()
-    if settings.until not in ("verdict", "rules"):
-        raise EvalsuiteError(f"adaptive: until must be 'verdict' or 'rules', got {settings.until!r}")
-    if not 0 < settings.split < 1:
-        raise EvalsuiteError(f"adaptive: split must be between 0 and 1 (exclusive), got {settings.split!r}")
-    if not 0 < settings.tolerance < 1:
-        raise EvalsuiteError(f"adaptive: tolerance must be a drop between 0 and 1 (exclusive), got {settings.tolerance!r}")
+    _check_settings(settings)
     cases = select_cases(suite, opts.scenarios, opts.limit)
     chosen = [v for v in suite.variants if not v.baseline]
     if opts.variants is not None:
@@ -101,92 +95,146 @@ def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) 
 
     ref = run_suite(suite, replace(opts, variants=reference, score=True))
     store = ref.store
-    state = load_state(store)
-    if state is None:
-        rubric_path = str(resolve_rubric_path(store, settings.rubric).resolve())
-        settings = replace(settings, rubric=rubric_path)
-        state = {"schema_version": SCHEMA_VERSION, "settings": settings.to_dict(), "order": seeded_order(cases, settings.seed), "variants": {}}
-    else:
-        recorded = AdaptiveSettings(**state["settings"])
-        if recorded != replace(settings, rubric=recorded.rubric) and opts.resume:
-            log.warning("resuming %s with its recorded adaptive settings (%s)", store.run_id, recorded.to_dict())
-        settings = recorded
-        if sorted(state["order"]) != sorted(c.id for c in cases):
-            raise EvalsuiteError(f"cannot resume {store.run_id} adaptively: its case order covers other cases than the suite selects now")
+    state, settings = _start_or_resume(store, settings, cases, opts.resume)
     store.write_json(STATE_FILE, state)
     store.mark_complete(False, adaptive=True)
-    rubric = load_rubric(settings.rubric)
-    sr = rubric.for_stage(settings.stage)
-    baseline = suite.baseline.name
-    base, _ = split_records(store.scores(), baseline)
-    order = state["order"]
-    checks = build_checks(sr, base, order, settings)
+    sr = load_rubric(settings.rubric).for_stage(settings.stage)
+    base, _ = split_records(store.scores(), suite.baseline.name)
     noise_floor = None
     if reference:
         from ..verdict.compare import compare_run
 
         noise_floor = compare_run(store, n_resamples=99).noise_floor
-    by_id = {c.id: c for c in cases}
-    factory = opts.backend_factory or make_backend
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
-    summaries = store.read_json("variants.json", {}) or {}
+    run = _Run(store, state, settings, sr, build_checks(sr, base, state["order"], settings), base, noise_floor, suite.baseline.name,
+               {c.id: c for c in cases}, cache, ref, store.read_json("variants.json", {}) or {}, opts.progress)
     result = AdaptiveResult(ref)
     try:
         for v in targets:
-            entry = state["variants"].setdefault(v.name, {"batches": [], "pending": None, "stopped": False})
-            backend = _build_backend(factory, v, cases)
-            fp = backend.fingerprint()
-            sig = store.signature
-            old = sig.get("variants", {}).get(v.name)
-            if old is not None and old != fp:
-                raise EvalsuiteError(f"cannot resume {store.run_id}: variant {v.name} changed since; start a new run")
-            sig.setdefault("variants", {})[v.name] = fp
-            store.write_json("signature.json", sig)
-            generated = {c for b in entry["batches"] for c in b}
-            records = score_generations([by_id[c] for c in order if c in generated], [g for g in store.generations() if g.variant in (baseline, v.name) and g.case_id in generated], baseline,
-                                        cache=cache) if generated else []
-            records = [r for r in records if r.variant == v.name]
-            done = {g.key() for g in store.generations() if g.ok}
-            batch_size = settings.batch_size or v.generation.batch_size
-            st: VariantState | None = None
-            with _progress(opts.progress, f"{v.name} (adaptive)", len(order)) as advance:
-                advance(len(generated))
-                while not entry["stopped"]:
-                    batch = entry["pending"]
-                    if not batch:
-                        st = _evaluate(v.name, checks, base, records, entry, order, sr, noise_floor)
-                        entry["state"] = st.to_dict()
-                        nxt = [] if is_done(st, settings.until) else needed_cases(st, checks, order, generated)[:batch_size]
-                        if not nxt:
-                            entry["stopped"] = True
-                            entry["stop"] = f"verdict {st.verdict}" if st.verdict != "open" else "case sets exhausted"
-                            store.write_json(STATE_FILE, state)
-                            break
-                        entry["pending"] = batch = nxt
-                        store.write_json(STATE_FILE, state)
-                    summaries[v.name] = _run_variant(v, backend, fp, [by_id[c] for c in batch], store, cache, done, ref, False, summaries.get(v.name))
-                    store.write_json("variants.json", summaries)
-                    bset = set(batch)
-                    gens = [g for g in store.generations() if g.case_id in bset and g.variant in (baseline, v.name)]
-                    records += [r for r in score_generations([by_id[c] for c in batch], gens, baseline, cache=cache) if r.variant == v.name]
-                    entry["batches"].append(batch)
-                    entry["pending"] = None
-                    generated |= bset
-                    store.write_json(STATE_FILE, state)
-                    advance(len(batch))
-            st = _evaluate(v.name, checks, base, records, entry, order, sr, noise_floor, bounds=True)
-            st.total = len(order)
-            entry["state"] = st.to_dict()
-            entry["generated"], entry["total"] = len(generated), len(order)
-            store.write_json(STATE_FILE, state)
-            result.states[v.name] = st
-            backend.close()
-        ref.variants = summaries
+            backend, fp = _bound_backend(run, v, opts.backend_factory or make_backend, cases)
+            try:
+                result.states[v.name] = _adaptive_variant(run, v, backend, fp)
+            finally:
+                backend.close()
+        ref.variants = run.summaries
         store.mark_complete(True, adaptive=True, generated=ref.generated, cached=ref.cached, errors=ref.errors)
         score_run(store, cases, cache=cache)  # always: the gate of an adaptive run replays its decisions from the scores
     finally:
         cache.close()
     return result
+
+
+def _check_settings(settings: AdaptiveSettings) -> None:
+    if settings.until not in ("verdict", "rules"):
+        raise EvalsuiteError(f"adaptive: until must be 'verdict' or 'rules', got {settings.until!r}")
+    if not 0 < settings.split < 1:
+        raise EvalsuiteError(f"adaptive: split must be between 0 and 1 (exclusive), got {settings.split!r}")
+    if not 0 < settings.tolerance < 1:
+        raise EvalsuiteError(f"adaptive: tolerance must be a drop between 0 and 1 (exclusive), got {settings.tolerance!r}")
+
+
+def _start_or_resume(store: RunStore, settings: AdaptiveSettings, cases, resume) -> tuple[dict, AdaptiveSettings]:
+    """A new run's state (settings with the rubric's resolved path, the seeded order), or a resumed
+    run's, whose recorded settings win."""
+    from ..verdict.gate import resolve_rubric_path
+
+    state = load_state(store)
+    if state is None:
+        settings = replace(settings, rubric=str(resolve_rubric_path(store, settings.rubric).resolve()))
+        return {"schema_version": SCHEMA_VERSION, "settings": settings.to_dict(), "order": seeded_order(cases, settings.seed), "variants": {}}, settings
+    recorded = AdaptiveSettings(**state["settings"])
+    if recorded != replace(settings, rubric=recorded.rubric) and resume:
+        log.warning("resuming %s with its recorded adaptive settings (%s)", store.run_id, recorded.to_dict())
+    if sorted(state["order"]) != sorted(c.id for c in cases):
+        raise EvalsuiteError(f"cannot resume {store.run_id} adaptively: its case order covers other cases than the suite selects now")
+    return state, recorded
+
+
+@dataclass
+class _Run:
+    """What the variants of one adaptive run share."""
+
+    store: RunStore
+    state: dict  #: adaptive.json's contents, saved after every step
+    settings: AdaptiveSettings
+    sr: Any  #: the stage's rubric
+    checks: list[Check]
+    base: dict  #: the baseline's per-case scores
+    noise_floor: Any
+    baseline: str
+    by_id: dict  #: case id -> case
+    cache: Any  #: the GenerationCache (generations and stored scores)
+    ref: Any  #: runner.RunResult of the reference part
+    summaries: dict  #: variants.json
+    progress: bool
+
+    def save(self) -> None:
+        self.store.write_json(STATE_FILE, self.state)
+
+
+def _bound_backend(run: _Run, v, factory, cases) -> tuple[Any, str]:
+    """The variant's backend and fingerprint, recorded in the run's signature (a resumed run refuses a changed variant)."""
+    from ..run.runner import _build_backend
+
+    backend = _build_backend(factory, v, cases)
+    fp = backend.fingerprint()
+    sig = run.store.signature
+    old = sig.get("variants", {}).get(v.name)
+    if old is not None and old != fp:
+        backend.close()
+        raise EvalsuiteError(f"cannot resume {run.store.run_id}: variant {v.name} changed since; start a new run")
+    sig.setdefault("variants", {})[v.name] = fp
+    run.store.write_json("signature.json", sig)
+    return backend, fp
+
+
+def _adaptive_variant(run: _Run, v, backend, fp: str) -> VariantState:
+    """Generate one variant batch by batch until its checks decide (or its cases run out), saving
+    the state before and after every batch; its state at the stop."""
+    from ..run.runner import _progress, _run_variant
+    from ..scoring.run import score_generations
+
+    order, store = run.state["order"], run.store
+    entry = run.state["variants"].setdefault(v.name, {"batches": [], "pending": None, "stopped": False})
+    pair = (run.baseline, v.name)
+
+    def scored(case_ids: set) -> list:  # the variant's score records of these cases (stored scores reused)
+        gens = [g for g in store.generations() if g.variant in pair and g.case_id in case_ids]
+        return [r for r in score_generations([run.by_id[c] for c in order if c in case_ids], gens, run.baseline, cache=run.cache) if r.variant == v.name]
+
+    generated = {c for b in entry["batches"] for c in b}
+    records = scored(generated) if generated else []
+    done = {g.key() for g in store.generations() if g.ok}
+    batch_size = run.settings.batch_size or v.generation.batch_size
+    with _progress(run.progress, f"{v.name} (adaptive)", len(order)) as advance:
+        advance(len(generated))
+        while not entry["stopped"]:
+            batch = entry["pending"]
+            if not batch:
+                st = _evaluate(v.name, run.checks, run.base, records, entry, order, run.sr, run.noise_floor)
+                entry["state"] = st.to_dict()
+                nxt = [] if is_done(st, run.settings.until) else needed_cases(st, run.checks, order, generated)[:batch_size]
+                if not nxt:
+                    entry["stopped"] = True
+                    entry["stop"] = f"verdict {st.verdict}" if st.verdict != "open" else "case sets exhausted"
+                    run.save()
+                    break
+                entry["pending"] = batch = nxt
+                run.save()
+            run.summaries[v.name] = _run_variant(v, backend, fp, [run.by_id[c] for c in batch], store, run.cache, done, run.ref, False, run.summaries.get(v.name))
+            store.write_json("variants.json", run.summaries)
+            records += scored(set(batch))
+            entry["batches"].append(batch)
+            entry["pending"] = None
+            generated |= set(batch)
+            run.save()
+            advance(len(batch))
+    st = _evaluate(v.name, run.checks, run.base, records, entry, order, run.sr, run.noise_floor, bounds=True)
+    st.total = len(order)
+    entry["state"] = st.to_dict()
+    entry["generated"], entry["total"] = len(generated), len(order)
+    run.save()
+    return st
 
 
 def _evaluate(name: str, checks, base, records, entry, order, sr, noise_floor, bounds: bool = False) -> VariantState:

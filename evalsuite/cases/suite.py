@@ -12,7 +12,7 @@ import logging
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..backends.base import GenerationSettings
 from ..errors import Problem, ValidationError
@@ -215,28 +215,9 @@ def _strings(x: Any) -> bool:
     return isinstance(x, list) and all(isinstance(i, str) for i in x)
 
 
-def load_suite(path: str | Path) -> Suite:
-    """Load and validate a suite file; raise ValidationError naming every problem."""
-    path = Path(path)
-    file = str(path)
-    if not path.is_file():
-        raise ValidationError([Problem(file, None, None, "path", "suite file not found")])
-    data, lines = load_yaml(path)
-    problems: list[Problem] = []
-    if not isinstance(data, dict):
-        raise ValidationError([Problem(file, 1, None, "(top level)", "expected a mapping")])
-    for k in sorted(set(data) - _SUITE_KEYS, key=repr):  # YAML keys may be of any type
-        problems.append(Problem(file, lines.line_of((k,)), None, str(k) or "''", f"unknown field (known: {', '.join(sorted(_SUITE_KEYS))})"))
-    for k in ("name", "description", "rubric", "stage", "output_dir", "cache"):
-        if data.get(k) is not None and not isinstance(data[k], str):
-            problems.append(Problem(file, lines.line_of((k,)), None, k, f"expected a string, got {data[k]!r}"))
-    base_dir = path.parent
-
-    def rel(p: str) -> str:
-        return os.path.normpath(base_dir / p) if not Path(p).is_absolute() else p
-
+def _parse_casesets(raw_sets: Any, file: str, lines: LineMap, rel: Callable[[str], str], problems: list[Problem]) -> list[CaseSelector]:
+    """The suite's `casesets:` entries (paths or mappings with `path` and filters) as selectors."""
     selectors: list[CaseSelector] = []
-    raw_sets = data.get("casesets")
     if not raw_sets or not isinstance(raw_sets, list):
         problems.append(Problem(file, lines.line_of(("casesets",)), None, "casesets", "list at least one case-set path or glob"))
         raw_sets = []
@@ -266,12 +247,11 @@ def load_suite(path: str | Path) -> Suite:
         else:
             problems.append(Problem(file, lines.line_of(("casesets", i)), None, f"casesets[{i}]", "expected a path or a mapping with `path`"))
 
-    generation = _gen_settings(data.get("generation"), GenerationSettings(), file, lines, ("generation",), problems, None)
+    return selectors
 
-    raw_variants = data.get("variants")
-    if not isinstance(raw_variants, list) or not raw_variants:
-        problems.append(Problem(file, lines.line_of(("variants",)), None, "variants", "list the variants, exactly one with `baseline: true`"))
-        raw_variants = []
+
+def _parse_variants(raw_variants: list, generation: GenerationSettings, file: str, lines: LineMap, rel: Callable[[str], str], problems: list[Problem]) -> list[Variant]:
+    """The suite's variants, each inheriting the baseline's backend, model, options and generation."""
     baselines = [i for i, v in enumerate(raw_variants) if isinstance(v, dict) and v.get("baseline") is True]
     if raw_variants and len(baselines) != 1:
         problems.append(Problem(file, lines.line_of(("variants",)), None, "variants", f"exactly one variant must have `baseline: true` (found {len(baselines)})"))
@@ -319,6 +299,11 @@ def load_suite(path: str | Path) -> Suite:
                 description=rv.get("description", ""),
             )
         )
+    return variants
+
+
+def _check_backends(variants: list[Variant], file: str, lines: LineMap, problems: list[Problem]) -> None:
+    """An unknown backend name is a problem, with the close matches."""
     from ..backends import BACKENDS
 
     for i, v in enumerate(variants):
@@ -329,13 +314,10 @@ def load_suite(path: str | Path) -> Suite:
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             problems.append(Problem(file, lines.line_of(("variants", i, "backend")), v.name, "backend", f"unknown backend {v.backend!r}{hint}; available: {', '.join(BACKENDS.names())}"))
 
-    from ..executors import parse_executor
 
-    executor = parse_executor(data.get("executor"), file, lambda p: lines.line_of(p), problems)
-    stage = data.get("stage", "pilot")
-    if problems:
-        raise ValidationError(problems)
-
+def _resolve_changes(variants: list[Variant], raw_variants: list) -> tuple[list[Variant], list[str]]:
+    """Each variant with what it changes against the baseline, and the warnings of the
+    one-variable-at-a-time principle."""
     warnings: list[str] = []
     baseline = next(v for v in variants if v.baseline)
     resolved_variants = []
@@ -354,6 +336,46 @@ def load_suite(path: str | Path) -> Suite:
         if not v.baseline and not changes and not v.noise and not v.degrade:
             warnings.append(f"variant {v.name!r} changes nothing against the baseline (mark it `noise: true` if it is a rerun)")
         resolved_variants.append(replace(v, changes=changes))
+    return resolved_variants, warnings
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Load and validate a suite file; raise ValidationError naming every problem."""
+    path = Path(path)
+    file = str(path)
+    if not path.is_file():
+        raise ValidationError([Problem(file, None, None, "path", "suite file not found")])
+    data, lines = load_yaml(path)
+    problems: list[Problem] = []
+    if not isinstance(data, dict):
+        raise ValidationError([Problem(file, 1, None, "(top level)", "expected a mapping")])
+    for k in sorted(set(data) - _SUITE_KEYS, key=repr):  # YAML keys may be of any type
+        problems.append(Problem(file, lines.line_of((k,)), None, str(k) or "''", f"unknown field (known: {', '.join(sorted(_SUITE_KEYS))})"))
+    for k in ("name", "description", "rubric", "stage", "output_dir", "cache"):
+        if data.get(k) is not None and not isinstance(data[k], str):
+            problems.append(Problem(file, lines.line_of((k,)), None, k, f"expected a string, got {data[k]!r}"))
+    base_dir = path.parent
+
+    def rel(p: str) -> str:
+        return os.path.normpath(base_dir / p) if not Path(p).is_absolute() else p
+
+    selectors = _parse_casesets(data.get("casesets"), file, lines, rel, problems)
+    generation = _gen_settings(data.get("generation"), GenerationSettings(), file, lines, ("generation",), problems, None)
+    raw_variants = data.get("variants")
+    if not isinstance(raw_variants, list) or not raw_variants:
+        problems.append(Problem(file, lines.line_of(("variants",)), None, "variants", "list the variants, exactly one with `baseline: true`"))
+        raw_variants = []
+    variants = _parse_variants(raw_variants, generation, file, lines, rel, problems)
+    _check_backends(variants, file, lines, problems)
+
+    from ..executors import parse_executor
+
+    executor = parse_executor(data.get("executor"), file, lambda p: lines.line_of(p), problems)
+    stage = data.get("stage", "pilot")
+    if problems:
+        raise ValidationError(problems)
+
+    resolved_variants, warnings = _resolve_changes(variants, raw_variants)
     for w in warnings:
         log.warning(w)
 
