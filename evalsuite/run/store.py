@@ -33,6 +33,11 @@ SCHEMA_VERSION = 1
 DEFAULT_CACHE = Path("reports") / "cache" / "generations.sqlite"
 
 
+#: versions (scorer keys) of each scorer whose stored scores the cache keeps: switching between two
+#: versions (two branches) reuses both, and older versions' scores are dropped
+KEEP_SCORER_VERSIONS = 3
+
+
 class GenerationCache:
     """SQLite cache of successful generations keyed by (variant fingerprint, request hash, sample),
     and of scores keyed by (scorer key, input key) (evalsuite.scoring.reuse)."""
@@ -56,6 +61,8 @@ class GenerationCache:
             " scorer_key TEXT NOT NULL, input_key TEXT NOT NULL, payload TEXT NOT NULL, created TEXT NOT NULL,"
             " PRIMARY KEY (scorer_key, input_key))"
         )
+        # which scorer (by name) each scorer key belongs to, and when it was last used: bounds the scores
+        self._db.execute("CREATE TABLE IF NOT EXISTS scorer_keys (scorer_key TEXT PRIMARY KEY, name TEXT NOT NULL, last_used TEXT NOT NULL)")
         self._db.commit()
 
     def get(self, fingerprint: str, request_hash: str, sample: int) -> dict | None:
@@ -99,6 +106,26 @@ class GenerationCache:
         with self._lock:
             self._db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?, ?)", [(sk, ik, payload, now) for sk, ik, payload in rows])
             self._db.commit()
+
+    def use_scorer_keys(self, keys: dict[str, str]) -> int:
+        """Record that these scorer keys (scorer name -> key) are in use now. When one is new (a
+        scorer's source, config or version changed), the scores of all but the KEEP_SCORER_VERSIONS
+        most recently used keys of each scorer are dropped, and so are scores whose key no scorer
+        claims (left by a version of evalsuite before this bookkeeping): the table holds a few
+        versions of each scorer, not every version ever run. Returns the number of rows dropped."""
+        now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")  # orders versions used seconds apart
+        with self._lock:
+            known = {k for (k,) in self._db.execute("SELECT scorer_key FROM scorer_keys")}
+            self._db.executemany("INSERT OR REPLACE INTO scorer_keys VALUES (?, ?, ?)", [(k, name, now) for name, k in keys.items()])
+            dropped = 0
+            if set(keys.values()) - known:
+                stale = [k for (k,) in self._db.execute(
+                    "SELECT scorer_key FROM (SELECT scorer_key, ROW_NUMBER() OVER (PARTITION BY name ORDER BY last_used DESC, scorer_key) AS age FROM scorer_keys)"
+                    " WHERE age > ?", (KEEP_SCORER_VERSIONS,)) if k not in keys.values()]
+                self._db.executemany("DELETE FROM scorer_keys WHERE scorer_key=?", [(k,) for k in stale])
+                dropped = self._db.execute("DELETE FROM scores WHERE scorer_key NOT IN (SELECT scorer_key FROM scorer_keys)").rowcount
+            self._db.commit()
+        return dropped
 
     def count_scores(self) -> int:
         with self._lock:

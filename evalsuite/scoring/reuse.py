@@ -56,7 +56,7 @@ def _file_digest(path: str) -> str:
 @functools.lru_cache(maxsize=None)
 def code_digest() -> str:
     """Hash of the code every scorer shares: the scoring package, the sandbox and its job runner."""
-    files = set((_PACKAGE / "scoring").glob("*.py")) | set(_PACKAGE.glob("sandbox*.py")) | set((_PACKAGE / "sandbox").rglob("*.py"))
+    files = set((_PACKAGE / "scoring").glob("*.py")) | set((_PACKAGE / "sandbox").rglob("*.py"))
     files |= {_PACKAGE / "executors" / "sandbox_jobs.py", _PACKAGE / "cases" / "caseset.py"}
     return _sha({str(p.relative_to(_PACKAGE)): _file_digest(str(p)) for p in sorted(files)})
 

@@ -113,6 +113,9 @@ class _Reuse:
             self.input_keys.append(keys)
             self.case_keys.append(reuse.case_key(d, keys))
         self.scorer_keys = {spec.name: reuse.scorer_key(spec) for spec in specs}
+        dropped = cache.use_scorer_keys(self.scorer_keys)
+        if dropped:
+            log.info("score cache: dropped %d stored score(s) of older scorer versions", dropped)
         self.stored: dict[str, dict[str, str]] = {}
         for spec in specs:
             wanted = [k for (_, case, _), keys, ck in zip(work, self.input_keys, self.case_keys) if spec.applies(case) for k in (keys if spec.level == "output" else [ck])]
