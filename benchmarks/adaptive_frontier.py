@@ -112,10 +112,10 @@ def patched(q: float | str | None, pass_max_seen: float | None = None):
     original, seen = sq.no_large_drop_log_e, vd.PASS_MAX_SEEN
 
     def oracle(d, population, tau, dmax_rest=None):
+        if q == "free":
+            return np.full(np.size(d), np.inf)
         base = original(d, population, tau, dmax_rest)
         d = np.asarray(d, dtype=float)
-        if q == "free":
-            return np.full(d.size, np.inf)
         if d.size == 0 or not np.all(np.isin(d, (-1.0, 0.0, 1.0))):
             return base
         return np.where(np.isinf(base) & (base > 0), np.inf, oracle_log_lr(d, population, tau, q))

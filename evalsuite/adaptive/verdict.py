@@ -35,6 +35,7 @@ made the run generate.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from dataclasses import asdict, dataclass, field
@@ -119,7 +120,7 @@ class Check:
     def key(self) -> str:
         return f"{self.rule.name}:{self.scenario}/{self.metric}"
 
-    @property
+    @functools.cached_property
     def unit_range(self) -> bool:
         """Whether the per-case values are taken to lie in [0, 1] (pass shares always; a continuous
         metric when every baseline value does): the bounds that curtailment and the pass side's
@@ -234,7 +235,7 @@ def _seq_arrays(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, Cas
     # the [0, 1] bounds hold up to each observed case (a variant value outside them voids them from there on)
     bounded = np.logical_and.accumulate((v_arr >= 0.0) & (v_arr <= 1.0)) & check.unit_range if len(ids) else np.zeros(0, dtype=bool)
     open_after = ~bounded & (n_pop - np.arange(1, len(ids) + 1) > 0)  # unbounded, with cases still to come
-    return {"ids": ids, "b": b_arr, "v": v_arr, "d": d, "n_pop": n_pop, "bounded": bounded,
+    return {"ids": ids, "b": b_arr, "v": v_arr, "d": d, "n_pop": n_pop, "bounded": bounded, "open_after": open_after,
             "dmax_after": np.where(open_after, np.inf, after(dmax_o, float(dmax_r.sum()))),
             "dmin_after": np.where(open_after, -np.inf, after(dmin_o, float(dmin_r.sum()))),
             "bpass_after": after(bp_o, bp_r), "p2f": np.cumsum((bp_o > 0) & (vp_o == 0)) if check.pass_fail else np.zeros(len(ids)),
@@ -259,9 +260,8 @@ def _exact(check: Check, s: dict) -> tuple[int | None, int | None, str]:
     cv, cd = np.cumsum(s["v"]), np.cumsum(s["d"])
     rem = n - idx
     # the most and the least the remaining cases' values could add: [0, 1] each, unbounded off that range
-    bd = s["bounded"]
-    v_hi = np.where(bd, rem.astype(float), np.where(rem > 0, np.inf, 0.0))
-    v_lo = np.where(bd | (rem <= 0), 0.0, -np.inf)
+    v_hi = np.where(s["open_after"], np.inf, rem.astype(float))
+    v_lo = np.where(s["open_after"], -np.inf, 0.0)
 
     def part(fail: np.ndarray, ok: np.ndarray, why: str) -> None:
         f = _first(fail)

@@ -373,12 +373,16 @@ def _wait_or_kill(proc: subprocess.Popen, timeout_s: float, stdin: _Stdin) -> bo
     if _exited_within(proc, timeout_s, stdin):
         proc.wait()
         return False
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    _killpg(proc.pid)
     proc.wait()
     return True
+
+
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 #: run through the zygote (isolation.zygote) where it applies: root, mount+PID(+net) namespaces
@@ -523,13 +527,6 @@ def _execute_zygote(z: _Zygote, plan: _Plan, hostdir: str, code: str, stdin: byt
         for fd in (r_status, w_status, r_in):
             if fd >= 0:
                 os.close(fd)
-
-
-def _killpg(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _execute(plan: _Plan, hostdir: str, code: str, stdin: bytes) -> _Outcome:
