@@ -7,7 +7,6 @@ import logging
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 from rich.console import Console
@@ -29,7 +28,12 @@ err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, widt
 def _setup_logging(verbose: bool) -> None:
     from rich.logging import RichHandler
 
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s", handlers=[RichHandler(console=err, show_path=False, show_time=False)], force=True)
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(message)s",
+        handlers=[RichHandler(console=err, show_path=False, show_time=False)],
+        force=True,
+    )
     # one INFO line per HTTP request (httpx) would bury the run's own messages
     for name in ("httpx", "httpcore"):
         logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
@@ -46,7 +50,7 @@ def _fail(exc: Exception, code: int = 1) -> None:
 
 
 @app.command()
-def validate(paths: List[Path] = typer.Argument(None, help="case-set files or directories (default: casesets/)")) -> None:
+def validate(paths: list[Path] = typer.Argument(None, help="case-set files or directories (default: casesets/)")) -> None:
     """Check case sets against the schema and cross-references; print counts per scenario, kind, language."""
     from .cases.caseset import all_cases, load_cases
 
@@ -63,8 +67,8 @@ def validate(paths: List[Path] = typer.Argument(None, help="case-set files or di
         en, zh = counts.get((scen, kind, "en"), 0), counts.get((scen, kind, "zh"), 0)
         table.add_row(scen, kind, str(en), str(zh), str(en + zh))
     for scen in sorted({s for s, _, _ in counts}):
-        en = sum(v for (s, _, l), v in counts.items() if s == scen and l == "en")
-        zh = sum(v for (s, _, l), v in counts.items() if s == scen and l == "zh")
+        en = sum(v for (s, _, lang), v in counts.items() if s == scen and lang == "en")
+        zh = sum(v for (s, _, lang), v in counts.items() if s == scen and lang == "zh")
         table.add_row(f"[bold]{scen}[/bold]", "all", str(en), str(zh), f"{en + zh} ({100 * zh / max(1, en + zh):.0f}% zh)")
     console.print(table)
 
@@ -72,19 +76,25 @@ def validate(paths: List[Path] = typer.Argument(None, help="case-set files or di
 @app.command()
 def run(
     suite: Path = typer.Argument(..., help="suite file"),
-    variants: Optional[str] = typer.Option(None, help="comma-separated variant names (the baseline always runs)"),
-    scenarios: Optional[str] = typer.Option(None, help="comma-separated scenarios: kb_qa, code, brand"),
-    limit: Optional[int] = typer.Option(None, help="at most N cases per scenario"),
-    resume: Optional[str] = typer.Option(None, help="run id, run directory, or 'last': continue that run"),
+    variants: str | None = typer.Option(None, help="comma-separated variant names (the baseline always runs)"),
+    scenarios: str | None = typer.Option(None, help="comma-separated scenarios: kb_qa, code, brand"),
+    limit: int | None = typer.Option(None, help="at most N cases per scenario"),
+    resume: str | None = typer.Option(None, help="run id, run directory, or 'last': continue that run"),
     no_score: bool = typer.Option(False, "--no-score", help="generate only; score later with `evalsuite score`"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars"),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
     adaptive: bool = typer.Option(False, "--adaptive", help="stop each variant once its gate verdict is statistically decided (docs/thresholds.md)"),
     stage: str = typer.Option("production", "--stage", help="with --adaptive: the rubric stage whose block rules decide"),
     seed: int = typer.Option(0, "--seed", help="with --adaptive: seeds the case order"),
-    until: str = typer.Option("verdict", "--until", help="with --adaptive: stop a variant once its verdict is decided (verdict) or once every block rule is (rules)"),
-    tolerance: float = typer.Option(0.10, "--tolerance", help="with --adaptive: an early pass rules out a drop of max(rule threshold, this) over a check's cases; "
-                                    "lower catches smaller drops and costs more cases (docs/thresholds.md)"),
+    until: str = typer.Option(
+        "verdict", "--until", help="with --adaptive: stop a variant once its verdict is decided (verdict) or once every block rule is (rules)"
+    ),
+    tolerance: float = typer.Option(
+        0.10,
+        "--tolerance",
+        help="with --adaptive: an early pass rules out a drop of max(rule threshold, this) over a check's cases; "
+        "lower catches smaller drops and costs more cases (docs/thresholds.md)",
+    ),
 ) -> None:
     """Generate (or resume) a run of a suite, then score it."""
     from .cases.suite import load_suite
@@ -123,12 +133,23 @@ def print_variant_table(summaries: dict, title: str = "") -> None:
         return "-" if x is None else fmt.format(x)
 
     for name, s in summaries.items():
-        table.add_row(name, ",".join(s.get("changes", [])) or "(baseline)", str(s.get("generations")), str(s.get("errors")), str(s.get("timeouts")), f(s.get("latency_median_s")), f(s.get("tokens_per_s_median"), "{:.1f}"), f(s.get("peak_memory_mb"), "{:.0f}"))
+        table.add_row(
+            name,
+            ",".join(s.get("changes", [])) or "(baseline)",
+            str(s.get("generations")),
+            str(s.get("errors")),
+            str(s.get("timeouts")),
+            f(s.get("latency_median_s")),
+            f(s.get("tokens_per_s_median"), "{:.1f}"),
+            f(s.get("peak_memory_mb"), "{:.0f}"),
+        )
     console.print(table)
 
 
 @app.command()
-def score(run: str = typer.Argument(..., help="run id, run directory, or 'last'"), runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live")) -> None:
+def score(
+    run: str = typer.Argument(..., help="run id, run directory, or 'last'"), runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live")
+) -> None:
     """Recompute every score of a stored run from its outputs (no model is loaded)."""
     from .run.store import RunStore
     from .scoring.run import score_run
@@ -144,7 +165,9 @@ def score(run: str = typer.Argument(..., help="run id, run directory, or 'last'"
 
 
 @app.command()
-def compare(run: str = typer.Argument(..., help="run id, run directory, or 'last'"), runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live")) -> None:
+def compare(
+    run: str = typer.Argument(..., help="run id, run directory, or 'last'"), runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live")
+) -> None:
     """Paired comparison of every variant with the baseline, per scenario and metric."""
     try:
         from .verdict.compare import cli_compare
@@ -156,12 +179,12 @@ def compare(run: str = typer.Argument(..., help="run id, run directory, or 'last
 @app.command()
 def gate(
     run: str = typer.Argument(..., help="run id, run directory, or 'last'"),
-    rubric: Optional[Path] = typer.Option(None, help="rubric file (default: the suite's)"),
+    rubric: Path | None = typer.Option(None, help="rubric file (default: the suite's)"),
     stage: str = typer.Option("production", help="dev, pilot or production"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="write the verdict as JSON here"),
+    json_out: Path | None = typer.Option(None, "--json", help="write the verdict as JSON here"),
     runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live"),
     flag: bool = typer.Option(False, "--flag", help="first flag the run's differences into the review queue"),
-    queue: Optional[Path] = typer.Option(None, "--queue", help="review queue (default: reports/review.sqlite); its verdicts count"),
+    queue: Path | None = typer.Option(None, "--queue", help="review queue (default: reports/review.sqlite); its verdicts count"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="every violation with its numbers, cases and diffs (default: one line per rule)"),
 ) -> None:
     """Judge a run against a rubric: exit 0 pass, 1 regression, 2 cannot judge, 3 needs review."""
@@ -176,9 +199,9 @@ def gate(
 def demo(
     suite: Path = typer.Option(Path("suites/demo.yaml"), help="the demo suite"),
     profile: str = typer.Option("quick", help="quick (a few cases per scenario) or full"),
-    variants: Optional[str] = typer.Option(None, help="comma-separated variant names"),
+    variants: str | None = typer.Option(None, help="comma-separated variant names"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="print the gate's full evidence (numbers, cases, diffs)"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="write the verdict as JSON here"),
+    json_out: Path | None = typer.Option(None, "--json", help="write the verdict as JSON here"),
 ) -> None:
     """Run the demo suite on the embedded default model, print the verdict and write the HTML report."""
     _setup_logging(False)
@@ -210,9 +233,11 @@ def import_humaneval_cmd(out: Path = typer.Option(Path("casesets/code/humaneval.
 
 @app.command()
 def export(
-    paths: List[Path] = typer.Argument(..., help="a run (id, directory or 'last'), or case-set files or directories"),
-    out: Optional[Path] = typer.Option(None, help="case sets: a .jsonl/.csv/.parquet file or a datasets.Dataset directory; a run: a directory (default reports/<run-id>/export)"),
-    fmt: Optional[str] = typer.Option(None, "--format", help="csv or parquet (a run: default csv; case sets: default from --out's suffix)"),
+    paths: list[Path] = typer.Argument(..., help="a run (id, directory or 'last'), or case-set files or directories"),
+    out: Path | None = typer.Option(
+        None, help="case sets: a .jsonl/.csv/.parquet file or a datasets.Dataset directory; a run: a directory (default reports/<run-id>/export)"
+    ),
+    fmt: str | None = typer.Option(None, "--format", help="csv or parquet (a run: default csv; case sets: default from --out's suffix)"),
     runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live"),
 ) -> None:
     """Export a run's tables (CSV or Parquet) or case sets (JSONL, CSV, Parquet, datasets.Dataset)."""
@@ -242,7 +267,7 @@ def export(
 @app.command()
 def summary(
     run: str = typer.Argument(..., help="run id, run directory, or 'last'"),
-    variant: Optional[str] = typer.Option(None, help="variant (default: the baseline)"),
+    variant: str | None = typer.Option(None, help="variant (default: the baseline)"),
     markdown: bool = typer.Option(False, "--markdown", help="print a markdown table"),
     runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live"),
 ) -> None:

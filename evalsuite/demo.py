@@ -61,7 +61,11 @@ def weights_mb(generations) -> dict[str, float]:
 def print_demo_table(console, summaries: dict, same: dict, logits: dict, cases_per_variant: dict, weights: dict | None = None) -> None:
     from rich.table import Table
 
-    t = Table(title="variants vs the baseline (latency, TTFT (time to first token), tok/s: medians per request; KL, top-1: logit agreement)", title_justify="left", padding=(0, 1))
+    t = Table(
+        title="variants vs the baseline (latency, TTFT (time to first token), tok/s: medians per request; KL, top-1: logit agreement)",
+        title_justify="left",
+        padding=(0, 1),
+    )
     cols = ("variant", "changes", "cases", "err", "latency s", "TTFT s", "tok/s", "weights MB", "peak MB", "same as base", "KL", "top-1")
     for col in cols:
         t.add_column(col, justify="left" if col in ("variant", "changes") else "right", no_wrap=col in ("variant", "same as base"))
@@ -103,7 +107,9 @@ def _print_gate(console, store, *, verbose: bool = False, json_out: str | Path |
     except EvalsuiteError as exc:
         console.print(f"[bold yellow]CANNOT JUDGE[/bold yellow]: {exc}", highlight=False)
         return 2, None
-    print_verdict(rep.data.verdict, console, scenarios=rep.data.scenarios, verbose=verbose, hint="full evidence: `evalsuite demo --verbose` or the report (path below)")
+    print_verdict(
+        rep.data.verdict, console, scenarios=rep.data.scenarios, verbose=verbose, hint="full evidence: `evalsuite demo --verbose` or the report (path below)"
+    )
     if json_out:
         from .verdict.gate import write_verdict_json
 
@@ -135,8 +141,17 @@ def missing_requirement(variant) -> str | None:
     return None
 
 
-def run_demo(suite_path: str | Path = "suites/demo.yaml", profile: str = "quick", variants: Sequence[str] | None = None, console=None, logits: bool = True, runs_dir: str | None = None, cache_path: str | None = None,
-             verbose: bool = False, json_out: str | Path | None = None) -> int:
+def run_demo(
+    suite_path: str | Path = "suites/demo.yaml",
+    profile: str = "quick",
+    variants: Sequence[str] | None = None,
+    console=None,
+    logits: bool = True,
+    runs_dir: str | None = None,
+    cache_path: str | None = None,
+    verbose: bool = False,
+    json_out: str | Path | None = None,
+) -> int:
     """Run the demo suite, print a table per variant and the pilot verdict (one screen; `verbose`:
     the full evidence), write the HTML report; return the gate's exit code."""
     from rich.console import Console
@@ -150,7 +165,9 @@ def run_demo(suite_path: str | Path = "suites/demo.yaml", profile: str = "quick"
     suite = load_suite(suite_path)
     t0 = time.perf_counter()
     limit = PROFILES[profile]
-    console.print(f"[bold]evalsuite demo[/bold]: suite {suite.name} ({suite_path}), profile {profile}" + (f" ({limit} cases per scenario)" if limit else " (every case)"))
+    console.print(
+        f"[bold]evalsuite demo[/bold]: suite {suite.name} ({suite_path}), profile {profile}" + (f" ({limit} cases per scenario)" if limit else " (every case)")
+    )
     if any(v.backend == "transformers" and v.model in (None, "", "embedded") for v in suite.variants):
         from .run.models import embedded_model_dir, ensure_embedded_model
 

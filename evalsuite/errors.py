@@ -53,6 +53,4 @@ class MissingExtraError(EvalsuiteError, ImportError):
     """A feature needs an optional dependency that is not installed."""
 
     def __init__(self, feature: str, extra: str, missing: str):
-        super().__init__(
-            f"{feature} needs the optional package {missing!r}: pip install 'evalsuite[{extra}]'"
-        )
+        super().__init__(f"{feature} needs the optional package {missing!r}: pip install 'evalsuite[{extra}]'")

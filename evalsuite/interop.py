@@ -12,8 +12,9 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import yaml
 
@@ -25,8 +26,7 @@ RECORD_VERSION = 1  #: version of the record format written by `to_records`
 EXTRA_KEYS = ("_version", "_glossary", "_source", "_line")
 
 HUMANEVAL_INSTRUCTION = (
-    "Complete the Python code below. Reply with the complete code (imports, any helper functions "
-    "shown, and the finished function) in one ```python block."
+    "Complete the Python code below. Reply with the complete code (imports, any helper functions shown, and the finished function) in one ```python block."
 )
 
 # Dataset columns: Arrow wants one type per column, so nested fields travel as JSON strings.
@@ -45,10 +45,7 @@ def _glossary_to_raw(g: Glossary) -> dict:
         "name": g.name,
         "company": g.company,
         "tone": {"preferred": list(g.tone_preferred), "avoid": list(g.tone_avoid)},
-        "terms": [
-            {"term": t.term, "lang": t.lang, "synonyms": list(t.synonyms), "forbidden": list(t.forbidden), "note": t.note}
-            for t in g.terms
-        ],
+        "terms": [{"term": t.term, "lang": t.lang, "synonyms": list(t.synonyms), "forbidden": list(t.forbidden), "note": t.note} for t in g.terms],
         "digest": g.digest,
     }
 
@@ -274,11 +271,7 @@ def humaneval_caseset(problems: Mapping[str, Mapping]) -> dict:
                 "id": f"humaneval-{n}" if n >= 0 else "humaneval-" + re.sub(r"[^A-Za-z0-9_.:-]", "-", task_id),
                 "title": task_id,
                 "prompt": HUMANEVAL_INSTRUCTION + "\n\n" + p["prompt"].lstrip("\n"),
-                "expect": {
-                    "entry_point": ep,
-                    "tests": f"{p['test'].rstrip()}\n\n\ncheck({ep})\n",
-                    "reference": p["prompt"] + p["canonical_solution"],
-                },
+                "expect": {"entry_point": ep, "tests": f"{p['test'].rstrip()}\n\n\ncheck({ep})\n", "reference": p["prompt"] + p["canonical_solution"]},
                 "tags": ["humaneval"],
             }
         )

@@ -43,7 +43,9 @@ class CannotJudge(Exception):
 def pytest_addoption(parser):
     group = parser.getgroup("evalsuite", "evalsuite quality gate")
     group.addoption("--evalsuite-suite", action="store", default=None, metavar="SUITE", help="suite file to gate: one test per (variant, rubric rule)")
-    group.addoption("--evalsuite-run", action="store", default=None, metavar="RUN", help="judge this stored run (id, directory or 'last') instead of running the suite")
+    group.addoption(
+        "--evalsuite-run", action="store", default=None, metavar="RUN", help="judge this stored run (id, directory or 'last') instead of running the suite"
+    )
     group.addoption("--evalsuite-stage", action="store", default=None, choices=("dev", "pilot", "production"), help="rubric stage (default: the suite's stage)")
     group.addoption("--evalsuite-rubric", action="store", default=None, metavar="FILE", help="rubric file (default: the suite's, else rubrics/default.yaml)")
     group.addoption("--evalsuite-runs-dir", action="store", default=None, metavar="DIR", help="where runs live (default: the suite's output_dir/runs)")
@@ -101,15 +103,31 @@ class SuiteFile(pytest.File):
             return
         for v in variants:
             for rule in sr.rules:
-                yield GateItem.from_parent(self, name=f"{rule.name}[{v}]", variant=v, rule=rule.name, severity=rule.severity,
-                                           suite_path=self.path.resolve(), rubric_path=str(rubric_path), stage=stage)
+                yield GateItem.from_parent(
+                    self,
+                    name=f"{rule.name}[{v}]",
+                    variant=v,
+                    rule=rule.name,
+                    severity=rule.severity,
+                    suite_path=self.path.resolve(),
+                    rubric_path=str(rubric_path),
+                    stage=stage,
+                )
         from .review.api import default_queue_path
 
         runs_dir = Path(cfg.getoption("--evalsuite-runs-dir") or Path(suite.output_dir) / "runs")
         if default_queue_path(runs_dir=runs_dir).is_file():  # reviewers' verdicts: one item per variant
             for v in variants:
-                yield GateItem.from_parent(self, name=f"human-review[{v}]", variant=v, rule="human-review", severity="block",
-                                           suite_path=self.path.resolve(), rubric_path=str(rubric_path), stage=stage)
+                yield GateItem.from_parent(
+                    self,
+                    name=f"human-review[{v}]",
+                    variant=v,
+                    rule="human-review",
+                    severity="block",
+                    suite_path=self.path.resolve(),
+                    rubric_path=str(rubric_path),
+                    stage=stage,
+                )
 
 
 class SetupErrorItem(pytest.Item):
@@ -129,7 +147,7 @@ class SetupErrorItem(pytest.Item):
         return self.path, 0, f"evalsuite: {self.name}"
 
 
-def _verdict_for(item: "GateItem"):
+def _verdict_for(item: GateItem):
     """Run (or load) and gate once per (suite, run, rubric, stage); cached in config.stash."""
     cfg = item.config
     key = (str(item.suite_path), cfg.getoption("--evalsuite-run"), item.rubric_path, item.stage)
@@ -180,7 +198,10 @@ class GateItem(pytest.Item):
             raise CannotJudge(f"no result for variant {self.variant!r} and rule {self.rule!r} (variant not in the run?)")
         self.user_properties.append(("evalsuite_status", res.status))
         if res.rule == "human-review" and verdict.needs_review:
-            warnings.warn(EvalsuiteWarning(f"needs review: {verdict.review.get('open')} flagged output(s) await review (max_open {verdict.review.get('max_open')})"))
+            warnings.warn(
+                EvalsuiteWarning(f"needs review: {verdict.review.get('open')} flagged output(s) await review (max_open {verdict.review.get('max_open')})"),
+                stacklevel=2,
+            )
         if res.status == "fail":
             raise RuleFailed(res)
         if res.status == "missing":
@@ -191,7 +212,7 @@ class GateItem(pytest.Item):
             from .verdict.gate import violation_text
 
             for v in res.violations:
-                warnings.warn(EvalsuiteWarning(violation_text(v)))
+                warnings.warn(EvalsuiteWarning(violation_text(v)), stacklevel=2)
 
     def repr_failure(self, excinfo, style=None):
         from .verdict.gate import violation_text

@@ -57,7 +57,7 @@ def load_yaml(path: str | Path) -> tuple[Any, LineMap]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None
-        raise ValidationError([Problem(str(path), line, None, "yaml", str(exc).replace("\n", " "))])
+        raise ValidationError([Problem(str(path), line, None, "yaml", str(exc).replace("\n", " "))]) from exc
     lines = LineMap()
     if node is not None:
         _walk(node, (), lines)

@@ -106,8 +106,21 @@ def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) 
 
         noise_floor = compare_run(store, n_resamples=99).noise_floor
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
-    run = _Run(store, state, settings, sr, build_checks(sr, base, state["order"], settings), base, noise_floor, suite.baseline.name,
-               {c.id: c for c in cases}, cache, ref, store.read_json("variants.json", {}) or {}, opts.progress)
+    run = _Run(
+        store,
+        state,
+        settings,
+        sr,
+        build_checks(sr, base, state["order"], settings),
+        base,
+        noise_floor,
+        suite.baseline.name,
+        {c.id: c for c in cases},
+        cache,
+        ref,
+        store.read_json("variants.json", {}) or {},
+        opts.progress,
+    )
     result = AdaptiveResult(ref)
     try:
         for v in targets:
@@ -221,7 +234,9 @@ def _adaptive_variant(run: _Run, v, backend, fp: str) -> VariantState:
                     break
                 entry["pending"] = batch = nxt
                 run.save()
-            run.summaries[v.name] = _run_variant(v, backend, fp, [run.by_id[c] for c in batch], store, run.cache, done, run.ref, False, run.summaries.get(v.name))
+            run.summaries[v.name] = _run_variant(
+                v, backend, fp, [run.by_id[c] for c in batch], store, run.cache, done, run.ref, False, run.summaries.get(v.name)
+            )
             store.write_json("variants.json", run.summaries)
             records += scored(set(batch))
             entry["batches"].append(batch)
@@ -244,7 +259,9 @@ def _evaluate(name: str, checks, base, records, entry, order, sr, noise_floor, b
     return evaluate(name, checks, base, var, set(sequence), order, method=sr.multiple_testing, noise_floor=noise_floor, bounds=bounds, sequence=sequence)
 
 
-def replay_run(store: RunStore, stage: str = "production", rubric_path: str | None = None, seed: int = 0, settings: AdaptiveSettings | None = None) -> dict[str, VariantState]:
+def replay_run(
+    store: RunStore, stage: str = "production", rubric_path: str | None = None, seed: int = 0, settings: AdaptiveSettings | None = None
+) -> dict[str, VariantState]:
     """What `--adaptive` would have generated on a stored *full* run: every variant replayed through
     the sequential checks in the seeded order, batch by batch, from its stored scores (nothing is
     generated). Returns variant -> its state at the stop (`generated` of `total` cases)."""
@@ -281,8 +298,11 @@ def run_adaptive_cli(suite, options, stage: str, seed: int, console, until: str 
     for name, st in res.states.items():
         color = {"pass": "green", "fail": "red"}.get(st.verdict, "yellow")
         decided = [r for r in st.results if r.severity == "block" and r.status != "open"]
-        console.print(f"[bold]{escape(name)}[/bold]: adaptive verdict [{color}]{st.verdict}[/{color}] (stage {stage}) after {st.generated} of {st.total} cases generated "
-                      f"({100 * st.generated / max(st.total, 1):.0f}%); {len(decided)} block check(s) decided", highlight=False)
+        console.print(
+            f"[bold]{escape(name)}[/bold]: adaptive verdict [{color}]{st.verdict}[/{color}] (stage {stage}) after {st.generated} of {st.total} cases generated "
+            f"({100 * st.generated / max(st.total, 1):.0f}%); {len(decided)} block check(s) decided",
+            highlight=False,
+        )
         for r in st.results:
             if r.status == "fail" and r.severity == "block":
                 console.print(f"  [red]{escape(r.rule)}[/red] {escape(r.scenario)}/{escape(r.metric)}: {escape(r.reason)}", highlight=False)
@@ -312,7 +332,9 @@ def demo_line(store: RunStore, console, stage: str = "pilot", seed: int = 0) -> 
     full = sum(st.total for st in states.values()) * samples
     differ = [n for n, st in states.items() if (st.verdict == "fail") != bool(fixed.failed_rules(n))]
     same = len(states) - len(differ)
-    line = (f"adaptive verdicts (stage {stage}, seed {seed}, replayed): {need} of {full} variant generations ({100 * need / max(full, 1):.0f}%), "
-            f"same verdict as the full run for {same} of {len(states)} variant(s)" + (f"; differs: {', '.join(differ)} (see docs/thresholds.md)" if differ else ""))
+    line = (
+        f"adaptive verdicts (stage {stage}, seed {seed}, replayed): {need} of {full} variant generations ({100 * need / max(full, 1):.0f}%), "
+        f"same verdict as the full run for {same} of {len(states)} variant(s)" + (f"; differs: {', '.join(differ)} (see docs/thresholds.md)" if differ else "")
+    )
     console.print(escape(line), highlight=False)
     return line

@@ -36,17 +36,34 @@ def adaptive_gate(store, rubric: Rubric | StageRubric, stage: str = "production"
     for variant in judged:
         entry = state["variants"][variant]
         sequence = [c for b in entry.get("batches", []) for c in b]
-        st = evaluate(variant, checks, base, others.get(variant, {}), set(sequence), state["order"], method=sr.multiple_testing, noise_floor=cmp.noise_floor, bounds=True, sequence=sequence)
+        st = evaluate(
+            variant,
+            checks,
+            base,
+            others.get(variant, {}),
+            set(sequence),
+            state["order"],
+            method=sr.multiple_testing,
+            noise_floor=cmp.noise_floor,
+            bounds=True,
+            sequence=sequence,
+        )
         recorded = (entry.get("state") or {}).get("verdict")
         if sr.stage == recorded_stage and recorded and recorded != st.verdict:
-            problems.append(f"{variant}: the recorded adaptive decision ({recorded}) differs from the one recomputed now ({st.verdict}): the scores or the rubric changed since the run")
+            problems.append(
+                f"{variant}: the recorded adaptive decision ({recorded}) differs from the one recomputed now ({st.verdict}): the scores or the rubric changed since the run"
+            )
         if not entry.get("stopped"):
             problems.append(f"{variant}: the adaptive run did not finish for this variant (resume it)")
         elif st.verdict == "open":
-            problems.append(f"{variant}: stage {sr.stage} is not decided by the cases this adaptive run generated (it stopped for stage {recorded_stage}); run it adaptively for {sr.stage}")
+            problems.append(
+                f"{variant}: stage {sr.stage} is not decided by the cases this adaptive run generated (it stopped for stage {recorded_stage}); run it adaptively for {sr.stage}"
+            )
         decider = _decider(st)
-        notes.append(f"{variant}: adaptive verdict {st.verdict} after {st.decided_after if st.decided_after is not None else st.generated} of {len(state['order'])} cases"
-                     f" ({st.generated} generated){'; decided by ' + decider if decider else ''}")
+        notes.append(
+            f"{variant}: adaptive verdict {st.verdict} after {st.decided_after if st.decided_after is not None else st.generated} of {len(state['order'])} cases"
+            f" ({st.generated} generated){'; decided by ' + decider if decider else ''}"
+        )
         by_rule: dict[str, list[CheckResult]] = {}
         for r in st.results:
             by_rule.setdefault(r.rule, []).append(r)
@@ -78,7 +95,9 @@ def _decider(st) -> str:
         block = [r for r in st.results if r.severity == "block"]
         if block:
             last = max(block, key=lambda r: r.variant_cases or 0)
-            return f"the last block rule to pass: {last.rule} ({last.scenario}/{last.metric}, {last.how}, after {last.decided_at} of its {last.population} cases)"
+            return (
+                f"the last block rule to pass: {last.rule} ({last.scenario}/{last.metric}, {last.how}, after {last.decided_at} of its {last.population} cases)"
+            )
     return ""
 
 
@@ -91,7 +110,19 @@ def _rule_result(cmp, variant: str, rule: MetricRule, rs: list[CheckResult], ver
             d = cmp.delta(variant, r.scenario, r.metric)
             cases = tuple((d.offending if d is not None else ())[:10])
             diffs = tuple(f"{c}: {short_diff(cmp.output(cmp.baseline, c), cmp.output(variant, c))}" for c in cases[:3])
-            vs.append(Violation(rule.name, rule.severity, variant, r.scenario, r.metric, f"{r.scenario}/{r.metric}: {r.reason}", {**r.numbers, "decided_at": r.decided_at, "how": r.how}, cases, diffs))
+            vs.append(
+                Violation(
+                    rule.name,
+                    rule.severity,
+                    variant,
+                    r.scenario,
+                    r.metric,
+                    f"{r.scenario}/{r.metric}: {r.reason}",
+                    {**r.numbers, "decided_at": r.decided_at, "how": r.how},
+                    cases,
+                    diffs,
+                )
+            )
         return RuleResult(variant, rule.name, rule.severity, "fail" if rule.severity == "block" else "warn", tuple(vs), note=f"adaptive: {checked}")
     if all(r.status == "pass" for r in rs):
         return RuleResult(variant, rule.name, rule.severity, "pass", note=f"adaptive: {checked}")

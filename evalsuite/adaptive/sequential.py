@@ -242,7 +242,7 @@ def _joint_p_walk(b_obs: int, m: int, a: float, alpha_seq: float) -> tuple[float
     crossed = 0.0
     for k in range(1, m + 1):
         nxt = np.zeros(m + 1)
-        nxt[1:k + 1] += 0.5 * alive[:k]  # a positive step
+        nxt[1 : k + 1] += 0.5 * alive[:k]  # a positive step
         nxt[:k] += 0.5 * alive[:k]  # a negative step
         bs = np.arange(k + 1)
         hit = over[bs, k - bs]

@@ -38,8 +38,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -161,14 +162,37 @@ def build_checks(sr: StageRubric, base: Mapping[tuple[str, str], Mapping[str, Ca
         hib = True if pass_fail else sum(aggs[c].hib for c in pop) * 2 >= len(pop)
         bm = float(np.mean([_case_value(aggs[c], pass_fail) for c in pop]))
         limits = [settings.tolerance]
-        thr = [x for x in (rule.max_drop, rule.max_drop_rel * abs(bm) if rule.max_drop_rel is not None else None,
-                           (rule.max_flips + 1) / len(pop) if rule.max_flips is not None else None) if x is not None]
+        thr = [
+            x
+            for x in (
+                rule.max_drop,
+                rule.max_drop_rel * abs(bm) if rule.max_drop_rel is not None else None,
+                (rule.max_flips + 1) / len(pop) if rule.max_flips is not None else None,
+            )
+            if x is not None
+        ]
         if thr:
             limits.append(min(thr))
         a_seq = a * settings.split
-        out.append(Check(rule, scen, metric, block, rule.significance_gated, a_seq / max(k, 1) if block else a_seq, a,
-                         a, max(limits), pop, tuple(_case_value(aggs[c], pass_fail) for c in pop),
-                         tuple(_passed(aggs[c]) for c in pop), pass_fail, hib, bm))
+        out.append(
+            Check(
+                rule,
+                scen,
+                metric,
+                block,
+                rule.significance_gated,
+                a_seq / max(k, 1) if block else a_seq,
+                a,
+                a,
+                max(limits),
+                pop,
+                tuple(_case_value(aggs[c], pass_fail) for c in pop),
+                tuple(_passed(aggs[c]) for c in pop),
+                pass_fail,
+                hib,
+                bm,
+            )
+        )
     return out
 
 
@@ -235,11 +259,20 @@ def _seq_arrays(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, Cas
     # the [0, 1] bounds hold up to each observed case (a variant value outside them voids them from there on)
     bounded = np.logical_and.accumulate((v_arr >= 0.0) & (v_arr <= 1.0)) & check.unit_range if len(ids) else np.zeros(0, dtype=bool)
     open_after = ~bounded & (n_pop - np.arange(1, len(ids) + 1) > 0)  # unbounded, with cases still to come
-    return {"ids": ids, "b": b_arr, "v": v_arr, "d": d, "n_pop": n_pop, "bounded": bounded, "open_after": open_after,
-            "dmax_after": np.where(open_after, np.inf, after(dmax_o, float(dmax_r.sum()))),
-            "dmin_after": np.where(open_after, -np.inf, after(dmin_o, float(dmin_r.sum()))),
-            "bpass_after": after(bp_o, bp_r), "p2f": np.cumsum((bp_o > 0) & (vp_o == 0)) if check.pass_fail else np.zeros(len(ids)),
-            "exhausted": k_all == len(check.population)}
+    return {
+        "ids": ids,
+        "b": b_arr,
+        "v": v_arr,
+        "d": d,
+        "n_pop": n_pop,
+        "bounded": bounded,
+        "open_after": open_after,
+        "dmax_after": np.where(open_after, np.inf, after(dmax_o, float(dmax_r.sum()))),
+        "dmin_after": np.where(open_after, -np.inf, after(dmin_o, float(dmin_r.sum()))),
+        "bpass_after": after(bp_o, bp_r),
+        "p2f": np.cumsum((bp_o > 0) & (vp_o == 0)) if check.pass_fail else np.zeros(len(ids)),
+        "exhausted": k_all == len(check.population),
+    }
 
 
 def _first(x: np.ndarray) -> int | None:
@@ -280,7 +313,11 @@ def _exact(check: Check, s: dict) -> tuple[int | None, int | None, str]:
         if r.max_drop_rel is not None:
             bm = abs(check.baseline_mean)
             rel = (lambda h: np.where(h <= 0, 0.0, np.inf)) if bm == 0 else (lambda h: h / bm)
-            part(rel(lo) > r.max_drop_rel + 1e-12, rel(hi) <= r.max_drop_rel + 1e-12, f"the relative drop exceeds max_drop_rel {r.max_drop_rel:g} whatever the rest")
+            part(
+                rel(lo) > r.max_drop_rel + 1e-12,
+                rel(hi) <= r.max_drop_rel + 1e-12,
+                f"the relative drop exceeds max_drop_rel {r.max_drop_rel:g} whatever the rest",
+            )
         if r.max_flips is not None and check.pass_fail:
             p2f = s["p2f"]
             part(p2f > r.max_flips, p2f + s["bpass_after"] <= r.max_flips, f"pass->fail flip(s) > max_flips {r.max_flips}")
@@ -302,8 +339,15 @@ def evaluate_check(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, 
     res = CheckResult(check.key, r.name, check.scenario, check.metric, r.severity, "open", seen=len(s["ids"]), population=s["n_pop"])
     d = s["d"]
     n = len(d)
-    numbers: dict = {"n": n, "N": s["n_pop"], "harm": float(d.mean()) if n else None, "pass_to_fail": int(s["p2f"][-1]) if n and check.pass_fail else 0,
-                     "tau": check.tau, "alpha_fail": check.alpha_fail, "alpha_pass": check.alpha_pass}
+    numbers: dict = {
+        "n": n,
+        "N": s["n_pop"],
+        "harm": float(d.mean()) if n else None,
+        "pass_to_fail": int(s["p2f"][-1]) if n and check.pass_fail else 0,
+        "tau": check.tau,
+        "alpha_fail": check.alpha_fail,
+        "alpha_pass": check.alpha_pass,
+    }
     if s["exhausted"] and not n and not r.required:
         # every case generated and none scored on the variant: skipped, as the fixed-n gate skips a rule
         # without paired scores (a `required` rule stays open: the gate then cannot judge the run)
@@ -340,8 +384,11 @@ def evaluate_check(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, 
             seq_why_fail = f"regression e-value {e:.4g} >= 1/alpha {1 / check.alpha_fail:.4g} after {seq_fail + 1} of {s['n_pop']} cases, drop so far {harm_run[seq_fail]:.3f}"
         if seq_pass is not None:
             certain = not math.isfinite(float(le_pass[seq_pass]))
-            seq_why_pass = (f"a drop of {check.tau:.3f} or more over the {s['n_pop']} cases is " +
-                            ("no longer possible" if certain else f"ruled out (e-value >= 1/alpha {1 / check.alpha_pass:.4g})") + f" after {seq_pass + 1} cases")
+            seq_why_pass = (
+                f"a drop of {check.tau:.3f} or more over the {s['n_pop']} cases is "
+                + ("no longer possible" if certain else f"ruled out (e-value >= 1/alpha {1 / check.alpha_pass:.4g})")
+                + f" after {seq_pass + 1} cases"
+            )
     fails = [(i, how, why) for i, how, why in ((ex_fail, "exact", ex_why), (seq_fail, "sequential", seq_why_fail)) if i is not None]
     first_fail = min(fails) if fails else None
     pass_at = None
@@ -355,7 +402,11 @@ def evaluate_check(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, 
         res.status, res.decided_at = "pass", max(pass_at + 1, 1)
         seq_last = check.sequential and (seq_pass or 0) >= ex_pass
         res.how = "sequential" if seq_last else "exact"
-        res.reason = seq_why_pass if seq_last else ("no outcome of the remaining cases can break the rule" if res.decided_at < s["n_pop"] else f"all {s['n_pop']} cases checked")
+        res.reason = (
+            seq_why_pass
+            if seq_last
+            else ("no outcome of the remaining cases can break the rule" if res.decided_at < s["n_pop"] else f"all {s['n_pop']} cases checked")
+        )
     if bounds and n and check.sequential:
         numbers["ci_low"] = sq.lower_bound(d, check.alpha_fail)
         numbers["ci_high"] = sq.upper_bound(d, s["n_pop"], check.alpha_pass, s["dmax_after"])
@@ -387,13 +438,31 @@ class VariantState:
         return [r for r in self.results if r.severity == "block" and r.status == "open"]
 
     def to_dict(self) -> dict:
-        return {"variant": self.variant, "verdict": self.verdict, "generated": self.generated, "total": self.total,
-                "decided_after": self.decided_after, "checks": [r.to_dict() for r in self.results]}
+        return {
+            "variant": self.variant,
+            "verdict": self.verdict,
+            "generated": self.generated,
+            "total": self.total,
+            "decided_after": self.decided_after,
+            "checks": [r.to_dict() for r in self.results],
+        }
 
 
-def evaluate(variant: str, checks: Sequence[Check], base: Mapping[tuple[str, str], Mapping[str, CaseAgg]], var: Mapping[tuple[str, str], Mapping[str, CaseAgg]],
-             generated: set, order: Sequence[str], *, method: str = "tarone", noise_floor: Callable[[str, str], NoiseFloor] | None = None,
-             bounds: bool = False, variant_name: str | None = None, memo: dict | None = None, sequence: Sequence[str] | None = None) -> VariantState:
+def evaluate(
+    variant: str,
+    checks: Sequence[Check],
+    base: Mapping[tuple[str, str], Mapping[str, CaseAgg]],
+    var: Mapping[tuple[str, str], Mapping[str, CaseAgg]],
+    generated: set,
+    order: Sequence[str],
+    *,
+    method: str = "tarone",
+    noise_floor: Callable[[str, str], NoiseFloor] | None = None,
+    bounds: bool = False,
+    variant_name: str | None = None,
+    memo: dict | None = None,
+    sequence: Sequence[str] | None = None,
+) -> VariantState:
     """Every check of a variant on the cases generated so far, the final look on the exhausted ones,
     and the verdict (fail: a block check failed; pass: every block check passed).
 
@@ -436,8 +505,21 @@ def evaluate(variant: str, checks: Sequence[Check], base: Mapping[tuple[str, str
         # a check Tarone leaves out can still have failed sequentially: its crossing mass comes off the top
         # (the checks with p_min > alpha / K include every check Tarone leaves out, for any K' <= K)
         alpha_f = alpha - sum(pc for i, (dl, pc) in complete.items() if dl.p_min > alpha / k_all)
-        cons = dict(zip(fam, adjust_pvalues([complete[i][0].p_worse if i in complete else 1.0 for i in fam],
-                                            [complete[i][0].p_min if i in complete else 0.0 for i in fam], method, alpha_f))) if fam else {}
+        cons = (
+            dict(
+                zip(
+                    fam,
+                    adjust_pvalues(
+                        [complete[i][0].p_worse if i in complete else 1.0 for i in fam],
+                        [complete[i][0].p_min if i in complete else 0.0 for i in fam],
+                        method,
+                        alpha_f,
+                    ),
+                )
+            )
+            if fam
+            else {}
+        )
         known = [i for i in fam if i in complete]
         opt = dict(zip(known, adjust_pvalues([complete[i][0].p_worse for i in known], [complete[i][0].p_min for i in known], method, alpha_f))) if known else {}
         for i in looks:
@@ -465,7 +547,7 @@ def evaluate(variant: str, checks: Sequence[Check], base: Mapping[tuple[str, str
     # map each decision to the variant's generated-case count (in generation order)
     gen_pos = list(sequence) if sequence is not None else [c for c in order if c in generated]
     where = {c: i + 1 for i, c in enumerate(gen_pos)}
-    for r, s, ch in zip(results, states, checks):
+    for r, s in zip(results, states):
         if r.status != "open" and r.decided_at:
             # the decided_at-th case read by the check (dropped unscored cases do not count)
             ids = s["ids"]
@@ -500,8 +582,25 @@ def final_delta(variant: str, ch: Check, s: dict) -> tuple[MetricDelta, float]:
     harm = (b - v) if ch.higher_is_better else (v - b)
     worse = tuple(ids[i] for i in np.argsort(-harm, kind="stable") if harm[i] > 1e-12) if not ch.pass_fail else ()
     bm, vm = float(np.mean(b)), float(np.mean(v))
-    return MetricDelta(variant, ch.scenario, ch.metric, ch.pass_fail, ch.higher_is_better, len(ids), bm, vm, vm - bm, math.nan, math.nan,
-                       p_worse, p_worse, p_min, pass_to_fail=p2f, fail_to_pass=f2p, worse_cases=worse), p_cross
+    return MetricDelta(
+        variant,
+        ch.scenario,
+        ch.metric,
+        ch.pass_fail,
+        ch.higher_is_better,
+        len(ids),
+        bm,
+        vm,
+        vm - bm,
+        math.nan,
+        math.nan,
+        p_worse,
+        p_worse,
+        p_min,
+        pass_to_fail=p2f,
+        fail_to_pass=f2p,
+        worse_cases=worse,
+    ), p_cross
 
 
 def _with_alpha(rule: MetricRule, alpha: float) -> MetricRule:
@@ -528,8 +627,9 @@ def is_done(state: VariantState, until: str) -> bool:
     return state.verdict != "open"
 
 
-def replay(variant: str, checks: Sequence[Check], base, var, order: Sequence[str], batch_size: int, until: str = "verdict", *,
-           method: str = "tarone", noise_floor=None) -> VariantState:
+def replay(
+    variant: str, checks: Sequence[Check], base, var, order: Sequence[str], batch_size: int, until: str = "verdict", *, method: str = "tarone", noise_floor=None
+) -> VariantState:
     """What an adaptive run would have generated and decided, on a variant whose every case is
     already scored: the driver's loop (batches of the needed cases, a decision after each), without
     generating anything. The demo and the benchmark use it on stored full runs."""

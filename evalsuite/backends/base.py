@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..cases.caseset import sha256_json
 from ..errors import EvalsuiteError
@@ -98,7 +99,7 @@ class Generation:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Generation":
+    def from_dict(cls, d: dict) -> Generation:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -138,7 +139,7 @@ def check_options(variant: Any, backend: str, known: set[str]) -> dict:
     return options
 
 
-def make_backend(variant: "Any") -> Backend:
+def make_backend(variant: Any) -> Backend:
     """Build the backend a variant names (lazy import of its module)."""
     cls = BACKENDS.get(variant.backend)
     return cls(variant)

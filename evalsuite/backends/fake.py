@@ -26,8 +26,8 @@ import importlib
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 from .base import Generation, Request
 
@@ -131,7 +131,18 @@ class FakeBackend:
             delay = self._delay(req)
             if timeout is not None and delay > timeout:
                 time.sleep(timeout)
-                out.append(Generation(req.case_id, self.variant.name, req.sample, error=f"timed out after {timeout}s", timeout=True, finish_reason="timeout", latency_s=time.perf_counter() - t0, batch_size=len(requests)))
+                out.append(
+                    Generation(
+                        req.case_id,
+                        self.variant.name,
+                        req.sample,
+                        error=f"timed out after {timeout}s",
+                        timeout=True,
+                        finish_reason="timeout",
+                        latency_s=time.perf_counter() - t0,
+                        batch_size=len(requests),
+                    )
+                )
                 continue
             if delay:
                 time.sleep(delay)

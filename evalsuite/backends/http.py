@@ -71,7 +71,22 @@ from .http_retry import RetryPolicy, parse_retry_after, retryable_status
 
 log = logging.getLogger("evalsuite")
 
-_OPTIONS = {"base_url", "serve", "model", "endpoint", "chat_template", "prompt_format", "api_key_env", "timeout_s", "retry", "concurrency", "stream", "extra_body", "unsupported", "verify_settings"}
+_OPTIONS = {
+    "base_url",
+    "serve",
+    "model",
+    "endpoint",
+    "chat_template",
+    "prompt_format",
+    "api_key_env",
+    "timeout_s",
+    "retry",
+    "concurrency",
+    "stream",
+    "extra_body",
+    "unsupported",
+    "verify_settings",
+}
 #: options that change how requests are made, never what is answered: not part of the fingerprint
 _OPERATIONAL = {"api_key_env", "timeout_s", "retry", "concurrency", "verify_settings"}
 #: the generation settings sent with every request
@@ -151,7 +166,9 @@ class HTTPBackend:
             from .http_serve import check_serve_option
 
             if base_url is not None or opts.get("model") is not None:
-                raise EvalsuiteError(f"variant {who!r}: with `serve`, evalsuite starts the server itself: leave out `base_url` and `model` (the variant's `model` names the weights)")
+                raise EvalsuiteError(
+                    f"variant {who!r}: with `serve`, evalsuite starts the server itself: leave out `base_url` and `model` (the variant's `model` names the weights)"
+                )
             self.serve_spec = check_serve_option(opts["serve"], who)
             self.base_url = ""
         else:
@@ -177,7 +194,9 @@ class HTTPBackend:
             raise EvalsuiteError(f"variant {who!r}: extra_body must be a mapping")
         clash = sorted(set(extra_body) & _RESERVED)
         if clash:
-            raise EvalsuiteError(f"variant {who!r}: extra_body may not set {clash}: the backend sends them from the suite's `generation` settings (set them there)")
+            raise EvalsuiteError(
+                f"variant {who!r}: extra_body may not set {clash}: the backend sends them from the suite's `generation` settings (set them there)"
+            )
         self.extra_body = dict(extra_body)
         unsupported = opts.get("unsupported") or []
         if not isinstance(unsupported, list) or set(unsupported) - set(SETTINGS):
@@ -211,7 +230,9 @@ class HTTPBackend:
             raise EvalsuiteError(f"variant {who!r}: prompt_format must be plain or chat_template (got {fmt!r})")
         if self.endpoint == "chat":
             if template is not None or fmt is not None:
-                raise EvalsuiteError(f"variant {who!r}: chat_template and prompt_format apply to `endpoint: completions` only (the chat endpoint renders on the server)")
+                raise EvalsuiteError(
+                    f"variant {who!r}: chat_template and prompt_format apply to `endpoint: completions` only (the chat endpoint renders on the server)"
+                )
             return None
         if fmt == "plain":
             return "plain"
@@ -219,7 +240,9 @@ class HTTPBackend:
             return str(template)
         if self.serve_spec and self.serve_spec["launcher"] == "transformers":
             return "(served model)"
-        raise EvalsuiteError(f"variant {who!r}: the completions endpoint needs the prompt rendered on the client: set `chat_template` (a model directory or .jinja file) or `prompt_format: plain`")
+        raise EvalsuiteError(
+            f"variant {who!r}: the completions endpoint needs the prompt rendered on the client: set `chat_template` (a model directory or .jinja file) or `prompt_format: plain`"
+        )
 
     @property
     def renderer(self):
@@ -249,7 +272,9 @@ class HTTPBackend:
                     raise EvalsuiteError(f"variant {self.variant.name!r}: GGUF file {gguf} not found")
                 return p
             if self.variant.model not in (None, "", models.EMBEDDED):
-                raise EvalsuiteError(f"variant {self.variant.name!r}: the llama_cpp launcher serves a GGUF file: set serve.gguf (or model: embedded for the shipped Q4_1 GGUF)")
+                raise EvalsuiteError(
+                    f"variant {self.variant.name!r}: the llama_cpp launcher serves a GGUF file: set serve.gguf (or model: embedded for the shipped Q4_1 GGUF)"
+                )
             return models.embedded_gguf_path()
         return models.resolve_model_dir(self.variant.model)
 
@@ -262,7 +287,9 @@ class HTTPBackend:
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
             # the semaphore bounds the requests in flight; httpx's pool must not queue them again
-            self._client = httpx.AsyncClient(headers=self.headers, timeout=httpx.Timeout(self.timeout_s), limits=httpx.Limits(max_connections=None, max_keepalive_connections=32))
+            self._client = httpx.AsyncClient(
+                headers=self.headers, timeout=httpx.Timeout(self.timeout_s), limits=httpx.Limits(max_connections=None, max_keepalive_connections=32)
+            )
         return self._client
 
     def _redact(self, text: str) -> str:
@@ -275,11 +302,19 @@ class HTTPBackend:
             from .http_serve import LocalServer
 
             spec = self.serve_spec
-            self.server = LocalServer(spec["launcher"], self._serve_model_path(), continuous_batching=spec["continuous_batching"], args=spec["args"], startup_timeout_s=spec["startup_timeout_s"])
+            self.server = LocalServer(
+                spec["launcher"],
+                self._serve_model_path(),
+                continuous_batching=spec["continuous_batching"],
+                args=spec["args"],
+                startup_timeout_s=spec["startup_timeout_s"],
+            )
         if self.server.proc is not None and not self.server.running:
             # it died under this backend: no silent restart (that would hide a crash in the
             # middle of a variant); the remaining requests fail fast and a resumed run restarts it
-            raise _ServerDied(f"the local {self.server.launcher} server exited (status {self.server.proc.returncode}) during the run; resume the run to try again. Its log ends with: {self.server.log_tail(500).strip()[-300:]}")
+            raise _ServerDied(
+                f"the local {self.server.launcher} server exited (status {self.server.proc.returncode}) during the run; resume the run to try again. Its log ends with: {self.server.log_tail(500).strip()[-300:]}"
+            )
         if not self.server.running:
             self.base_url = self.server.start()
             self._model = self.server.model_name
@@ -296,9 +331,13 @@ class HTTPBackend:
             resp = await self._http().get(f"{self.base_url}/models", timeout=min(self.timeout_s, _MODELS_TIMEOUT_S))
             resp.raise_for_status()
             data = resp.json().get("data") or []
-            return sorted(({"id": m.get("id")} | ({"root": m["root"]} if m.get("root") else {}) for m in data if isinstance(m, dict)), key=lambda m: str(m["id"]))
+            return sorted(
+                ({"id": m.get("id")} | ({"root": m["root"]} if m.get("root") else {}) for m in data if isinstance(m, dict)), key=lambda m: str(m["id"])
+            )
         except (httpx.HTTPError, ValueError, AttributeError) as exc:
-            log.warning("variant %s: GET %s/models failed (%s); fingerprint without the served model list", self.variant.name, self.base_url, self._redact(str(exc)))
+            log.warning(
+                "variant %s: GET %s/models failed (%s); fingerprint without the served model list", self.variant.name, self.base_url, self._redact(str(exc))
+            )
             return None
 
     @property
@@ -342,7 +381,12 @@ class HTTPBackend:
     # -- generation ----------------------------------------------------------------------------
     def _settings(self, req: Request) -> dict:
         """The request's generation settings as the server's body fields (greedy: temperature 0, top_p 1)."""
-        return {"max_tokens": req.max_new_tokens, "temperature": 0.0 if req.greedy else req.temperature, "top_p": 1.0 if req.greedy else req.top_p, "seed": req.sample_seed()}
+        return {
+            "max_tokens": req.max_new_tokens,
+            "temperature": 0.0 if req.greedy else req.temperature,
+            "top_p": 1.0 if req.greedy else req.top_p,
+            "seed": req.sample_seed(),
+        }
 
     def _payload(self, req: Request) -> dict:
         body: dict[str, Any] = {"model": self.model}
@@ -390,14 +434,28 @@ class HTTPBackend:
             return  # unverified for now: the next batch tries again
         same = first.text == probe.text
         if req.greedy:
-            check = {"setting": "temperature=0 (greedy)", "status": "verified" if same else "ignored", "evidence": f"case {req.case_id}: the same greedy request with seeds {req.sample_seed()} and {probe_seed(req)} returned {'the same text' if same else 'different texts'}"}
+            check = {
+                "setting": "temperature=0 (greedy)",
+                "status": "verified" if same else "ignored",
+                "evidence": f"case {req.case_id}: the same greedy request with seeds {req.sample_seed()} and {probe_seed(req)} returned {'the same text' if same else 'different texts'}",
+            }
         else:
-            check = {"setting": "seed", "status": "verified" if same else "ignored", "evidence": f"case {req.case_id}: the same sampled request with seed {req.sample_seed()} sent twice returned {'the same text' if same else 'different texts'}"}
+            check = {
+                "setting": "seed",
+                "status": "verified" if same else "ignored",
+                "evidence": f"case {req.case_id}: the same sampled request with seed {req.sample_seed()} sent twice returned {'the same text' if same else 'different texts'}",
+            }
         self.settings_check = check
         if same:
             log.info("variant %s: %s is honoured (%s)", self.variant.name, check["setting"], check["evidence"])
         else:
-            log.warning("variant %s: the server does not honour %s: %s; its outputs are not comparable with the baseline's as %s", self.variant.name, check["setting"], check["evidence"], "greedy" if req.greedy else "seeded samples")
+            log.warning(
+                "variant %s: the server does not honour %s: %s; its outputs are not comparable with the baseline's as %s",
+                self.variant.name,
+                check["setting"],
+                check["evidence"],
+                "greedy" if req.greedy else "seeded samples",
+            )
 
     def _annotate(self, g: Generation, req: Request) -> Generation:
         extra = dict(g.extra)
@@ -409,7 +467,13 @@ class HTTPBackend:
             extra["settings_ignored"] = ["max_tokens"]
             if not self._warned_max_tokens:
                 self._warned_max_tokens = True
-                log.warning("variant %s: the server ignored max_tokens (case %s: %d tokens for a limit of %d)", self.variant.name, req.case_id, g.new_tokens, req.max_new_tokens)
+                log.warning(
+                    "variant %s: the server ignored max_tokens (case %s: %d tokens for a limit of %d)",
+                    self.variant.name,
+                    req.case_id,
+                    g.new_tokens,
+                    req.max_new_tokens,
+                )
         return replace(g, extra=extra)
 
     async def _one(self, req: Request, batch_size: int, sem: asyncio.Semaphore) -> Generation:
@@ -436,7 +500,9 @@ class HTTPBackend:
                 # a transport detail, not a generation setting: ask again without it
                 if self._stream_options:
                     self._stream_options = False
-                    log.warning("variant %s: the server refused stream_options; token counts come from the final chunk if the server sends them", self.variant.name)
+                    log.warning(
+                        "variant %s: the server refused stream_options; token counts come from the final chunk if the server sends them", self.variant.name
+                    )
                 attempt -= 1
                 continue
             meta = {"attempts": attempt, "total_s": round(total, 4)}
@@ -452,22 +518,48 @@ class HTTPBackend:
                     # llama-cpp-python's server sends no usage on a stream, but one chunk per generated token
                     new_tokens, source = res.extra["content_chunks"], "stream chunks (llama.cpp sends one per token; no prompt count)"
                 extra = res.extra | meta | {"usage": source}
-                return Generation(**base, text=res.text, prompt_tokens=usage.get("prompt_tokens"), new_tokens=new_tokens, latency_s=res.latency, ttft_s=res.ttft, tokens_per_s=new_tokens / res.latency if new_tokens is not None and res.latency > 0 else None, finish_reason=res.finish, extra=extra)
+                return Generation(
+                    **base,
+                    text=res.text,
+                    prompt_tokens=usage.get("prompt_tokens"),
+                    new_tokens=new_tokens,
+                    latency_s=res.latency,
+                    ttft_s=res.ttft,
+                    tokens_per_s=new_tokens / res.latency if new_tokens is not None and res.latency > 0 else None,
+                    finish_reason=res.finish,
+                    extra=extra,
+                )
             if res.kind == "timeout":
                 # the deadline binds when it left this attempt clearly less than timeout_s
-                why = f"timed out after {self.timeout_s:g}s" if self.timeout_s - limit < 0.05 else f"timed out: the request's deadline of {self.retry.deadline_s:g}s passed"
+                why = (
+                    f"timed out after {self.timeout_s:g}s"
+                    if self.timeout_s - limit < 0.05
+                    else f"timed out: the request's deadline of {self.retry.deadline_s:g}s passed"
+                )
                 return Generation(**base, error=self._with_history(why, attempt), timeout=True, finish_reason="timeout", latency_s=total, extra=meta)
             error_extra = meta | ({"http_status": res.status} if res.status is not None else {})
             if res.kind == "fail":
                 return Generation(**base, error=self._with_history(res.reason, attempt), finish_reason="error", latency_s=total, extra=error_extra | res.extra)
             # transient: retry within the count and the deadline
             if attempt > self.retry.max_retries:
-                return Generation(**base, error=f"{res.reason} (gave up after {attempt} attempts: retry.max_retries is {self.retry.max_retries})" if attempt > 1 else res.reason, finish_reason="error", latency_s=total, extra=error_extra)
+                return Generation(
+                    **base,
+                    error=f"{res.reason} (gave up after {attempt} attempts: retry.max_retries is {self.retry.max_retries})" if attempt > 1 else res.reason,
+                    finish_reason="error",
+                    latency_s=total,
+                    extra=error_extra,
+                )
             wait = self.retry.wait(attempt - 1, res.retry_after, self._rng)
             # an attempt squeezed into the deadline's last moments would only time out
             if time.perf_counter() + wait + min(0.5, 0.1 * self.timeout_s) >= deadline:
                 hint = f" (Retry-After {res.retry_after:g}s)" if res.retry_after is not None else ""
-                return Generation(**base, error=f"{res.reason} (gave up after {attempt} attempt{'s' if attempt > 1 else ''}: the next retry, in {wait:.2f}s{hint}, would pass the request's deadline of {self.retry.deadline_s:g}s)", finish_reason="error", latency_s=total, extra=error_extra)
+                return Generation(
+                    **base,
+                    error=f"{res.reason} (gave up after {attempt} attempt{'s' if attempt > 1 else ''}: the next retry, in {wait:.2f}s{hint}, would pass the request's deadline of {self.retry.deadline_s:g}s)",
+                    finish_reason="error",
+                    latency_s=total,
+                    extra=error_extra,
+                )
             history.append({"after": res.reason, "wait_s": round(wait, 4)} | ({"retry_after_s": res.retry_after} if res.retry_after is not None else {}))
             log.info("variant %s case %s: %s; retry %d of %d in %.2fs", self.variant.name, req.case_id, res.reason, attempt, self.retry.max_retries, wait)
             await asyncio.sleep(wait)
@@ -485,7 +577,11 @@ class HTTPBackend:
         except (asyncio.TimeoutError, httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout):
             return _Attempt("timeout", latency=time.perf_counter() - t0)
         except httpx.TransportError as exc:  # refused, reset, dropped mid-reply, connect timeout
-            return _Attempt("retry", reason=self._redact(f"{type(exc).__name__}: {exc}" if str(exc) else f"{type(exc).__name__}: connection failed"), latency=time.perf_counter() - t0)
+            return _Attempt(
+                "retry",
+                reason=self._redact(f"{type(exc).__name__}: {exc}" if str(exc) else f"{type(exc).__name__}: connection failed"),
+                latency=time.perf_counter() - t0,
+            )
         except Exception as exc:  # noqa: BLE001 - a bad reply fails its own request, never the batch
             return _Attempt("fail", reason=self._redact(f"{type(exc).__name__}: {exc}"), latency=time.perf_counter() - t0)
         res.latency = time.perf_counter() - t0
@@ -520,7 +616,13 @@ class HTTPBackend:
         if data.get("error"):
             return _Attempt("fail", reason=self._redact(f"server error: {_error_message(data)}"))
         choice = data["choices"][0]
-        return _Attempt("ok", text=self._choice_text(choice, delta=False), usage=data.get("usage"), finish=choice.get("finish_reason"), extra={"served_model": data.get("model"), "system_fingerprint": data.get("system_fingerprint"), "ttft_source": None})
+        return _Attempt(
+            "ok",
+            text=self._choice_text(choice, delta=False),
+            usage=data.get("usage"),
+            finish=choice.get("finish_reason"),
+            extra={"served_model": data.get("model"), "system_fingerprint": data.get("system_fingerprint"), "ttft_source": None},
+        )
 
     async def _read_stream(self, resp: httpx.Response, t0: float) -> _Attempt:
         """Read SSE `data:` events; TTFT is the arrival of the first non-empty content delta."""
@@ -552,7 +654,12 @@ class HTTPBackend:
                     finish = choice["finish_reason"]
         if not events:
             return _Attempt("fail", reason="the server's reply had no `data:` events (not a server-sent event stream)")
-        extra = {"served_model": served, "system_fingerprint": fingerprint, "ttft_source": "stream" if ttft is not None else None, "content_chunks": content_chunks}
+        extra = {
+            "served_model": served,
+            "system_fingerprint": fingerprint,
+            "ttft_source": "stream" if ttft is not None else None,
+            "content_chunks": content_chunks,
+        }
         return _Attempt("ok", text="".join(parts), usage=usage, finish=finish, ttft=ttft, extra=extra)
 
     def close(self) -> None:

@@ -55,7 +55,13 @@ def explain(offline: Generation, served: Generation) -> ParityRow:
     at = _first_difference(offline.text, served.text)
     extra = served.extra or {}
     if offline.prompt_tokens is not None and served.prompt_tokens is not None and offline.prompt_tokens != served.prompt_tokens:
-        return ParityRow(**key, identical=False, setting="prompt rendering (chat template / special tokens)", detail=f"prompt tokens: offline {offline.prompt_tokens}, served {served.prompt_tokens}", first_difference=at)
+        return ParityRow(
+            **key,
+            identical=False,
+            setting="prompt rendering (chat template / special tokens)",
+            detail=f"prompt tokens: offline {offline.prompt_tokens}, served {served.prompt_tokens}",
+            first_difference=at,
+        )
     check = extra.get("settings_check") or {}
     if check.get("status") == "ignored":
         return ParityRow(**key, identical=False, setting=check.get("setting", "temperature"), detail=check.get("evidence", ""), first_difference=at)
@@ -64,11 +70,23 @@ def explain(offline: Generation, served: Generation) -> ParityRow:
             return ParityRow(**key, identical=False, setting=", ".join(extra[field]), detail=why, first_difference=at)
     short, long_ = sorted((offline.text, served.text), key=len)
     if long_.startswith(short) and "length" in (offline.finish_reason, served.finish_reason):
-        return ParityRow(**key, identical=False, setting="max_tokens / stop handling", detail=f"finish: offline {offline.finish_reason} ({offline.new_tokens} tokens), served {served.finish_reason} ({served.new_tokens} tokens)", first_difference=at)
-    parts = f"outputs part at character {at}: offline {offline.text[at:at + 20]!r}, served {served.text[at:at + 20]!r}"
+        return ParityRow(
+            **key,
+            identical=False,
+            setting="max_tokens / stop handling",
+            detail=f"finish: offline {offline.finish_reason} ({offline.new_tokens} tokens), served {served.finish_reason} ({served.new_tokens} tokens)",
+            first_difference=at,
+        )
+    parts = f"outputs part at character {at}: offline {offline.text[at : at + 20]!r}, served {served.text[at : at + 20]!r}"
     if served.prompt_tokens is None or offline.prompt_tokens is None:  # e.g. llama.cpp's server: no usage on a stream
         return ParityRow(**key, identical=False, setting="numerics or prompt rendering (no prompt token count to compare)", detail=parts, first_difference=at)
-    return ParityRow(**key, identical=False, setting="numerics (server kernels, dtype or batching)", detail=f"same prompt ({served.prompt_tokens} tokens), {parts}", first_difference=at)
+    return ParityRow(
+        **key,
+        identical=False,
+        setting="numerics (server kernels, dtype or batching)",
+        detail=f"same prompt ({served.prompt_tokens} tokens), {parts}",
+        first_difference=at,
+    )
 
 
 def parity(offline: Iterable[Generation], served: Iterable[Generation]) -> list[ParityRow]:

@@ -46,7 +46,9 @@ def load_chat_template(source: str | Path) -> tuple[str, dict]:
     if isinstance(template, list):  # named templates: the default one
         template = next((t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"), None)
     if not isinstance(template, str):
-        raise EvalsuiteError(f"no chat template found at {source} (looked for chat_template.jinja and tokenizer_config.json's chat_template); set `chat_template` to a model directory or a .jinja file, or `prompt_format: plain`")
+        raise EvalsuiteError(
+            f"no chat template found at {source} (looked for chat_template.jinja and tokenizer_config.json's chat_template); set `chat_template` to a model directory or a .jinja file, or `prompt_format: plain`"
+        )
     return template, tokens
 
 

@@ -38,7 +38,7 @@ class RetryPolicy:
     deadline_s: float = 600.0  #: overall limit of one request: every attempt and wait together
 
     @classmethod
-    def from_option(cls, raw: object, timeout_s: float, who: str) -> "RetryPolicy":
+    def from_option(cls, raw: object, timeout_s: float, who: str) -> RetryPolicy:
         """The policy of a variant's `retry` option; the deadline defaults to timeout_s x attempts."""
         if raw is None:
             raw = {}

@@ -53,7 +53,7 @@ REQUIREMENTS = {
     "llama_cpp": [("llama_cpp", "llamacpp"), ("uvicorn", "llamacpp"), ("sse_starlette", "llamacpp")],
 }
 #: servers started and not yet stopped (strong references: a forgotten server is still stopped at exit)
-_LIVE: "set[LocalServer]" = set()
+_LIVE: set[LocalServer] = set()
 
 
 def check_serve_option(raw: Any, who: str) -> dict:
@@ -76,7 +76,13 @@ def check_serve_option(raw: Any, who: str) -> dict:
     startup = raw.get("startup_timeout_s", 300)
     if not isinstance(startup, (int, float)) or isinstance(startup, bool) or startup <= 0:
         raise EvalsuiteError(f"variant {who!r}: serve.startup_timeout_s must be a positive number of seconds (got {startup!r})")
-    return {"launcher": launcher, "continuous_batching": bool(raw.get("continuous_batching", False)), "gguf": raw.get("gguf"), "args": [str(a) for a in args], "startup_timeout_s": float(startup)}
+    return {
+        "launcher": launcher,
+        "continuous_batching": bool(raw.get("continuous_batching", False)),
+        "gguf": raw.get("gguf"),
+        "args": [str(a) for a in args],
+        "startup_timeout_s": float(startup),
+    }
 
 
 def missing_requirement(options: dict | None) -> str | None:
@@ -102,7 +108,17 @@ class LocalServer:
 
     host = "127.0.0.1"
 
-    def __init__(self, launcher: str, model_path: str | os.PathLike, *, model_name: str | None = None, continuous_batching: bool = False, args: list[str] | tuple[str, ...] = (), startup_timeout_s: float = 300.0, port: int | None = None):
+    def __init__(
+        self,
+        launcher: str,
+        model_path: str | os.PathLike,
+        *,
+        model_name: str | None = None,
+        continuous_batching: bool = False,
+        args: list[str] | tuple[str, ...] = (),
+        startup_timeout_s: float = 300.0,
+        port: int | None = None,
+    ):
         if launcher not in LAUNCHERS:
             raise EvalsuiteError(f"unknown serve launcher {launcher!r}; available: {', '.join(LAUNCHERS)}")
         self.launcher = launcher
@@ -125,13 +141,37 @@ class LocalServer:
     def command(self, port: int) -> list[str]:
         """The command line that starts the server on `port`."""
         if self.launcher == "transformers":
-            cmd = [sys.executable, "-c", "import sys; from transformers.cli.transformers import main; sys.argv[0] = 'transformers'; sys.exit(main())", "serve", str(self.model_path), "--host", self.host, "--port", str(port), "--log-level", "warning"]
+            cmd = [
+                sys.executable,
+                "-c",
+                "import sys; from transformers.cli.transformers import main; sys.argv[0] = 'transformers'; sys.exit(main())",
+                "serve",
+                str(self.model_path),
+                "--host",
+                self.host,
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ]
             if self.continuous_batching:
                 cmd.append("--continuous-batching")
                 if not any(a.startswith(("--cb-num-blocks", "--cb-block-size", "--cb-max-memory-percent")) for a in self.args):
                     cmd += CB_CACHE_ARGS
         else:
-            cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path), "--model_alias", self.model_name, "--host", self.host, "--port", str(port)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(self.model_path),
+                "--model_alias",
+                self.model_name,
+                "--host",
+                self.host,
+                "--port",
+                str(port),
+            ]
             if not any(a.startswith("--interrupt_requests") for a in self.args):
                 # by default a new request interrupts the one being streamed (its text comes back empty):
                 # evalsuite sends a batch at once, so requests queue on the server instead
@@ -162,7 +202,9 @@ class LocalServer:
         self.log_path = Path(self._log_file.name)
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
         log.info("starting %s", " ".join(self.command(port)))
-        self.proc = subprocess.Popen(self.command(port), stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.command(port), stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+        )
         self.port = port
         _LIVE.add(self)
 
@@ -219,7 +261,7 @@ class LocalServer:
             self.log_path = None
         _LIVE.discard(self)
 
-    def __enter__(self) -> "LocalServer":
+    def __enter__(self) -> LocalServer:
         self.start()
         return self
 

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import EvalsuiteError, MissingExtraError
+from ..run import models
 from .base import Generation, Request, check_options
 
 # Library noise that would bury the runner's progress bars: optional kernels that are absent on
@@ -38,8 +39,6 @@ from .base import Generation, Request, check_options
 for _noisy in ("torchao", "bitsandbytes", "torch.utils._pytree"):
     logging.getLogger(_noisy).setLevel(logging.ERROR)
 warnings.filterwarnings("ignore", message=r".*MatMul8bitLt.*")
-
-from ..run import models
 
 # torch and transformers are imported on first use (`_torch()`, `load()`), never at construction:
 # the fingerprint needs only file hashes and settings, so a warm run whose every generation is a
@@ -409,7 +408,21 @@ class TransformersBackend:
             if self.spec_method:
                 extra["speculative"] = self.spec_method
             if timed_out:
-                gens.append(Generation(req.case_id, self.variant.name, req.sample, error=f"timed out after {timeout}s", timeout=True, finish_reason="timeout", prompt_tokens=int(plen), new_tokens=len(ids), latency_s=latency, batch_size=len(requests), extra=extra))
+                gens.append(
+                    Generation(
+                        req.case_id,
+                        self.variant.name,
+                        req.sample,
+                        error=f"timed out after {timeout}s",
+                        timeout=True,
+                        finish_reason="timeout",
+                        prompt_tokens=int(plen),
+                        new_tokens=len(ids),
+                        latency_s=latency,
+                        batch_size=len(requests),
+                        extra=extra,
+                    )
+                )
                 continue
             gens.append(
                 Generation(

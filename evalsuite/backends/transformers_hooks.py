@@ -91,7 +91,6 @@ class Deadline(StoppingCriteria):
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
-
 def touch(*modules) -> None:
     """Read every weight once, so lazily mapped pages are resident before the peak is reset."""
     with torch.inference_mode():

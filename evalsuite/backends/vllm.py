@@ -98,7 +98,9 @@ def speculative_config(spec: dict | None, resolve=lambda m: m) -> dict | None:
         return cfg
     if method == "mtp":
         return {"method": "mtp", "num_speculative_tokens": tokens}
-    raise EvalsuiteError(f"unknown speculative method {method!r} for the vllm backend; available: ngram (or prompt_lookup), draft, {', '.join(_HEAD_METHODS)}, mtp")
+    raise EvalsuiteError(
+        f"unknown speculative method {method!r} for the vllm backend; available: ngram (or prompt_lookup), draft, {', '.join(_HEAD_METHODS)}, mtp"
+    )
 
 
 def _import_vllm():
@@ -108,7 +110,9 @@ def _import_vllm():
     except ImportError as exc:
         raise MissingExtraError("the vllm backend", "vllm", "vllm") from exc
     if not torch.cuda.is_available():
-        raise EvalsuiteError("the vllm backend needs a CUDA GPU and none is available (torch.cuda.is_available() is False); use the transformers backend on CPU")
+        raise EvalsuiteError(
+            "the vllm backend needs a CUDA GPU and none is available (torch.cuda.is_available() is False); use the transformers backend on CPU"
+        )
     return vllm, torch
 
 
@@ -134,7 +138,11 @@ class VLLMBackend:
 
     def engine_args(self) -> dict:
         """Keyword arguments for `vllm.LLM`."""
-        args: dict[str, Any] = {"model": str(self.model_dir), "dtype": self.options.get("dtype", "auto"), "gpu_memory_utilization": float(self.options.get("gpu_memory_utilization", 0.9))}
+        args: dict[str, Any] = {
+            "model": str(self.model_dir),
+            "dtype": self.options.get("dtype", "auto"),
+            "gpu_memory_utilization": float(self.options.get("gpu_memory_utilization", 0.9)),
+        }
         for k in _PASSED:
             if self.options.get(k) is not None:
                 args[k] = self.options[k]
@@ -146,7 +154,11 @@ class VLLMBackend:
 
     def fingerprint(self) -> str:
         if self._identity is None:
-            ident: dict[str, Any] = {"model": models.model_dir_identity(self.model_dir, self.cache_dir), "engine": {k: v for k, v in self.engine_args().items() if k != "model"}, "libraries": models.library_identity("vllm", "torch")}
+            ident: dict[str, Any] = {
+                "model": models.model_dir_identity(self.model_dir, self.cache_dir),
+                "engine": {k: v for k, v in self.engine_args().items() if k != "model"},
+                "libraries": models.library_identity("vllm", "torch"),
+            }
             if self.spec_config and "model" in self.spec_config:
                 ident["engine"]["speculative_config"] = dict(self.spec_config, model=models.model_dir_identity(Path(self.spec_config["model"]), self.cache_dir))
             self._identity = ident
@@ -163,7 +175,12 @@ class VLLMBackend:
             return []
         llm = self.load()
         SamplingParams = self.vllm.SamplingParams
-        params = [SamplingParams(n=1, max_tokens=r.max_new_tokens, temperature=0.0 if r.greedy else r.temperature, top_p=1.0 if r.greedy else r.top_p, seed=r.sample_seed()) for r in requests]
+        params = [
+            SamplingParams(
+                n=1, max_tokens=r.max_new_tokens, temperature=0.0 if r.greedy else r.temperature, top_p=1.0 if r.greedy else r.top_p, seed=r.sample_seed()
+            )
+            for r in requests
+        ]
         conversations = [[{"role": role, "content": content} for role, content in r.messages] for r in requests]
         t0 = time.perf_counter()
         outputs = llm.chat(conversations, params, use_tqdm=False)
@@ -182,11 +199,22 @@ class VLLMBackend:
                 extra["ttft_source"] = "vllm_metrics"
             if self.spec_config:
                 extra["speculative"] = self.spec_config["method"]
-            common = {"case_id": req.case_id, "variant": self.variant.name, "sample": req.sample, "prompt_tokens": len(out.prompt_token_ids or []), "new_tokens": len(ids), "latency_s": latency, "batch_size": len(requests), "extra": extra}
+            common = {
+                "case_id": req.case_id,
+                "variant": self.variant.name,
+                "sample": req.sample,
+                "prompt_tokens": len(out.prompt_token_ids or []),
+                "new_tokens": len(ids),
+                "latency_s": latency,
+                "batch_size": len(requests),
+                "extra": extra,
+            }
             if timed_out:
                 gens.append(Generation(**common, error=f"timed out after {timeout}s", timeout=True, finish_reason="timeout"))
                 continue
-            gens.append(Generation(**common, text=comp.text, ttft_s=ttft, tokens_per_s=len(ids) / latency if latency > 0 else None, finish_reason=comp.finish_reason))
+            gens.append(
+                Generation(**common, text=comp.text, ttft_s=ttft, tokens_per_s=len(ids) / latency if latency > 0 else None, finish_reason=comp.finish_reason)
+            )
         return gens
 
     def _note_memory(self) -> None:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import jsonschema
 
@@ -29,12 +30,12 @@ KINDS: dict[str, tuple[str, ...]] = {
 CASE_SUFFIXES = (".yaml", ".yml", ".jsonl")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _schema(name: str) -> dict:
     return json.loads(resources.files("evalsuite.schemas").joinpath(name).read_text("utf-8"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _validator(name: str) -> jsonschema.protocols.Validator:
     from referencing import Registry, Resource
 
@@ -61,7 +62,7 @@ class Term:
     synonyms: tuple[str, ...] = ()
 
     @classmethod
-    def parse(cls, raw: Any) -> "Term":
+    def parse(cls, raw: Any) -> Term:
         if isinstance(raw, str):
             return cls(raw)
         return cls(raw["term"], tuple(raw.get("synonyms", ())))
@@ -84,7 +85,7 @@ class Document:
     tags: tuple[str, ...] = ()
 
     @classmethod
-    def parse(cls, raw: dict) -> "Document":
+    def parse(cls, raw: dict) -> Document:
         return cls(
             id=raw["id"],
             text=raw["text"],
@@ -138,13 +139,12 @@ class Glossary:
     digest: str = ""
 
     @classmethod
-    def parse(cls, raw: dict, digest: str = "") -> "Glossary":
+    def parse(cls, raw: dict, digest: str = "") -> Glossary:
         tone = raw.get("tone", {})
         return cls(
             name=raw.get("name", ""),
             terms=tuple(
-                GlossaryTerm(t["term"], t.get("lang"), tuple(t.get("synonyms", ())), tuple(t.get("forbidden", ())), t.get("note", ""))
-                for t in raw["terms"]
+                GlossaryTerm(t["term"], t.get("lang"), tuple(t.get("synonyms", ())), tuple(t.get("forbidden", ())), t.get("note", "")) for t in raw["terms"]
             ),
             tone_preferred=tuple(tone.get("preferred", ())),
             tone_avoid=tuple(tone.get("avoid", ())),
@@ -181,7 +181,7 @@ class Expect:
     reference_answer: str | None = None
 
     @classmethod
-    def parse(cls, raw: dict) -> "Expect":
+    def parse(cls, raw: dict) -> Expect:
         return cls(
             required_terms=tuple(Term.parse(t) for t in raw.get("required_terms", ())),
             forbidden_terms=tuple(raw.get("forbidden_terms", ())),
@@ -227,7 +227,7 @@ class Case:
     raw: dict = field(default_factory=dict)  #: the case as written (after defaults), for lossless export
 
     @classmethod
-    def build(cls, raw: dict, *, context: tuple[Document, ...], json_schema: dict | None, glossary: "Glossary | None", source: str, line: int | None) -> "Case":
+    def build(cls, raw: dict, *, context: tuple[Document, ...], json_schema: dict | None, glossary: Glossary | None, source: str, line: int | None) -> Case:
         """A case from its written fields (`raw`, defaults applied) and its resolved parts."""
         return cls(
             id=raw["id"],
@@ -323,8 +323,9 @@ def _schema_problems(data: Any, schema_name: str, file: str, lines: LineMap, bas
             for extra in sorted((k for k in best.instance if k not in allowed), key=repr):  # YAML keys may be of any type
                 label = str(extra) or "''"
                 name = f"{field_name}.{label}" if field_name else label
-                problems.append(Problem(file, lines.line_of(base_path + path + (extra,)), case_id, name,
-                                        f"unknown field (allowed: {', '.join(sorted(allowed))})"))
+                problems.append(
+                    Problem(file, lines.line_of(base_path + path + (extra,)), case_id, name, f"unknown field (allowed: {', '.join(sorted(allowed))})")
+                )
             continue
         problems.append(Problem(file, lines.line_of(base_path + path), case_id, field_name or "(top level)", best.message))
     return problems
@@ -444,7 +445,7 @@ def load_caseset(path: str | Path, _cache: dict | None = None) -> CaseSet:
             raw["tags"] = list(dict.fromkeys(defaults["tags"] + data["cases"][i]["tags"]))
         cid = raw["id"]
 
-        def at(*p: Any) -> int | None:
+        def at(*p: Any, i: int = i) -> int | None:
             return lines.line_of(("cases", i) + p)
 
         scenario = raw.get("scenario")
@@ -480,7 +481,9 @@ def load_caseset(path: str | Path, _cache: dict | None = None) -> CaseSet:
         expect = Expect.parse(expect_raw)
         for j, cit in enumerate(expect.citations):
             if cit not in ctx_ids:
-                problems.append(Problem(file, at("expect", "citations", j), cid, f"expect.citations[{j}]", f"gold citation {cit!r} is not in the case's context"))
+                problems.append(
+                    Problem(file, at("expect", "citations", j), cid, f"expect.citations[{j}]", f"gold citation {cit!r} is not in the case's context")
+                )
         json_schema = None
         if expect.schema:
             json_schema = _load_json_schema(base / expect.schema, problems, file, at("expect", "schema"), cid, cache)

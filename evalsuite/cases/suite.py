@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..backends.base import GenerationSettings
 from ..errors import Problem, ValidationError
@@ -23,7 +24,21 @@ log = logging.getLogger("evalsuite")
 
 CHANGE_CATEGORIES = ("quantization", "speculative", "backend", "generation")
 _VARIANT_KEYS = {"name", "baseline", "noise", "backend", "model", "options", "quantization", "speculative", "generation", "changes", "description", "degrade"}
-_SUITE_KEYS = {"schema_version", "name", "description", "casesets", "variants", "generation", "rubric", "stage", "output_dir", "cache", "limit", "timing", "executor"}
+_SUITE_KEYS = {
+    "schema_version",
+    "name",
+    "description",
+    "casesets",
+    "variants",
+    "generation",
+    "rubric",
+    "stage",
+    "output_dir",
+    "cache",
+    "limit",
+    "timing",
+    "executor",
+}
 _GEN_KEYS = set(GenerationSettings.__dataclass_fields__)
 
 
@@ -174,7 +189,15 @@ def _gen_settings(raw: Any, base: GenerationSettings, file: str, lines: LineMap,
     for k in sorted(unknown, key=repr):
         problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", f"unknown setting (known: {', '.join(sorted(_GEN_KEYS))})"))
     values = {k: v for k, v in raw.items() if k in _GEN_KEYS}
-    types = {"max_new_tokens": int, "samples": int, "seed": int, "batch_size": int, "temperature": (int, float), "top_p": (int, float), "timeout_s": (int, float, type(None))}
+    types = {
+        "max_new_tokens": int,
+        "samples": int,
+        "seed": int,
+        "batch_size": int,
+        "temperature": (int, float),
+        "top_p": (int, float),
+        "timeout_s": (int, float, type(None)),
+    }
     for k, v in list(values.items()):
         if not isinstance(v, types[k]) or isinstance(v, bool):
             problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", f"expected a number, got {v!r}"))
@@ -231,7 +254,15 @@ def _parse_casesets(raw_sets: Any, file: str, lines: LineMap, rel: Callable[[str
             bad = [k for k in ("tags", "exclude_tags", "kinds", "scenarios", "ids") if not _strings(item.get(k, []))]
             bad += [] if isinstance(item["path"], str) else ["path"]
             for k in bad:
-                problems.append(Problem(file, lines.line_of(("casesets", i, k)), None, f"casesets[{i}].{k}", "expected a path (a string)" if k == "path" else "expected a list of strings"))
+                problems.append(
+                    Problem(
+                        file,
+                        lines.line_of(("casesets", i, k)),
+                        None,
+                        f"casesets[{i}].{k}",
+                        "expected a path (a string)" if k == "path" else "expected a list of strings",
+                    )
+                )
             if bad:
                 continue
             selectors.append(
@@ -250,11 +281,15 @@ def _parse_casesets(raw_sets: Any, file: str, lines: LineMap, rel: Callable[[str
     return selectors
 
 
-def _parse_variants(raw_variants: list, generation: GenerationSettings, file: str, lines: LineMap, rel: Callable[[str], str], problems: list[Problem]) -> list[Variant]:
+def _parse_variants(
+    raw_variants: list, generation: GenerationSettings, file: str, lines: LineMap, rel: Callable[[str], str], problems: list[Problem]
+) -> list[Variant]:
     """The suite's variants, each inheriting the baseline's backend, model, options and generation."""
     baselines = [i for i, v in enumerate(raw_variants) if isinstance(v, dict) and v.get("baseline") is True]
     if raw_variants and len(baselines) != 1:
-        problems.append(Problem(file, lines.line_of(("variants",)), None, "variants", f"exactly one variant must have `baseline: true` (found {len(baselines)})"))
+        problems.append(
+            Problem(file, lines.line_of(("variants",)), None, "variants", f"exactly one variant must have `baseline: true` (found {len(baselines)})")
+        )
     base_raw = raw_variants[baselines[0]] if len(baselines) == 1 else {}
 
     variants: list[Variant] = []
@@ -265,18 +300,22 @@ def _parse_variants(raw_variants: list, generation: GenerationSettings, file: st
             continue
         name = rv["name"]
         for k in sorted(set(rv) - _VARIANT_KEYS, key=repr):
-            problems.append(Problem(file, lines.line_of(("variants", i, k)), name, f"variants[{i}].{k}", f"unknown field (known: {', '.join(sorted(_VARIANT_KEYS))})"))
+            problems.append(
+                Problem(file, lines.line_of(("variants", i, k)), name, f"variants[{i}].{k}", f"unknown field (known: {', '.join(sorted(_VARIANT_KEYS))})")
+            )
         if name in names:
             problems.append(Problem(file, lines.line_of(("variants", i, "name")), name, f"variants[{i}].name", "duplicate variant name"))
         names.add(name)
-        inherit = lambda k, default=None: rv.get(k, base_raw.get(k, default))  # noqa: E731
+        inherit = lambda k, default=None, rv=rv: rv.get(k, base_raw.get(k, default))  # noqa: E731
         for k in ("options", "quantization", "speculative", "degrade"):
             if rv.get(k) is not None and not isinstance(rv.get(k), dict):
                 problems.append(Problem(file, lines.line_of(("variants", i, k)), name, f"variants[{i}].{k}", "expected a mapping"))
         if not isinstance(inherit("backend", "fake"), str):
             problems.append(Problem(file, lines.line_of(("variants", i, "backend")), name, f"variants[{i}].backend", "expected a backend name"))
         if rv.get("changes") is not None and not isinstance(rv["changes"], str) and not _strings(rv["changes"]):
-            problems.append(Problem(file, lines.line_of(("variants", i, "changes")), name, f"variants[{i}].changes", "expected a category name or a list of them"))
+            problems.append(
+                Problem(file, lines.line_of(("variants", i, "changes")), name, f"variants[{i}].changes", "expected a category name or a list of them")
+            )
         gen = _gen_settings(base_raw.get("generation"), generation, file, lines, ("variants", baselines[0] if baselines else 0, "generation"), [], name)
         gen = _gen_settings(rv.get("generation"), gen, file, lines, ("variants", i, "generation"), problems, name)
         model = inherit("model")
@@ -312,7 +351,15 @@ def _check_backends(variants: list[Variant], file: str, lines: LineMap, problems
 
             close = difflib.get_close_matches(v.backend, BACKENDS.names(), n=2)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            problems.append(Problem(file, lines.line_of(("variants", i, "backend")), v.name, "backend", f"unknown backend {v.backend!r}{hint}; available: {', '.join(BACKENDS.names())}"))
+            problems.append(
+                Problem(
+                    file,
+                    lines.line_of(("variants", i, "backend")),
+                    v.name,
+                    "backend",
+                    f"unknown backend {v.backend!r}{hint}; available: {', '.join(BACKENDS.names())}",
+                )
+            )
 
 
 def _resolve_changes(variants: list[Variant], raw_variants: list) -> tuple[list[Variant], list[str]]:
@@ -327,8 +374,10 @@ def _resolve_changes(variants: list[Variant], raw_variants: list) -> tuple[list[
         declared_set = None if declared is None else set([declared] if isinstance(declared, str) else declared)
         # a variant that declares exactly what it changes has been made so on purpose: say it once, quietly
         if len(changes) > 1 and declared_set != set(changes):
-            warnings.append(f"variant {v.name!r} changes {', '.join(changes)} against the baseline: change one variable at a time, or a regression cannot be attributed "
-                            f"(declare `changes: [{', '.join(changes)}]` if that is intended)")
+            warnings.append(
+                f"variant {v.name!r} changes {', '.join(changes)} against the baseline: change one variable at a time, or a regression cannot be attributed "
+                f"(declare `changes: [{', '.join(changes)}]` if that is intended)"
+            )
         elif len(changes) > 1:
             log.info("variant %r changes %s against the baseline, as declared", v.name, ", ".join(changes))
         if declared_set is not None and declared_set != set(changes):

@@ -8,8 +8,10 @@ so importing evalsuite never imports ray.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Iterator, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..backends.base import Backend, Generation, Request
 from ..errors import Problem
@@ -43,7 +45,9 @@ class Executor(Protocol):
 
     name: str
 
-    def generate(self, variant: Any, backend: Backend, build: BuildBackend, batches: Sequence[list[Request]], generate_batch: GenerateBatch) -> Iterator[tuple[list[Request], list[Generation]]]:
+    def generate(
+        self, variant: Any, backend: Backend, build: BuildBackend, batches: Sequence[list[Request]], generate_batch: GenerateBatch
+    ) -> Iterator[tuple[list[Request], list[Generation]]]:
         """Yield (batch, generations) pairs, any order, each batch exactly once."""
         ...
 
@@ -59,6 +63,7 @@ def make_executor(spec: ExecutorSpec | None) -> Executor:
 
 
 # -- suite-file validation ---------------------------------------------------------------------------
+
 
 def _nonneg_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from ..backends.base import Backend, Generation, Request
 from .base import BuildBackend, ExecutorSpec, GenerateBatch
@@ -17,7 +18,9 @@ class LocalExecutor:
     def __init__(self, spec: ExecutorSpec | None = None):
         self.spec = spec or ExecutorSpec()
 
-    def generate(self, variant: Any, backend: Backend, build: BuildBackend, batches: Sequence[list[Request]], generate_batch: GenerateBatch) -> Iterator[tuple[list[Request], list[Generation]]]:
+    def generate(
+        self, variant: Any, backend: Backend, build: BuildBackend, batches: Sequence[list[Request]], generate_batch: GenerateBatch
+    ) -> Iterator[tuple[list[Request], list[Generation]]]:
         for batch in batches:
             yield batch, generate_batch(backend, batch, variant)
 

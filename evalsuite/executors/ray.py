@@ -23,8 +23,9 @@ import contextlib
 import json
 import logging
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from ..backends.base import Backend, Generation, Request
 from ..errors import EvalsuiteError, MissingExtraError
@@ -139,7 +140,9 @@ class RayExecutor:
             return False
         return True
 
-    def generate(self, variant: Any, backend: Backend, build: BuildBackend, batches: Sequence[list[Request]], generate_batch: GenerateBatch) -> Iterator[tuple[list[Request], list[Generation]]]:
+    def generate(
+        self, variant: Any, backend: Backend, build: BuildBackend, batches: Sequence[list[Request]], generate_batch: GenerateBatch
+    ) -> Iterator[tuple[list[Request], list[Generation]]]:
         if not batches:
             return
         ray = self._connect()
@@ -182,14 +185,25 @@ class RayExecutor:
         model = str(engine.pop("model"))
         o = self.options
         # a failing request becomes an error record of its case (as locally), not the end of the run
-        config = vLLMEngineProcessorConfig(model_source=model, engine_kwargs=engine, concurrency=int(o.get("num_actors", 1)), batch_size=variant.generation.batch_size, should_continue_on_error=True)
+        config = vLLMEngineProcessorConfig(
+            model_source=model,
+            engine_kwargs=engine,
+            concurrency=int(o.get("num_actors", 1)),
+            batch_size=variant.generation.batch_size,
+            should_continue_on_error=True,
+        )
         requests = {(r.case_id, r.sample): r for b in batches for r in b}
         rows = [
             {
                 "case_id": r.case_id,
                 "sample": r.sample,
                 "messages": [{"role": role, "content": text} for role, text in r.messages],
-                "sampling_params": {"max_tokens": r.max_new_tokens, "temperature": 0.0 if r.greedy else r.temperature, "top_p": 1.0 if r.greedy else r.top_p, "seed": r.sample_seed()},
+                "sampling_params": {
+                    "max_tokens": r.max_new_tokens,
+                    "temperature": 0.0 if r.greedy else r.temperature,
+                    "top_p": 1.0 if r.greedy else r.top_p,
+                    "seed": r.sample_seed(),
+                },
             }
             for r in requests.values()
         ]
@@ -213,7 +227,19 @@ class RayExecutor:
                 continue
             lat = row["latency_s"] if row["latency_s"] and row["latency_s"] > 0 else None
             new = int(row["new_tokens"]) if row["new_tokens"] is not None else None
-            gen = Generation(req.case_id, variant.name, req.sample, text=row["text"], prompt_tokens=row["prompt_tokens"], new_tokens=new, latency_s=lat, tokens_per_s=(new / lat) if new and lat else None, finish_reason="stop", batch_size=variant.generation.batch_size, extra={"engine": "ray.data.llm"})
+            gen = Generation(
+                req.case_id,
+                variant.name,
+                req.sample,
+                text=row["text"],
+                prompt_tokens=row["prompt_tokens"],
+                new_tokens=new,
+                latency_s=lat,
+                tokens_per_s=(new / lat) if new and lat else None,
+                finish_reason="stop",
+                batch_size=variant.generation.batch_size,
+                extra={"engine": "ray.data.llm"},
+            )
             yield [req], [gen]
 
     @contextlib.contextmanager

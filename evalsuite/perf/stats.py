@@ -16,8 +16,8 @@ false failure.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 from ..errors import EvalsuiteError
 
@@ -47,8 +47,10 @@ class RatioCI:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RatioCI":
-        return cls(float(d["ratio"]), float(d["low"]), math.inf if d.get("high") is None else float(d["high"]), int(d["n"]), float(d.get("level", DEFAULT_LEVEL)))
+    def from_dict(cls, d: dict) -> RatioCI:
+        return cls(
+            float(d["ratio"]), float(d["low"]), math.inf if d.get("high") is None else float(d["high"]), int(d["n"]), float(d.get("level", DEFAULT_LEVEL))
+        )
 
     def text(self) -> str:
         hi = "inf" if math.isinf(self.high) else f"{self.high:.2f}"

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..errors import EvalsuiteError
 
@@ -126,8 +127,14 @@ def _time_block(backend: Any, reqs: Sequence[Any], batch_size: int) -> dict:
     }
 
 
-def time_interleaved(backends: Mapping[str, Any], requests: Mapping[str, Sequence[Any]], baseline: str, settings: TimingSettings,
-                     batch_sizes: Mapping[str, int] | None = None, progress: bool = False) -> dict:
+def time_interleaved(
+    backends: Mapping[str, Any],
+    requests: Mapping[str, Sequence[Any]],
+    baseline: str,
+    settings: TimingSettings,
+    batch_sizes: Mapping[str, int] | None = None,
+    progress: bool = False,
+) -> dict:
     """Time every backend on the same requests in alternating blocks; the `timing.json` document.
 
     `backends` and `requests` are keyed by variant name; `baseline` names the reference.
@@ -190,8 +197,9 @@ def time_run(store: Any, variants: Sequence[Any], backends: Mapping[str, Any], c
 
     baseline = next(v.name for v in variants if v.baseline)
     requests = {v.name: build_requests(cases, v) for v in variants}
-    doc = time_interleaved({v.name: backends[v.name] for v in variants}, requests, baseline, settings,
-                           {v.name: v.generation.batch_size for v in variants}, progress)
+    doc = time_interleaved(
+        {v.name: backends[v.name] for v in variants}, requests, baseline, settings, {v.name: v.generation.batch_size for v in variants}, progress
+    )
     store.write_json(TIMING_FILE, doc)
     return doc
 

@@ -15,17 +15,15 @@ Limits the ratio must stay over (`min_tokens_per_s_ratio`; smaller is slower) mi
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .stats import RatioCI, paired_ratio
 from .timing import paired_figures
 
 #: rubric field -> (PerfDelta ratio field, "max" or "min" limit, label)
-RULE_FIELDS = {
-    "max_latency_p95_ratio": ("latency_p95_ratio", "max", "latency p95"),
-    "min_tokens_per_s_ratio": ("tokens_per_s_ratio", "min", "tokens/s"),
-}
+RULE_FIELDS = {"max_latency_p95_ratio": ("latency_p95_ratio", "max", "latency p95"), "min_tokens_per_s_ratio": ("tokens_per_s_ratio", "min", "tokens/s")}
 
 
 @dataclass(frozen=True)
@@ -91,14 +89,16 @@ def apply_timing(perfs: Sequence[Any], doc: Mapping | None) -> list[Any]:
             continue
         r = ratios_from_timing(doc, p.variant)
         lat, tps = r["latency_p95_ratio"], r["tokens_per_s_ratio"]
-        out.append(replace(
-            p,
-            latency_p95_ratio=None if math.isnan(lat.ratio) else lat.ratio,
-            tokens_per_s_ratio=None if math.isnan(tps.ratio) else tps.ratio,
-            latency_p95_ratio_ci=(lat.low, lat.high, lat.n, lat.level),
-            tokens_per_s_ratio_ci=(tps.low, tps.high, tps.n, tps.level),
-            timing="interleaved",
-        ))
+        out.append(
+            replace(
+                p,
+                latency_p95_ratio=None if math.isnan(lat.ratio) else lat.ratio,
+                tokens_per_s_ratio=None if math.isnan(tps.ratio) else tps.ratio,
+                latency_p95_ratio_ci=(lat.low, lat.high, lat.n, lat.level),
+                tokens_per_s_ratio_ci=(tps.low, tps.high, tps.n, tps.level),
+                timing="interleaved",
+            )
+        )
     return out
 
 

@@ -25,8 +25,16 @@ class ReportResult:
         return 2 if v is None else v.exit_code
 
 
-def write_report(run: Any, rubric: str | Path | None = None, stage: str | None = None, *, out_dir: str | Path | None = None,
-                 runs_dir: str | Path = "reports/runs", plots: bool = True, loaded: Any = None) -> ReportResult:
+def write_report(
+    run: Any,
+    rubric: str | Path | None = None,
+    stage: str | None = None,
+    *,
+    out_dir: str | Path | None = None,
+    runs_dir: str | Path = "reports/runs",
+    plots: bool = True,
+    loaded: Any = None,
+) -> ReportResult:
     """Write `report.html` and `report.md` for a run into `out_dir` (default `reports/<run-id>/`)."""
     from ..yamlio import atomic_write_text
     from .frames import load_run

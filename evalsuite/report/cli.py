@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
 
 def report_cmd(
     run: str = typer.Argument(..., help="run id, run directory, or 'last'"),
-    rubric: Optional[Path] = typer.Option(None, help="rubric file (default: the suite's, else rubrics/default.yaml)"),
-    stage: Optional[str] = typer.Option(None, help="dev, pilot or production (default: the suite's stage, else production)"),
-    out: Optional[Path] = typer.Option(None, help="output directory (default: reports/<run-id>/)"),
+    rubric: Path | None = typer.Option(None, help="rubric file (default: the suite's, else rubrics/default.yaml)"),
+    stage: str | None = typer.Option(None, help="dev, pilot or production (default: the suite's stage, else production)"),
+    out: Path | None = typer.Option(None, help="output directory (default: reports/<run-id>/)"),
     runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="print the gate's full evidence too"),
 ) -> None:
@@ -32,7 +31,7 @@ def report_cmd(
     console.print(f"summary: {res.markdown}", highlight=False, soft_wrap=True)
 
 
-def is_run(paths: List[Path], runs_dir: Path) -> bool:
+def is_run(paths: list[Path], runs_dir: Path) -> bool:
     """One argument naming a run (a directory holding signature.json, a run id, or 'last')."""
     if len(paths) != 1:
         return False
@@ -42,7 +41,7 @@ def is_run(paths: List[Path], runs_dir: Path) -> bool:
     return str(p) == "last" and not p.exists()
 
 
-def export_run_cmd(run: Path, out: Optional[Path], fmt: Optional[str], runs_dir: Path) -> str:
+def export_run_cmd(run: Path, out: Path | None, fmt: str | None, runs_dir: Path) -> str:
     """Export a run's frames; returns the message to print."""
     from .frames import export_run, resolve_store
     from .model import default_report_dir
@@ -53,7 +52,7 @@ def export_run_cmd(run: Path, out: Optional[Path], fmt: Optional[str], runs_dir:
     return f"exported run {store.run_id} ({', '.join(p.name for p in paths)}) to {target}"
 
 
-def export_cases_cmd(cases: list, out: Path, fmt: Optional[str]) -> str:
+def export_cases_cmd(cases: list, out: Path, fmt: str | None) -> str:
     from .frames import export_cases
 
     export_cases(cases, out, fmt or out.suffix.lstrip("."))

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..errors import EvalsuiteError, MissingExtraError
 
@@ -58,13 +59,49 @@ def generations_frame(gens: Sequence[Any], scenarios: Mapping[str, tuple[str, st
     import pandas as pd
 
     scenarios = scenarios or {}
-    cols = ["variant", "case_id", "sample", "scenario", "kind", "text", "ok", "error", "timeout", "finish_reason", "prompt_tokens", "new_tokens",
-            "latency_s", "ttft_s", "tokens_per_s", "cached", "batch_size"]
+    cols = [
+        "variant",
+        "case_id",
+        "sample",
+        "scenario",
+        "kind",
+        "text",
+        "ok",
+        "error",
+        "timeout",
+        "finish_reason",
+        "prompt_tokens",
+        "new_tokens",
+        "latency_s",
+        "ttft_s",
+        "tokens_per_s",
+        "cached",
+        "batch_size",
+    ]
     rows = []
     for g in gens:
         scen, kind = scenarios.get(g.case_id, (None, None))
-        rows.append([g.variant, g.case_id, g.sample, scen, kind, g.text, g.ok, g.error, bool(g.timeout), g.finish_reason, g.prompt_tokens, g.new_tokens,
-                     g.latency_s, g.ttft_s, g.tokens_per_s, bool(g.cached), g.batch_size])
+        rows.append(
+            [
+                g.variant,
+                g.case_id,
+                g.sample,
+                scen,
+                kind,
+                g.text,
+                g.ok,
+                g.error,
+                bool(g.timeout),
+                g.finish_reason,
+                g.prompt_tokens,
+                g.new_tokens,
+                g.latency_s,
+                g.ttft_s,
+                g.tokens_per_s,
+                bool(g.cached),
+                g.batch_size,
+            ]
+        )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -73,7 +110,9 @@ def scores_frame(records: Sequence[Any]):
     import pandas as pd
 
     cols = ["variant", "case_id", "sample", "scenario", "kind", "metric", "value", "passed", "higher_is_better", "details"]
-    df = pd.DataFrame([[r.variant, r.case_id, r.sample, r.scenario, r.kind, r.metric, r.value, r.passed, r.higher_is_better, r.details or {}] for r in records], columns=cols)
+    df = pd.DataFrame(
+        [[r.variant, r.case_id, r.sample, r.scenario, r.kind, r.metric, r.value, r.passed, r.higher_is_better, r.details or {}] for r in records], columns=cols
+    )
     df["sample"] = df["sample"].astype("Int64")
     df["value"] = df["value"].astype("float64")
     df["passed"] = df["passed"].astype("boolean")
@@ -84,19 +123,61 @@ def comparisons_frame(cmp: Any):
     """One row per MetricDelta of a compare.Comparison, with the noise floor beside it."""
     import pandas as pd
 
-    cols = ["variant", "scenario", "metric", "noise_run", "stat", "higher_is_better", "n", "baseline_value", "variant_value", "delta", "ci_low", "ci_high",
-            "p_value", "p_worse", "harm", "pass_to_fail", "fail_to_pass", "noise_flips", "noise_delta", "missing_in_variant",
-            "pass_to_fail_cases", "fail_to_pass_cases", "worse_cases"]
+    cols = [
+        "variant",
+        "scenario",
+        "metric",
+        "noise_run",
+        "stat",
+        "higher_is_better",
+        "n",
+        "baseline_value",
+        "variant_value",
+        "delta",
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "p_worse",
+        "harm",
+        "pass_to_fail",
+        "fail_to_pass",
+        "noise_flips",
+        "noise_delta",
+        "missing_in_variant",
+        "pass_to_fail_cases",
+        "fail_to_pass_cases",
+        "worse_cases",
+    ]
     rows = []
     for d in cmp.deltas:
         nf = cmp.noise_floor(d.scenario, d.metric) if not d.noise else None
-        rows.append([
-            d.variant, d.scenario, d.metric, d.noise, "pass rate" if d.pass_fail else "mean", d.higher_is_better, d.n,
-            _nan(d.baseline_mean), _nan(d.variant_mean), _nan(d.delta), _nan(d.ci_low), _nan(d.ci_high), _nan(d.p_value), _nan(d.p_worse),
-            _nan(d.harm) if d.n else None, len(d.pass_to_fail), len(d.fail_to_pass),
-            nf.flips if nf is not None and nf.runs else None, nf.harm if nf is not None and nf.runs else None, len(d.missing_in_variant),
-            list(d.pass_to_fail), list(d.fail_to_pass), list(d.worse_cases),
-        ])
+        rows.append(
+            [
+                d.variant,
+                d.scenario,
+                d.metric,
+                d.noise,
+                "pass rate" if d.pass_fail else "mean",
+                d.higher_is_better,
+                d.n,
+                _nan(d.baseline_mean),
+                _nan(d.variant_mean),
+                _nan(d.delta),
+                _nan(d.ci_low),
+                _nan(d.ci_high),
+                _nan(d.p_value),
+                _nan(d.p_worse),
+                _nan(d.harm) if d.n else None,
+                len(d.pass_to_fail),
+                len(d.fail_to_pass),
+                nf.flips if nf is not None and nf.runs else None,
+                nf.harm if nf is not None and nf.runs else None,
+                len(d.missing_in_variant),
+                list(d.pass_to_fail),
+                list(d.fail_to_pass),
+                list(d.worse_cases),
+            ]
+        )
     df = pd.DataFrame(rows, columns=cols)
     for c in ("noise_flips",):
         df[c] = df[c].astype("Int64")
@@ -124,34 +205,54 @@ def perf_rows(summaries: Mapping[str, Mapping], cmp: Any | None, baseline: str, 
             continue
         sv = suite_variants.get(name, {})
         pd_ = cmp.perf_for(name) if cmp is not None and name != baseline else None
-        rows.append({
-            "variant": name,
-            "baseline": name == baseline,
-            "noise_run": bool(sv.get("noise")),
-            "changes": ", ".join(s.get("changes") or []) or ("(baseline)" if name == baseline else "-"),
-            "backend": s.get("backend"),
-            "generations": s.get("generations"),
-            "errors": s.get("errors"),
-            "timeouts": s.get("timeouts"),
-            "latency_p50_s": s.get("latency_median_s"),
-            "latency_p95_s": s.get("latency_p95_s"),
-            "ttft_p50_s": s.get("ttft_median_s"),
-            "tokens_per_s": s.get("tokens_per_s_median"),
-            "peak_memory_mb": s.get("peak_memory_mb"),
-            "model_memory_mb": s.get("model_memory_mb"),
-            "speedup": ratio(s.get("tokens_per_s_median"), base.get("tokens_per_s_median")),
-            "latency_p95_ratio": ratio(s.get("latency_p95_s"), base.get("latency_p95_s")),
-            "memory_ratio": ratio(s.get("peak_memory_mb"), base.get("peak_memory_mb")),
-            "exactness": getattr(pd_, "exactness", None),
-        })
+        rows.append(
+            {
+                "variant": name,
+                "baseline": name == baseline,
+                "noise_run": bool(sv.get("noise")),
+                "changes": ", ".join(s.get("changes") or []) or ("(baseline)" if name == baseline else "-"),
+                "backend": s.get("backend"),
+                "generations": s.get("generations"),
+                "errors": s.get("errors"),
+                "timeouts": s.get("timeouts"),
+                "latency_p50_s": s.get("latency_median_s"),
+                "latency_p95_s": s.get("latency_p95_s"),
+                "ttft_p50_s": s.get("ttft_median_s"),
+                "tokens_per_s": s.get("tokens_per_s_median"),
+                "peak_memory_mb": s.get("peak_memory_mb"),
+                "model_memory_mb": s.get("model_memory_mb"),
+                "speedup": ratio(s.get("tokens_per_s_median"), base.get("tokens_per_s_median")),
+                "latency_p95_ratio": ratio(s.get("latency_p95_s"), base.get("latency_p95_s")),
+                "memory_ratio": ratio(s.get("peak_memory_mb"), base.get("peak_memory_mb")),
+                "exactness": getattr(pd_, "exactness", None),
+            }
+        )
     return rows
 
 
 def perf_frame(rows: Sequence[Mapping]):
     import pandas as pd
 
-    cols = ["variant", "baseline", "noise_run", "changes", "backend", "generations", "errors", "timeouts", "latency_p50_s", "latency_p95_s", "ttft_p50_s",
-            "tokens_per_s", "peak_memory_mb", "model_memory_mb", "speedup", "latency_p95_ratio", "memory_ratio", "exactness"]
+    cols = [
+        "variant",
+        "baseline",
+        "noise_run",
+        "changes",
+        "backend",
+        "generations",
+        "errors",
+        "timeouts",
+        "latency_p50_s",
+        "latency_p95_s",
+        "ttft_p50_s",
+        "tokens_per_s",
+        "peak_memory_mb",
+        "model_memory_mb",
+        "speedup",
+        "latency_p95_ratio",
+        "memory_ratio",
+        "exactness",
+    ]
     df = pd.DataFrame([[r.get(c) for c in cols] for r in rows], columns=cols)
     for c in cols[8:]:
         df[c] = df[c].astype("float64")
@@ -305,8 +406,11 @@ def cases_frame(cases: Iterable[Any]):
     rows = []
     for rec in to_records(cases):
         extra = {k: v for k, v in rec.items() if k not in known}
-        rows.append([rec.get(c) for c in STRING_COLUMNS] + [dumps(rec.get(c)) for c in JSON_COLUMNS]
-                    + [dumps(rec["_glossary"]), dumps(extra) if extra else None, rec["_source"], rec["_line"], rec["_version"]])
+        rows.append(
+            [rec.get(c) for c in STRING_COLUMNS]
+            + [dumps(rec.get(c)) for c in JSON_COLUMNS]
+            + [dumps(rec["_glossary"]), dumps(extra) if extra else None, rec["_source"], rec["_line"], rec["_version"]]
+        )
     df = pd.DataFrame(rows, columns=list(DATASET_COLUMNS))
     df["line"] = df["line"].astype("Int64")
     return df

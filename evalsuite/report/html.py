@@ -87,8 +87,13 @@ def ratio(x: Any) -> str:
 def env():
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-    e = Environment(loader=PackageLoader("evalsuite.report", "templates"), autoescape=select_autoescape(default=True, default_for_string=True),
-                    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    e = Environment(
+        loader=PackageLoader("evalsuite.report", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     e.filters.update(num=num, signed=signed, pval=pval, seconds=seconds, ratio=ratio)
     e.globals.update(side_by_side=side_by_side)
     return e
@@ -100,7 +105,10 @@ def render_html(data: Any, plots: dict[str, str] | None = None, *, report_md: st
 
     tpl = env().get_template("report.html.j2")
     return tpl.render(
-        d=data, v=data.verdict, plots=plots or {}, evalsuite_version=__version__,
+        d=data,
+        v=data.verdict,
+        plots=plots or {},
+        evalsuite_version=__version__,
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         libraries=sorted((data.signature.get("libraries") or {}).items()),
         hardware=sorted((data.signature.get("hardware") or {}).items()),

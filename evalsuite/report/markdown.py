@@ -36,7 +36,9 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
         cells = []
         for key in data.scenarios + ["run"]:
             c = row["cells"].get(key, {"status": "n/a", "fail": [], "warn": []})
-            cells.append(STATUS_MD.get(c["status"], c["status"]) + (f" ({', '.join(c['fail'] or c['warn'])})" if c["status"] in ("fail", "warn", "cannot judge") else ""))
+            cells.append(
+                STATUS_MD.get(c["status"], c["status"]) + (f" ({', '.join(c['fail'] or c['warn'])})" if c["status"] in ("fail", "warn", "cannot judge") else "")
+            )
         verdict = {"fail": "❌ regression", "warn": "⚠️ pass, warnings", "pass": "✅ pass"}.get(row["status"], row["status"])
         lines.append(f"| `{_cell(row['variant'])}` | {verdict} | " + " | ".join(_cell(c) for c in cells) + " |")
     if data.rule_lines:
@@ -47,7 +49,13 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
             lines.append(f"- {mark} **{r['rule']}** ({', '.join(r['variants'])}): {_cell(r['reason'])}" + (f"; top cases {cases}" if cases else ""))
         if len(data.rule_lines) > max_rules:
             lines.append(f"- ... and {len(data.rule_lines) - max_rules} more rule(s) in the HTML report")
-    lines += ["", "### Performance", "", "| variant | changes | errors | timeouts | latency p50 s | p95 s | TTFT s | tokens/s | peak MB | speed-up | quality Δ (pts) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "### Performance",
+        "",
+        "| variant | changes | errors | timeouts | latency p50 s | p95 s | TTFT s | tokens/s | peak MB | speed-up | quality Δ (pts) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     from .model import quality_delta
 
     for p in data.perf:

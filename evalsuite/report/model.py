@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .frames import LoadedRun, load_run, perf_rows
 
@@ -194,13 +195,22 @@ def rule_lines(verdict: Any, top: int = 3) -> list[dict]:
         ranked = sorted(counts, key=lambda c: (-counts[c], e["cases"][c], c))
         worst = max(e["violations"], key=lambda v: (v.numbers.get("pass_to_fail") or 0, abs(v.numbers.get("delta") or 0)), default=None)
         # a violation lists at most gate.MAX_CASES_SHOWN cases; its numbers count every flip
-        n_cases = max([len(ranked)] + [int(v.numbers.get("pass_to_fail") or 0) for v in e["violations"] if isinstance(v.numbers.get("pass_to_fail"), (int, float))])
-        lines.append({
-            "rule": e["rule"], "status": e["status"], "variants": e["variants"], "top_cases": ranked[:top], "n_cases": n_cases,
-            "top_links": [{"case": c, "anchor": case_anchor(e["case_variant"][c], c)} for c in ranked[:top]],
-            "reason": worst.reason if worst is not None else "", "worst_variant": worst.variant if worst is not None else "",
-            "violations": len(e["violations"]),
-        })
+        n_cases = max(
+            [len(ranked)] + [int(v.numbers.get("pass_to_fail") or 0) for v in e["violations"] if isinstance(v.numbers.get("pass_to_fail"), (int, float))]
+        )
+        lines.append(
+            {
+                "rule": e["rule"],
+                "status": e["status"],
+                "variants": e["variants"],
+                "top_cases": ranked[:top],
+                "n_cases": n_cases,
+                "top_links": [{"case": c, "anchor": case_anchor(e["case_variant"][c], c)} for c in ranked[:top]],
+                "reason": worst.reason if worst is not None else "",
+                "worst_variant": worst.variant if worst is not None else "",
+                "violations": len(e["violations"]),
+            }
+        )
     lines.sort(key=lambda x: (x["status"] != "fail", x["rule"]))
     return lines
 
@@ -252,7 +262,14 @@ def json_drift_rows(baseline_text: str | None, variant_text: str | None) -> dict
             change = "missing" if v.ok else "unparsed"
         else:
             change = "added"
-        rows.append({"path": path, "baseline": json.dumps(fb[path], ensure_ascii=False) if inb else "", "variant": json.dumps(fv[path], ensure_ascii=False) if inv else "", "change": change})
+        rows.append(
+            {
+                "path": path,
+                "baseline": json.dumps(fb[path], ensure_ascii=False) if inb else "",
+                "variant": json.dumps(fv[path], ensure_ascii=False) if inv else "",
+                "change": change,
+            }
+        )
     return {
         "rows": rows,
         "baseline_error": None if b.ok else (b.error or "no JSON found"),
@@ -301,14 +318,27 @@ def code_evidence(case: Any, recs: Mapping[str, Mapping[str, Any]]) -> dict | No
             "stderr": det.get("stderr_tail") or "",
         }
     pass_at_k = []
-    metrics = sorted({m for side in recs.values() for m in side if m.startswith("code.pass@")}, key=lambda m: int(m.split("@")[1]) if m.split("@")[1].isdigit() else 0)
+    metrics = sorted(
+        {m for side in recs.values() for m in side if m.startswith("code.pass@")}, key=lambda m: int(m.split("@")[1]) if m.split("@")[1].isdigit() else 0
+    )
     for m in metrics:
         b, v = recs.get("baseline", {}).get(m), recs.get("variant", {}).get(m)
-        pass_at_k.append({"metric": m, "baseline": None if b is None else b.value, "variant": None if v is None else v.value,
-                          "baseline_statuses": (b.details or {}).get("statuses") if b is not None else None,
-                          "variant_statuses": (v.details or {}).get("statuses") if v is not None else None})
-    return {"tests": (case.expect.tests if case is not None else None) or "", "entry_point": case.expect.entry_point if case is not None else None,
-            "baseline": sides.get("baseline"), "variant": sides.get("variant"), "pass_at_k": pass_at_k}
+        pass_at_k.append(
+            {
+                "metric": m,
+                "baseline": None if b is None else b.value,
+                "variant": None if v is None else v.value,
+                "baseline_statuses": (b.details or {}).get("statuses") if b is not None else None,
+                "variant_statuses": (v.details or {}).get("statuses") if v is not None else None,
+            }
+        )
+    return {
+        "tests": (case.expect.tests if case is not None else None) or "",
+        "entry_point": case.expect.entry_point if case is not None else None,
+        "baseline": sides.get("baseline"),
+        "variant": sides.get("variant"),
+        "pass_at_k": pass_at_k,
+    }
 
 
 def _score_rows(base: Mapping[str, Any], var: Mapping[str, Any]) -> list[dict]:
@@ -321,7 +351,9 @@ def _score_rows(base: Mapping[str, Any], var: Mapping[str, Any]) -> list[dict]:
             continue
         changed = (bp is not None and vp is not None and bp != vp) or (bv is not None and vv is not None and abs(bv - vv) > 1e-9)
         worse = bool(bp) and vp is False
-        rows.append({"metric": m, "baseline": _fmt_val(bv), "baseline_passed": bp, "variant": _fmt_val(vv), "variant_passed": vp, "changed": changed, "worse": worse})
+        rows.append(
+            {"metric": m, "baseline": _fmt_val(bv), "baseline_passed": bp, "variant": _fmt_val(vv), "variant_passed": vp, "changed": changed, "worse": worse}
+        )
     return rows
 
 
@@ -339,11 +371,19 @@ def _models(suite: Mapping, signature: Mapping) -> list[dict]:
     fps = signature.get("variants") or {}
     out = []
     for v in suite.get("variants") or []:
-        out.append({
-            "name": v.get("name"), "baseline": bool(v.get("baseline")), "noise": bool(v.get("noise")), "backend": v.get("backend"),
-            "model": v.get("model") or "-", "quantization": v.get("quantization") or None, "speculative": v.get("speculative") or None,
-            "changes": ", ".join(v.get("changes") or []), "fingerprint": (fps.get(v.get("name")) or "")[:16],
-        })
+        out.append(
+            {
+                "name": v.get("name"),
+                "baseline": bool(v.get("baseline")),
+                "noise": bool(v.get("noise")),
+                "backend": v.get("backend"),
+                "model": v.get("model") or "-",
+                "quantization": v.get("quantization") or None,
+                "speculative": v.get("speculative") or None,
+                "changes": ", ".join(v.get("changes") or []),
+                "fingerprint": (fps.get(v.get("name")) or "")[:16],
+            }
+        )
     return out
 
 
@@ -378,7 +418,9 @@ def judge(lr: LoadedRun, rubric_path: str | Path | None, stage: str | None) -> t
     return verdict, None, stage, str(path)
 
 
-def build_report_data(run: Any, rubric: str | Path | None = None, stage: str | None = None, *, runs_dir: str | Path = "reports/runs", loaded: LoadedRun | None = None) -> ReportData:
+def build_report_data(
+    run: Any, rubric: str | Path | None = None, stage: str | None = None, *, runs_dir: str | Path = "reports/runs", loaded: LoadedRun | None = None
+) -> ReportData:
     """Load a run, compare it, judge it, and gather the evidence of every flagged case."""
     lr = loaded or load_run(run, runs_dir)
     cmp = lr.comparison
@@ -403,14 +445,32 @@ def build_report_data(run: Any, rubric: str | Path | None = None, stage: str | N
     for d in cmp.deltas:
         nf = cmp.noise_floor(d.scenario, d.metric)
         st = row_status.get((d.variant, d.scenario, d.metric), {"status": "ok", "rules": []})
-        metric_rows.append({
-            "variant": d.variant, "noise_run": d.noise, "scenario": d.scenario, "metric": d.metric, "stat": "pass rate" if d.pass_fail else "mean",
-            "n": d.n, "baseline": d.baseline_mean, "value": d.variant_mean, "delta": d.delta, "ci_low": d.ci_low, "ci_high": d.ci_high,
-            "p_value": d.p_value, "p_worse": d.p_worse, "pass_to_fail": len(d.pass_to_fail), "fail_to_pass": len(d.fail_to_pass),
-            "pass_fail": d.pass_fail, "higher_is_better": d.higher_is_better, "harm": d.harm if d.n else 0.0,
-            "noise": None if d.noise or not nf.runs else {"flips": nf.flips, "delta": nf.harm, "runs": list(nf.runs)},
-            "status": st["status"], "rules": st["rules"], "flagged": st["status"] != "ok" or (bool(d.pass_to_fail) and not d.noise),
-        })
+        metric_rows.append(
+            {
+                "variant": d.variant,
+                "noise_run": d.noise,
+                "scenario": d.scenario,
+                "metric": d.metric,
+                "stat": "pass rate" if d.pass_fail else "mean",
+                "n": d.n,
+                "baseline": d.baseline_mean,
+                "value": d.variant_mean,
+                "delta": d.delta,
+                "ci_low": d.ci_low,
+                "ci_high": d.ci_high,
+                "p_value": d.p_value,
+                "p_worse": d.p_worse,
+                "pass_to_fail": len(d.pass_to_fail),
+                "fail_to_pass": len(d.fail_to_pass),
+                "pass_fail": d.pass_fail,
+                "higher_is_better": d.higher_is_better,
+                "harm": d.harm if d.n else 0.0,
+                "noise": None if d.noise or not nf.runs else {"flips": nf.flips, "delta": nf.harm, "runs": list(nf.runs)},
+                "status": st["status"],
+                "rules": st["rules"],
+                "flagged": st["status"] != "ok" or (bool(d.pass_to_fail) and not d.noise),
+            }
+        )
 
     # flagged cases
     flagged: dict[tuple[str, str], FlaggedCase] = {}
@@ -443,7 +503,10 @@ def build_report_data(run: Any, rubric: str | Path | None = None, stage: str | N
                 continue  # a rule already names this flip
             add(d.variant, c, Reason("flip", None, d.metric, f"{d.scenario}/{d.metric}: passed on the baseline, fails on {d.variant}"))
 
-    ordered = sorted(flagged.values(), key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), cmp.variants.index(f.variant) if f.variant in cmp.variants else 99, f.scenario, f.case_id))
+    ordered = sorted(
+        flagged.values(),
+        key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), cmp.variants.index(f.variant) if f.variant in cmp.variants else 99, f.scenario, f.case_id),
+    )
     total = len(ordered)
     ordered = ordered[:MAX_FLAGGED]
     if total > len(ordered):
@@ -474,11 +537,27 @@ def build_report_data(run: Any, rubric: str | Path | None = None, stage: str | N
     perf = perf_rows(lr.summaries, cmp, cmp.baseline, lr.suite)
     scenarios = list(cmp.scenarios)
     return ReportData(
-        run_id=lr.store.run_id, run_dir=str(lr.store.dir), baseline=cmp.baseline, variants=list(cmp.variants), noise_runs=list(cmp.noise_runs),
-        scenarios=scenarios, stage=stage, rubric=rubric_path, verdict=verdict, verdict_problem=problem,
-        grid=verdict_grid(verdict, scenarios), metric_rows=metric_rows, perf=perf, flagged=ordered, flagged_total=total,
-        rule_lines=rule_lines(verdict), signature=lr.signature, models=_models(lr.suite, lr.signature),
-        notes=list(dict.fromkeys(notes)), comparison=cmp, loaded=lr,
+        run_id=lr.store.run_id,
+        run_dir=str(lr.store.dir),
+        baseline=cmp.baseline,
+        variants=list(cmp.variants),
+        noise_runs=list(cmp.noise_runs),
+        scenarios=scenarios,
+        stage=stage,
+        rubric=rubric_path,
+        verdict=verdict,
+        verdict_problem=problem,
+        grid=verdict_grid(verdict, scenarios),
+        metric_rows=metric_rows,
+        perf=perf,
+        flagged=ordered,
+        flagged_total=total,
+        rule_lines=rule_lines(verdict),
+        signature=lr.signature,
+        models=_models(lr.suite, lr.signature),
+        notes=list(dict.fromkeys(notes)),
+        comparison=cmp,
+        loaded=lr,
     )
 
 

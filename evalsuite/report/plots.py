@@ -12,7 +12,8 @@ from __future__ import annotations
 import base64
 import io
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 STATUS_COLOR = {"fail": "#c62828", "warn": "#ef8f00", "pass": "#2e7d32", "cannot judge": "#757575"}
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
@@ -75,7 +76,9 @@ def deltas_png(rows: Sequence[Mapping], variants: Sequence[str], scenarios: Sequ
     nvar = max(1, len(variants))
     heights = [len(metrics[s]) * max(2, nvar) * 0.16 + 0.6 for s in scen]
     fig = Figure(figsize=(8.2, sum(heights) + 0.6))
-    gs = fig.add_gridspec(len(scen), 1, height_ratios=heights, hspace=0.5, left=0.28, right=0.97, top=1 - 0.45 / (sum(heights) + 0.6), bottom=0.5 / (sum(heights) + 0.6))
+    gs = fig.add_gridspec(
+        len(scen), 1, height_ratios=heights, hspace=0.5, left=0.28, right=0.97, top=1 - 0.45 / (sum(heights) + 0.6), bottom=0.5 / (sum(heights) + 0.6)
+    )
     colors = {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(variants)}
     step = 0.8 / nvar
     for i, s in enumerate(scen):
@@ -97,8 +100,16 @@ def deltas_png(rows: Sequence[Mapping], variants: Sequence[str], scenarios: Sequ
             ax.errorbar(xs, ys, xerr=[[max(0.0, x) for x in lo], [max(0.0, x) for x in hi]], fmt="o", color=colors[v], ms=4, lw=1.3, capsize=0)
             bad = [(x, y, st) for x, y, st in zip(xs, ys, marks) if st in ("fail", "warn")]
             if bad:
-                ax.scatter([b[0] for b in bad], [b[1] for b in bad], marker="s", s=60, facecolors="none",
-                           edgecolors=[STATUS_COLOR["fail" if b[2] == "fail" else "warn"] for b in bad], linewidths=1.4, zorder=4)
+                ax.scatter(
+                    [b[0] for b in bad],
+                    [b[1] for b in bad],
+                    marker="s",
+                    s=60,
+                    facecolors="none",
+                    edgecolors=[STATUS_COLOR["fail" if b[2] == "fail" else "warn"] for b in bad],
+                    linewidths=1.4,
+                    zorder=4,
+                )
         ax.axvline(0, color="#999", lw=0.8)
         ax.set_yticks(range(len(ms)))
         ax.set_yticklabels(ms, fontsize=8)
@@ -122,8 +133,16 @@ def report_plots(data: Any) -> dict[str, str]:
         if p["baseline"] or p["noise_run"]:
             continue
         w = worst_delta(data.metric_rows, p["variant"])
-        points.append({"variant": p["variant"], "status": status.get(p["variant"], "pass"), "quality": quality_delta(data.metric_rows, p["variant"]),
-                       "worst": w["delta"] if w else None, "speedup": p["speedup"], "memory_ratio": p["memory_ratio"]})
+        points.append(
+            {
+                "variant": p["variant"],
+                "status": status.get(p["variant"], "pass"),
+                "quality": quality_delta(data.metric_rows, p["variant"]),
+                "worst": w["delta"] if w else None,
+                "speedup": p["speedup"],
+                "memory_ratio": p["memory_ratio"],
+            }
+        )
     out = {}
     t = tradeoff_png(points)
     if t:

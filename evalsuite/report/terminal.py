@@ -7,12 +7,18 @@ the HTML report; a run over full case sets would otherwise print thousands of li
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .model import rule_lines, verdict_grid
 
 CELL = {"fail": "[red]FAIL[/red]", "warn": "[yellow]warn[/yellow]", "ok": "[green]ok[/green]", "n/a": "[dim]n/a[/dim]", "cannot judge": "[yellow]?[/yellow]"}
-VERDICT = {"fail": "[bold red]REGRESSION[/bold red]", "warn": "[yellow]pass, warnings[/yellow]", "pass": "[green]pass[/green]", "cannot judge": "[yellow]cannot judge[/yellow]"}
+VERDICT = {
+    "fail": "[bold red]REGRESSION[/bold red]",
+    "warn": "[yellow]pass, warnings[/yellow]",
+    "pass": "[green]pass[/green]",
+    "cannot judge": "[yellow]cannot judge[/yellow]",
+}
 
 
 def headline(verdict: Any) -> str:
@@ -34,8 +40,16 @@ def rule_line(r: dict) -> str:
     return f"{head} {r['rule']} · {', '.join(r['variants'])} · {r['reason']}{more}" + (f" · top cases: {cases}" if cases else "")
 
 
-def print_verdict(verdict: Any, console: Any, *, scenarios: Sequence[str] | None = None, report_path: Any = None, verbose: bool = False, top: int = 3,
-                  hint: str | None = "full evidence: --verbose, --json FILE, or `evalsuite report RUN`") -> None:
+def print_verdict(
+    verdict: Any,
+    console: Any,
+    *,
+    scenarios: Sequence[str] | None = None,
+    report_path: Any = None,
+    verbose: bool = False,
+    top: int = 3,
+    hint: str | None = "full evidence: --verbose, --json FILE, or `evalsuite report RUN`",
+) -> None:
     """The short verdict (or, with `verbose`, the gate's full evidence too)."""
     from rich import box
     from rich.markup import escape

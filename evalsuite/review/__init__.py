@@ -26,6 +26,24 @@ from .policy import ReviewPolicy, flag_comparison
 from .store import VERDICTS, ReviewStore
 
 __all__ = [
-    "FlagResult", "ReviewDecisions", "ReviewPolicy", "ReviewStore", "VERDICTS", "annotate", "dataframe", "decisions", "default_queue_path",
-    "export", "flag", "flag_comparison", "flag_run", "list_items", "next_item", "open_queue", "release", "reviews_for_run", "show", "stats",
+    "FlagResult",
+    "ReviewDecisions",
+    "ReviewPolicy",
+    "ReviewStore",
+    "VERDICTS",
+    "annotate",
+    "dataframe",
+    "decisions",
+    "default_queue_path",
+    "export",
+    "flag",
+    "flag_comparison",
+    "flag_run",
+    "list_items",
+    "next_item",
+    "open_queue",
+    "release",
+    "reviews_for_run",
+    "show",
+    "stats",
 ]

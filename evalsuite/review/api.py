@@ -9,17 +9,36 @@ from __future__ import annotations
 import getpass
 import os
 from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from .decisions import ReviewDecisions
 from .policy import DEFAULT_POLICY, ReviewPolicy, flag_comparison
 from .store import DEFAULT_LEASE_S, DEFAULT_QUEUE, QueueError, ReviewStore, item_key, output_hash
 
-EXPORT_COLUMNS = ("id", "run_id", "variant", "case_id", "scenario", "kind", "reason_codes", "verdict", "reviewer", "note", "verdict_time",
-                  "n_verdicts", "n_runs", "fingerprint", "output_hash", "baseline_output", "variant_output", "created")
+EXPORT_COLUMNS = (
+    "id",
+    "run_id",
+    "variant",
+    "case_id",
+    "scenario",
+    "kind",
+    "reason_codes",
+    "verdict",
+    "reviewer",
+    "note",
+    "verdict_time",
+    "n_verdicts",
+    "n_runs",
+    "fingerprint",
+    "output_hash",
+    "baseline_output",
+    "variant_output",
+    "created",
+)
 
 
 def default_queue_path(store: Any = None, *, runs_dir: str | Path | None = None) -> Path:
@@ -78,12 +97,25 @@ class FlagResult:
     reasons: Mapping[str, int] = field(default_factory=dict)  #: reason code -> flagged outputs
 
     def to_dict(self) -> dict:
-        return {"run_id": self.run_id, "queue": self.queue, "flagged": self.flagged, "added": list(self.added), "existing": list(self.existing),
-                "open": self.open, "reasons": dict(self.reasons)}
+        return {
+            "run_id": self.run_id,
+            "queue": self.queue,
+            "flagged": self.flagged,
+            "added": list(self.added),
+            "existing": list(self.existing),
+            "open": self.open,
+            "reasons": dict(self.reasons),
+        }
 
 
-def flag(cmp: Any, *, records: Sequence[Any] = (), fingerprints: Mapping[str, str] | None = None, policy: ReviewPolicy = DEFAULT_POLICY,
-         queue: str | Path | ReviewStore | None = None) -> FlagResult:
+def flag(
+    cmp: Any,
+    *,
+    records: Sequence[Any] = (),
+    fingerprints: Mapping[str, str] | None = None,
+    policy: ReviewPolicy = DEFAULT_POLICY,
+    queue: str | Path | ReviewStore | None = None,
+) -> FlagResult:
     """Flag a comparison's differences into the queue (pure policy, then one write transaction)."""
     items = flag_comparison(cmp, policy, records=records, fingerprints=fingerprints)
     with _open(queue) as q:
@@ -112,14 +144,21 @@ def _policy(store: Any, rubric: Any) -> ReviewPolicy:
     return rubric.review or DEFAULT_POLICY
 
 
-def flag_run(run: Any, *, runs_dir: str | Path = "reports/runs", queue: str | Path | ReviewStore | None = None, rubric: Any = None, cmp: Any = None) -> FlagResult:
+def flag_run(
+    run: Any, *, runs_dir: str | Path = "reports/runs", queue: str | Path | ReviewStore | None = None, rubric: Any = None, cmp: Any = None
+) -> FlagResult:
     """`evalsuite review flag RUN`: compare a stored run and flag its differences (policy from the rubric's `review:`)."""
     from ..verdict.compare import compare_run
 
     store = _run_store(run, runs_dir)
     cmp = cmp if cmp is not None else compare_run(store)
-    return flag(cmp, records=store.scores(), fingerprints=(store.signature or {}).get("variants") or {}, policy=_policy(store, rubric),
-                queue=queue if queue is not None else default_queue_path(store))
+    return flag(
+        cmp,
+        records=store.scores(),
+        fingerprints=(store.signature or {}).get("variants") or {},
+        policy=_policy(store, rubric),
+        queue=queue if queue is not None else default_queue_path(store),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,7 +205,9 @@ def reviews_for_run(store: Any, cmp: Any, rubric: Any = None, queue: str | Path 
 # reviewing
 
 
-def list_items(queue: str | Path | ReviewStore | None = None, *, status: str | None = "open", run: str | None = None, variant: str | None = None, limit: int | None = None) -> list[dict]:
+def list_items(
+    queue: str | Path | ReviewStore | None = None, *, status: str | None = "open", run: str | None = None, variant: str | None = None, limit: int | None = None
+) -> list[dict]:
     """Items with their current verdict (status: open, reviewed, all, acceptable, regression, unsure)."""
     with _open(queue, create=False) as q:
         return q.items(status=status, run_id=run, variant=variant, limit=limit)
@@ -254,7 +295,10 @@ def demo_footer(store: Any, console: Any) -> None:
     """`make demo`'s last lines: flag the run's differences and say how to review them."""
     try:
         res = flag_run(store)
-        console.print(f"review queue: {res.open} output(s) await review ({len(res.added)} new) in {res.queue}; "
-                      f"open them with `make notebook` (notebooks/review.ipynb) or `evalsuite review list`", highlight=False)
+        console.print(
+            f"review queue: {res.open} output(s) await review ({len(res.added)} new) in {res.queue}; "
+            f"open them with `make notebook` (notebooks/review.ipynb) or `evalsuite review list`",
+            highlight=False,
+        )
     except Exception as exc:  # noqa: BLE001 - the demo's verdict is already printed; flagging must not hide it
         console.print(f"[yellow]review queue not updated: {exc}[/yellow]", highlight=False)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -30,8 +29,8 @@ def _fail(exc: Exception) -> None:
 @review_app.command("flag")
 def flag_cmd(
     run: str = typer.Argument(..., help="run id, run directory, or 'last'"),
-    rubric: Optional[Path] = typer.Option(None, help="rubric whose `review:` section sets the policy (default: the suite's)"),
-    queue: Optional[Path] = QueueOpt,
+    rubric: Path | None = typer.Option(None, help="rubric whose `review:` section sets the policy (default: the suite's)"),
+    queue: Path | None = QueueOpt,
     runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live"),
 ) -> None:
     """Flag a run's differences (flips, low similarity, JSON drift, citations, leaks, speculative mismatches, scorer disagreements)."""
@@ -42,18 +41,20 @@ def flag_cmd(
     except EvalsuiteError as exc:
         _fail(exc)
     why = ", ".join(f"{k} {v}" for k, v in res.reasons.items()) or "nothing"
-    console.print(f"run {res.run_id}: {res.flagged} output(s) flagged ({why}); {len(res.added)} new item(s), {len(res.existing)} already queued", highlight=False)
+    console.print(
+        f"run {res.run_id}: {res.flagged} output(s) flagged ({why}); {len(res.added)} new item(s), {len(res.existing)} already queued", highlight=False
+    )
     console.print(f"{res.open} await review in {res.queue}: `evalsuite review list` or `make notebook`", highlight=False)
 
 
 @review_app.command("list")
 def list_cmd(
     status: str = typer.Option("open", help="open, reviewed, all, acceptable, regression, unsure"),
-    run: Optional[str] = typer.Option(None, help="only items seen in this run id"),
-    variant: Optional[str] = typer.Option(None, help="only this variant"),
-    limit: Optional[int] = typer.Option(None, help="at most N items"),
+    run: str | None = typer.Option(None, help="only items seen in this run id"),
+    variant: str | None = typer.Option(None, help="only this variant"),
+    limit: int | None = typer.Option(None, help="at most N items"),
     as_json: bool = typer.Option(False, "--json", help="print JSON lines instead of a table"),
-    queue: Optional[Path] = QueueOpt,
+    queue: Path | None = QueueOpt,
 ) -> None:
     """List queued items with their current verdict."""
     from . import api
@@ -64,18 +65,31 @@ def list_cmd(
         _fail(exc)
     if as_json:
         for r in rows:
-            print(json.dumps({k: r[k] for k in ("id", "run_id", "variant", "case_id", "scenario", "reason_codes", "verdict", "reviewer", "note")}, ensure_ascii=False))
+            print(
+                json.dumps(
+                    {k: r[k] for k in ("id", "run_id", "variant", "case_id", "scenario", "reason_codes", "verdict", "reviewer", "note")}, ensure_ascii=False
+                )
+            )
         return
     t = Table(title=f"{len(rows)} item(s), status {status}", title_justify="left")
     for col in ("id", "variant", "case", "scenario", "reasons", "verdict", "runs", "claimed by"):
         t.add_column(col)
     for r in rows:
-        t.add_row(str(r["id"]), r["variant"], r["case_id"], r["scenario"], ", ".join(r["reason_codes"]), r["verdict"] or "open", str(r["n_runs"]), r["claimed_by"] or "")
+        t.add_row(
+            str(r["id"]),
+            r["variant"],
+            r["case_id"],
+            r["scenario"],
+            ", ".join(r["reason_codes"]),
+            r["verdict"] or "open",
+            str(r["n_runs"]),
+            r["claimed_by"] or "",
+        )
     console.print(t)
 
 
 @review_app.command("show")
-def show_cmd(item_id: int = typer.Argument(..., help="item id"), queue: Optional[Path] = QueueOpt) -> None:
+def show_cmd(item_id: int = typer.Argument(..., help="item id"), queue: Path | None = QueueOpt) -> None:
     """One item: reasons, both outputs with a word diff, scores, and the verdict history."""
     from ..verdict.gate import short_diff
     from . import api
@@ -84,7 +98,10 @@ def show_cmd(item_id: int = typer.Argument(..., help="item id"), queue: Optional
         it = api.show(item_id, queue)
     except EvalsuiteError as exc:
         _fail(exc)
-    console.print(f"[bold]item #{it['id']}[/bold] {escape(it['case_id'])} on {escape(it['variant'])} ({it['scenario']}), current verdict: {it['verdict'] or 'open'}", highlight=False)
+    console.print(
+        f"[bold]item #{it['id']}[/bold] {escape(it['case_id'])} on {escape(it['variant'])} ({it['scenario']}), current verdict: {it['verdict'] or 'open'}",
+        highlight=False,
+    )
     console.print(f"first flagged in run {it['run_id']}; runs: {', '.join(s['run_id'] for s in it['sightings'])}", highlight=False)
     for r in it["reasons"]:
         console.print(f"  - {r['code']}: {escape(r['message'])}", highlight=False)
@@ -92,7 +109,9 @@ def show_cmd(item_id: int = typer.Argument(..., help="item id"), queue: Optional
     console.print(f"[dim]variant:[/dim]  {escape(it['variant_output'] or '')}", highlight=False)
     console.print(f"[dim]diff:[/dim]     {escape(short_diff(it['baseline_output'], it['variant_output'], width=2000))}", highlight=False)
     for h in it["history"]:
-        console.print(f"  verdict #{h['id']} {h['created']} {h['reviewer']}: {h['verdict']}" + (f" ({escape(h['note'])})" if h["note"] else ""), highlight=False)
+        console.print(
+            f"  verdict #{h['id']} {h['created']} {h['reviewer']}: {h['verdict']}" + (f" ({escape(h['note'])})" if h["note"] else ""), highlight=False
+        )
     if it["claim"]:
         console.print(f"  claimed by {it['claim']['reviewer']}", highlight=False)
 
@@ -102,8 +121,8 @@ def annotate_cmd(
     item_id: int = typer.Argument(..., help="item id"),
     verdict: str = typer.Option(..., "--verdict", help="acceptable, regression or unsure"),
     note: str = typer.Option("", "--note", help="why"),
-    reviewer: Optional[str] = ReviewerOpt,
-    queue: Optional[Path] = QueueOpt,
+    reviewer: str | None = ReviewerOpt,
+    queue: Path | None = QueueOpt,
 ) -> None:
     """Record a verdict on an item (appended to its history; the latest one counts)."""
     from . import api
@@ -117,9 +136,9 @@ def annotate_cmd(
 
 @review_app.command("next")
 def next_cmd(
-    reviewer: Optional[str] = ReviewerOpt,
+    reviewer: str | None = ReviewerOpt,
     lease: float = typer.Option(1800.0, help="seconds the claim lasts before someone else may take the item"),
-    queue: Optional[Path] = QueueOpt,
+    queue: Path | None = QueueOpt,
 ) -> None:
     """Claim the next open item for you (nobody else gets it while the lease lasts) and show it."""
     from . import api
@@ -137,9 +156,9 @@ def next_cmd(
 @review_app.command("export")
 def export_cmd(
     out: Path = typer.Option(..., "--out", help="file to write"),
-    fmt: Optional[str] = typer.Option(None, "--format", help="csv or parquet (default: from --out's suffix)"),
+    fmt: str | None = typer.Option(None, "--format", help="csv or parquet (default: from --out's suffix)"),
     status: str = typer.Option("all", help="open, reviewed, all, acceptable, regression, unsure"),
-    queue: Optional[Path] = QueueOpt,
+    queue: Path | None = QueueOpt,
 ) -> None:
     """Export the items and their current verdicts as csv or parquet."""
     from . import api
@@ -152,7 +171,7 @@ def export_cmd(
 
 
 @review_app.command("stats")
-def stats_cmd(queue: Optional[Path] = QueueOpt, as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+def stats_cmd(queue: Path | None = QueueOpt, as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Counts: items, verdicts, open items, live claims, per variant and reason."""
     from . import api
 
@@ -163,7 +182,9 @@ def stats_cmd(queue: Optional[Path] = QueueOpt, as_json: bool = typer.Option(Fal
     if as_json:
         print(json.dumps(s, indent=2))
         return
-    console.print(f"{s['items']} item(s) in {s['runs']} run(s); {s['open']} open, {s['claimed']} claimed; {s['verdict_rows']} verdict(s) recorded", highlight=False)
+    console.print(
+        f"{s['items']} item(s) in {s['runs']} run(s); {s['open']} open, {s['claimed']} claimed; {s['verdict_rows']} verdict(s) recorded", highlight=False
+    )
     console.print("current: " + ", ".join(f"{k} {v}" for k, v in s["current"].items()), highlight=False)
     console.print("reasons: " + (", ".join(f"{k} {v}" for k, v in s["by_reason"].items()) or "-"), highlight=False)
     for v, c in s["by_variant"].items():

@@ -16,8 +16,9 @@ The gate never opens the queue: `evalsuite.review.api.reviews_for_run` reads the
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 REVIEW_RULE = "human-review"
 
@@ -82,8 +83,17 @@ def waive_delta(d: Any, accepted: Mapping[str, str], seed: int) -> tuple[Any, tu
         changes["worse_cases"] = tuple(c for c in d.worse_cases if c not in acc)
     lo, hi = bootstrap_delta_ci(b, v, s)
     new = replace(
-        d, variant_mean=float(np.mean(v)), delta=float(np.mean(v) - np.mean(b)), ci_low=lo, ci_high=hi, p_value=p_two, p_worse=p_worse, p_min=p_min,
-        details={c: x for c, x in d.details.items() if c not in acc}, paired=paired, **changes,
+        d,
+        variant_mean=float(np.mean(v)),
+        delta=float(np.mean(v) - np.mean(b)),
+        ci_low=lo,
+        ci_high=hi,
+        p_value=p_two,
+        p_worse=p_worse,
+        p_min=p_min,
+        details={c: x for c, x in d.details.items() if c not in acc},
+        paired=paired,
+        **changes,
     )
     return new, acc
 
@@ -140,7 +150,17 @@ def apply_reviews(cmp: Any, reviews: ReviewDecisions, judge: Callable[[Any], Any
         if regs:
             cases = tuple(sorted(regs))
             diffs = tuple(f"{c}: {short_diff(cmp.output(cmp.baseline, c), cmp.output(variant, c))}  [{regs[c][:160]}]" for c in cases[:3])
-            v = Violation(REVIEW_RULE, "block", variant, None, None, f"{len(cases)} output(s) judged a regression by a reviewer", {"regressions": len(cases), "open": n_open}, cases[:10], diffs)
+            v = Violation(
+                REVIEW_RULE,
+                "block",
+                variant,
+                None,
+                None,
+                f"{len(cases)} output(s) judged a regression by a reviewer",
+                {"regressions": len(cases), "open": n_open},
+                cases[:10],
+                diffs,
+            )
             results.append(RuleResult(variant, REVIEW_RULE, "block", "fail", (v,), note=f"reviewed in {reviews.source}"))
         else:
             acc = len(reviews.accepted.get(variant) or {})

@@ -24,8 +24,9 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from .store import NewItem
 
@@ -97,7 +98,12 @@ def parse_review_policy(raw: Any, add: Callable[[tuple, Any, str, str], None]) -
                 continue
         elif typ in ("num?", "int?"):
             if v is not None:
-                bad = isinstance(v, bool) or not isinstance(v, (int, float)) or (typ == "int?" and not isinstance(v, int)) or (isinstance(v, float) and math.isnan(v))
+                bad = (
+                    isinstance(v, bool)
+                    or not isinstance(v, (int, float))
+                    or (typ == "int?" and not isinstance(v, int))
+                    or (isinstance(v, float) and math.isnan(v))
+                )
                 if bad:
                     add(path, None, fld, f"expected {'an integer' if typ == 'int?' else 'a number'} or null, got {v!r}")
                     continue
@@ -152,7 +158,9 @@ def _reason(code: str, metric: str | None, message: str, detail: Mapping | None 
     return {"code": code, "metric": metric, "message": message, "detail": dict(detail or {})}
 
 
-def flag_comparison(cmp: Any, policy: ReviewPolicy = DEFAULT_POLICY, *, records: Sequence[Any] = (), fingerprints: Mapping[str, str] | None = None) -> list[NewItem]:
+def flag_comparison(
+    cmp: Any, policy: ReviewPolicy = DEFAULT_POLICY, *, records: Sequence[Any] = (), fingerprints: Mapping[str, str] | None = None
+) -> list[NewItem]:
     """The outputs to review, one NewItem per (variant, case) with the reasons (pure: data in, data out).
 
     `records`: the run's ScoreRecords (drift metrics, per-case details, scenarios);
@@ -163,7 +171,7 @@ def flag_comparison(cmp: Any, policy: ReviewPolicy = DEFAULT_POLICY, *, records:
     per = _by_case(records)
     reasons: dict[tuple[str, str], list[dict]] = defaultdict(list)
     scen: dict[str, tuple[str, str]] = {}
-    for (v, c), recs in per.items():
+    for (_v, c), recs in per.items():
         for r in recs.values():
             scen.setdefault(c, (r.scenario, r.kind))
     variants = list(cmp.variants)
@@ -175,7 +183,9 @@ def flag_comparison(cmp: Any, policy: ReviewPolicy = DEFAULT_POLICY, *, records:
         for c in d.pass_to_fail:
             scen.setdefault(c, (d.scenario, ""))
             if policy.flips and any(fnmatch.fnmatchcase(d.metric, g) for g in policy.flip_metrics):
-                reasons[(d.variant, c)].append(_reason("flip", d.metric, f"{d.scenario}/{d.metric}: passed on the baseline, fails on {d.variant}", d.details.get(c)))
+                reasons[(d.variant, c)].append(
+                    _reason("flip", d.metric, f"{d.scenario}/{d.metric}: passed on the baseline, fails on {d.variant}", d.details.get(c))
+                )
         group = _group_of(d.metric, policy)
         if group is not None:
             for c in d.pass_to_fail:
@@ -188,8 +198,14 @@ def flag_comparison(cmp: Any, policy: ReviewPolicy = DEFAULT_POLICY, *, records:
                 worse = sorted(m for m, s in mv if s < 0)
                 better = sorted(m for m, s in mv if s > 0)
                 if worse and better:
-                    reasons[(v, c)].append(_reason("disagreement", worse[0], f"scorers disagree: {', '.join(worse)} pass->fail but {', '.join(better)} fail->pass",
-                                                   {"worse": worse, "better": better}))
+                    reasons[(v, c)].append(
+                        _reason(
+                            "disagreement",
+                            worse[0],
+                            f"scorers disagree: {', '.join(worse)} pass->fail but {', '.join(better)} fail->pass",
+                            {"worse": worse, "better": better},
+                        )
+                    )
     spec = {p.variant for p in cmp.perf if p.speculative}
     for v in variants:
         cases = {c for (vv, c) in per if vv == v} | {c for (vv, c) in cmp.outputs if vv == v}
@@ -197,29 +213,62 @@ def flag_comparison(cmp: Any, policy: ReviewPolicy = DEFAULT_POLICY, *, records:
             recs = per.get((v, c), {})
             r = recs.get(policy.similarity_metric)
             if policy.min_similarity is not None and r is not None and r.value is not None and r.value < policy.min_similarity:
-                reasons[(v, c)].append(_reason("similarity", r.metric, f"{r.metric} {r.value:.1f} < {policy.min_similarity:g} (vs the baseline's output)", {"value": r.value}))
+                reasons[(v, c)].append(
+                    _reason("similarity", r.metric, f"{r.metric} {r.value:.1f} < {policy.min_similarity:g} (vs the baseline's output)", {"value": r.value})
+                )
             r = recs.get("json.drift")
             if policy.max_json_drift is not None and r is not None and r.value is not None and r.value > policy.max_json_drift:
                 reasons[(v, c)].append(_reason("json_drift", r.metric, f"JSON drift: {r.value:g} structural difference(s) from the baseline", r.details))
             r = recs.get("citations.agreement")
             if policy.citations and r is not None and r.value is not None and r.value < 1.0 - 1e-12:
                 det = r.details or {}
-                reasons[(v, c)].append(_reason("citations", r.metric, f"citations changed: only baseline {det.get('only_baseline', [])}, only variant {det.get('only_variant', [])}", det))
+                reasons[(v, c)].append(
+                    _reason(
+                        "citations",
+                        r.metric,
+                        f"citations changed: only baseline {det.get('only_baseline', [])}, only variant {det.get('only_variant', [])}",
+                        det,
+                    )
+                )
             r = recs.get("grounding.leak")
             if policy.leaks and r is not None and (r.passed is False or (r.value or 0) > 0):
                 det = r.details or {}
-                reasons[(v, c)].append(_reason("leak", r.metric, f"leak: canaries {det.get('canaries', [])}, {len(det.get('overlaps', []))} verbatim overlap(s)", det))
+                reasons[(v, c)].append(
+                    _reason("leak", r.metric, f"leak: canaries {det.get('canaries', [])}, {len(det.get('overlaps', []))} verbatim overlap(s)", det)
+                )
             if policy.speculative and v in spec:
                 r = recs.get("exactness.identical")
-                differs = (r.value == 0) if r is not None and r.value is not None else (cmp.output(v, c) is not None and cmp.output(v, c) != cmp.output(cmp.baseline, c))
+                differs = (
+                    (r.value == 0)
+                    if r is not None and r.value is not None
+                    else (cmp.output(v, c) is not None and cmp.output(v, c) != cmp.output(cmp.baseline, c))
+                )
                 if differs:
-                    reasons[(v, c)].append(_reason("speculative", "exactness.identical", "speculative decoding changed the output (it must reproduce the baseline exactly)", (r.details if r is not None else {})))
+                    reasons[(v, c)].append(
+                        _reason(
+                            "speculative",
+                            "exactness.identical",
+                            "speculative decoding changed the output (it must reproduce the baseline exactly)",
+                            (r.details if r is not None else {}),
+                        )
+                    )
     items = []
     for (v, c), rs in sorted(reasons.items()):
         scenario, kind = scen.get(c, ("", ""))
-        items.append(NewItem(
-            run_id=cmp.run_id, variant=v, fingerprint=fingerprints.get(v) or f"name:{v}", case_id=c, scenario=scenario, kind=kind,
-            baseline=cmp.baseline, reasons=tuple(rs), baseline_output=cmp.output(cmp.baseline, c), variant_output=cmp.output(v, c),
-            baseline_scores=_scores(per.get((cmp.baseline, c), {})), variant_scores=_scores(per.get((v, c), {})),
-        ))
+        items.append(
+            NewItem(
+                run_id=cmp.run_id,
+                variant=v,
+                fingerprint=fingerprints.get(v) or f"name:{v}",
+                case_id=c,
+                scenario=scenario,
+                kind=kind,
+                baseline=cmp.baseline,
+                reasons=tuple(rs),
+                baseline_output=cmp.output(cmp.baseline, c),
+                variant_output=cmp.output(v, c),
+                baseline_scores=_scores(per.get((cmp.baseline, c), {})),
+                variant_scores=_scores(per.get((v, c), {})),
+            )
+        )
     return items

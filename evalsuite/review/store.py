@@ -29,10 +29,11 @@ import json
 import random
 import sqlite3
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 from ..errors import EvalsuiteError
 
@@ -44,36 +45,41 @@ DEFAULT_LEASE_S = 30 * 60.0
 
 #: (version, statements) applied in order to bring a file from version-1 to version
 MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
-    (1, (
-        "CREATE TABLE items ("
-        " id INTEGER PRIMARY KEY AUTOINCREMENT,"
-        " item_key TEXT NOT NULL UNIQUE,"
-        " case_id TEXT NOT NULL, variant TEXT NOT NULL, fingerprint TEXT NOT NULL, output_hash TEXT NOT NULL,"
-        " scenario TEXT NOT NULL DEFAULT '', kind TEXT NOT NULL DEFAULT '',"
-        " run_id TEXT NOT NULL, baseline TEXT NOT NULL DEFAULT '',"
-        " reasons TEXT NOT NULL,"
-        " baseline_output TEXT, variant_output TEXT,"
-        " baseline_scores TEXT NOT NULL DEFAULT '{}', variant_scores TEXT NOT NULL DEFAULT '{}',"
-        " created TEXT NOT NULL)",
-        "CREATE TABLE verdicts ("
-        " id INTEGER PRIMARY KEY AUTOINCREMENT,"
-        " item_id INTEGER NOT NULL REFERENCES items(id),"
-        " verdict TEXT NOT NULL CHECK (verdict IN ('acceptable', 'regression', 'unsure')),"
-        " reviewer TEXT NOT NULL, note TEXT NOT NULL DEFAULT '', created TEXT NOT NULL)",
-        "CREATE INDEX verdicts_item ON verdicts(item_id, id)",
-    )),
-    (2, (
-        "CREATE TABLE sightings (item_id INTEGER NOT NULL REFERENCES items(id), run_id TEXT NOT NULL, seen TEXT NOT NULL,"
-        " PRIMARY KEY (item_id, run_id))",
-        "INSERT OR IGNORE INTO sightings SELECT id, run_id, created FROM items",
-        "CREATE TABLE claims (item_id INTEGER PRIMARY KEY REFERENCES items(id), reviewer TEXT NOT NULL, expires REAL NOT NULL)",
-        "CREATE INDEX items_case ON items(case_id, fingerprint)",
-        # the latest verdict, kept beside the history in the same transaction, so that finding the
-        # next open item is an index lookup instead of a scan of every item's history
-        "ALTER TABLE items ADD COLUMN current_verdict TEXT",
-        "UPDATE items SET current_verdict=(SELECT verdict FROM verdicts v WHERE v.item_id=items.id ORDER BY v.id DESC LIMIT 1)",
-        "CREATE INDEX items_open ON items(current_verdict, id)",
-    )),
+    (
+        1,
+        (
+            "CREATE TABLE items ("
+            " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " item_key TEXT NOT NULL UNIQUE,"
+            " case_id TEXT NOT NULL, variant TEXT NOT NULL, fingerprint TEXT NOT NULL, output_hash TEXT NOT NULL,"
+            " scenario TEXT NOT NULL DEFAULT '', kind TEXT NOT NULL DEFAULT '',"
+            " run_id TEXT NOT NULL, baseline TEXT NOT NULL DEFAULT '',"
+            " reasons TEXT NOT NULL,"
+            " baseline_output TEXT, variant_output TEXT,"
+            " baseline_scores TEXT NOT NULL DEFAULT '{}', variant_scores TEXT NOT NULL DEFAULT '{}',"
+            " created TEXT NOT NULL)",
+            "CREATE TABLE verdicts ("
+            " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " item_id INTEGER NOT NULL REFERENCES items(id),"
+            " verdict TEXT NOT NULL CHECK (verdict IN ('acceptable', 'regression', 'unsure')),"
+            " reviewer TEXT NOT NULL, note TEXT NOT NULL DEFAULT '', created TEXT NOT NULL)",
+            "CREATE INDEX verdicts_item ON verdicts(item_id, id)",
+        ),
+    ),
+    (
+        2,
+        (
+            "CREATE TABLE sightings (item_id INTEGER NOT NULL REFERENCES items(id), run_id TEXT NOT NULL, seen TEXT NOT NULL, PRIMARY KEY (item_id, run_id))",
+            "INSERT OR IGNORE INTO sightings SELECT id, run_id, created FROM items",
+            "CREATE TABLE claims (item_id INTEGER PRIMARY KEY REFERENCES items(id), reviewer TEXT NOT NULL, expires REAL NOT NULL)",
+            "CREATE INDEX items_case ON items(case_id, fingerprint)",
+            # the latest verdict, kept beside the history in the same transaction, so that finding the
+            # next open item is an index lookup instead of a scan of every item's history
+            "ALTER TABLE items ADD COLUMN current_verdict TEXT",
+            "UPDATE items SET current_verdict=(SELECT verdict FROM verdicts v WHERE v.item_id=items.id ORDER BY v.id DESC LIMIT 1)",
+            "CREATE INDEX items_open ON items(current_verdict, id)",
+        ),
+    ),
 ]
 
 
@@ -154,7 +160,7 @@ class ReviewStore:
     def close(self) -> None:
         self.db.close()
 
-    def __enter__(self) -> "ReviewStore":
+    def __enter__(self) -> ReviewStore:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -230,8 +236,23 @@ class ReviewStore:
                     cur = db.execute(
                         "INSERT INTO items (item_key, case_id, variant, fingerprint, output_hash, scenario, kind, run_id, baseline, reasons,"
                         " baseline_output, variant_output, baseline_scores, variant_scores, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                        (it.key, it.case_id, it.variant, it.fingerprint, it.output_hash, it.scenario, it.kind, it.run_id, it.baseline,
-                         _dumps(list(it.reasons)), it.baseline_output, it.variant_output, _dumps(it.baseline_scores), _dumps(it.variant_scores), ts),
+                        (
+                            it.key,
+                            it.case_id,
+                            it.variant,
+                            it.fingerprint,
+                            it.output_hash,
+                            it.scenario,
+                            it.kind,
+                            it.run_id,
+                            it.baseline,
+                            _dumps(list(it.reasons)),
+                            it.baseline_output,
+                            it.variant_output,
+                            _dumps(it.baseline_scores),
+                            _dumps(it.variant_scores),
+                            ts,
+                        ),
                     )
                     iid = int(cur.lastrowid)
                     added.append(iid)
@@ -252,7 +273,9 @@ class ReviewStore:
             if db.execute("SELECT 1 FROM items WHERE id=?", (int(item_id),)).fetchone() is None:
                 raise QueueError(f"item {item_id}: no such item in {self.path}")
             ts = now_iso()
-            cur = db.execute("INSERT INTO verdicts (item_id, verdict, reviewer, note, created) VALUES (?,?,?,?,?)", (int(item_id), verdict, reviewer, note or "", ts))
+            cur = db.execute(
+                "INSERT INTO verdicts (item_id, verdict, reviewer, note, created) VALUES (?,?,?,?,?)", (int(item_id), verdict, reviewer, note or "", ts)
+            )
             db.execute("UPDATE items SET current_verdict=? WHERE id=?", (verdict, int(item_id)))
             db.execute("DELETE FROM claims WHERE item_id=?", (int(item_id),))
         return {"id": int(cur.lastrowid), "item_id": int(item_id), "verdict": verdict, "reviewer": reviewer, "note": note or "", "created": ts}
@@ -269,7 +292,9 @@ class ReviewStore:
         t = time.time() if now is None else now
         with self.write() as db:
             row = db.execute(
-                "SELECT c.item_id FROM claims c JOIN items i ON i.id=c.item_id WHERE c.reviewer=? AND c.expires>? AND " + _OPEN_SQL + " ORDER BY c.item_id LIMIT 1",
+                "SELECT c.item_id FROM claims c JOIN items i ON i.id=c.item_id WHERE c.reviewer=? AND c.expires>? AND "
+                + _OPEN_SQL
+                + " ORDER BY c.item_id LIMIT 1",
                 (reviewer, t),
             ).fetchone()
             if row is None:
@@ -301,7 +326,9 @@ class ReviewStore:
             raise QueueError(f"item {item_id}: no such item in {self.path}")
         return _item_dict(row)
 
-    def items(self, *, status: str | None = None, run_id: str | None = None, variant: str | None = None, ids: Sequence[int] | None = None, limit: int | None = None) -> list[dict]:
+    def items(
+        self, *, status: str | None = None, run_id: str | None = None, variant: str | None = None, ids: Sequence[int] | None = None, limit: int | None = None
+    ) -> list[dict]:
         """Items with their current verdict. status: open | acceptable | regression | unsure | reviewed | None (all)."""
         where, args = [], []
         if status == "open":
@@ -357,7 +384,10 @@ class ReviewStore:
     def counts(self) -> dict:
         """Totals for `review stats`: items, verdict rows, current verdicts, open items, live claims."""
         db = self.db
-        cur = {r[0]: r[1] for r in db.execute("SELECT COALESCE(lv.verdict, 'open'), COUNT(*) FROM items i LEFT JOIN (" + _LATEST_SQL + ") lv ON lv.item_id=i.id GROUP BY 1")}
+        cur = {
+            r[0]: r[1]
+            for r in db.execute("SELECT COALESCE(lv.verdict, 'open'), COUNT(*) FROM items i LEFT JOIN (" + _LATEST_SQL + ") lv ON lv.item_id=i.id GROUP BY 1")
+        }
         return {
             "items": db.execute("SELECT COUNT(*) FROM items").fetchone()[0],
             "verdict_rows": db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0],

@@ -40,7 +40,10 @@ def _lines(text: str | None) -> list[str]:
 def side_by_side(item: dict) -> str:
     """The baseline's and the variant's outputs side by side, changed words highlighted (HTML table)."""
     return difflib.HtmlDiff(tabsize=4, wrapcolumn=WRAP + 8).make_table(
-        _lines(item.get("baseline_output")), _lines(item.get("variant_output")), f"baseline ({item.get('baseline') or 'baseline'})", f"{item.get('variant')}",
+        _lines(item.get("baseline_output")),
+        _lines(item.get("variant_output")),
+        f"baseline ({item.get('baseline') or 'baseline'})",
+        f"{item.get('variant')}",
         context=False,
     )
 
@@ -79,7 +82,12 @@ def citations(item: dict) -> dict | None:
     for r in item.get("reasons") or []:
         if r.get("code") == "citations":
             d = r.get("detail") or {}
-            return {"baseline": d.get("baseline_cited", []), "variant": d.get("cited", []), "only_baseline": d.get("only_baseline", []), "only_variant": d.get("only_variant", [])}
+            return {
+                "baseline": d.get("baseline_cited", []),
+                "variant": d.get("cited", []),
+                "only_baseline": d.get("only_baseline", []),
+                "only_variant": d.get("only_variant", []),
+            }
     return None
 
 
@@ -89,8 +97,16 @@ def scores_table(item: dict) -> list[dict]:
     rows = []
     for m in sorted(set(b) | set(v)):
         bb, vv = b.get(m, {}), v.get(m, {})
-        rows.append({"metric": m, "baseline": bb.get("value"), "baseline_pass": bb.get("passed"), "variant": vv.get("value"), "variant_pass": vv.get("passed"),
-                     "changed": (bb.get("value"), bb.get("passed")) != (vv.get("value"), vv.get("passed"))})
+        rows.append(
+            {
+                "metric": m,
+                "baseline": bb.get("value"),
+                "baseline_pass": bb.get("passed"),
+                "variant": vv.get("value"),
+                "variant_pass": vv.get("passed"),
+                "changed": (bb.get("value"), bb.get("passed")) != (vv.get("value"), vv.get("passed")),
+            }
+        )
     return rows
 
 
@@ -99,18 +115,25 @@ def _table(rows: list[dict], cols: list[str]) -> str:
     body = []
     for r in rows:
         cls = ' class="changed"' if r.get("changed") else ""
-        body.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(json.dumps(r.get(c), ensure_ascii=False) if not isinstance(r.get(c), str) else r.get(c))}</td>" for c in cols) + "</tr>")
+        body.append(
+            f"<tr{cls}>"
+            + "".join(f"<td>{html.escape(json.dumps(r.get(c), ensure_ascii=False) if not isinstance(r.get(c), str) else r.get(c))}</td>" for c in cols)
+            + "</tr>"
+        )
     return f'<table class="kv"><tr>{head}</tr>{"".join(body)}</table>'
 
 
 def render_item(item: dict) -> str:
     """One item as HTML: header, reasons, side-by-side diff, JSON drift and citations tables, scores."""
     verdict = item.get("verdict") or "open"
-    parts = [_CSS, '<div class="evs-review">',
-             f"<h4>item #{item['id']}: {html.escape(item['case_id'])} on {html.escape(item['variant'])} ({html.escape(item.get('scenario') or '')}) - {verdict}</h4>",
-             f"<p>first flagged in run {html.escape(item['run_id'])}; seen in {item.get('n_runs', 1)} run(s); {item.get('n_verdicts', 0)} verdict(s)</p>",
-             "<ul>" + "".join(f"<li><b>{html.escape(r['code'])}</b>: {html.escape(r['message'])}</li>" for r in item.get("reasons") or []) + "</ul>",
-             side_by_side(item)]
+    parts = [
+        _CSS,
+        '<div class="evs-review">',
+        f"<h4>item #{item['id']}: {html.escape(item['case_id'])} on {html.escape(item['variant'])} ({html.escape(item.get('scenario') or '')}) - {verdict}</h4>",
+        f"<p>first flagged in run {html.escape(item['run_id'])}; seen in {item.get('n_runs', 1)} run(s); {item.get('n_verdicts', 0)} verdict(s)</p>",
+        "<ul>" + "".join(f"<li><b>{html.escape(r['code'])}</b>: {html.escape(r['message'])}</li>" for r in item.get("reasons") or []) + "</ul>",
+        side_by_side(item),
+    ]
     jt = json_table(item)
     if jt is not None and any(r["changed"] for r in jt):
         parts += ["<h5>JSON, path by path</h5>", _table(jt, ["path", "baseline", "variant"])]
@@ -120,7 +143,10 @@ def render_item(item: dict) -> str:
             parts += ["<h5>JSON drift</h5>", _table([{"kind": k, "changes": v} for k, v in det.items()], ["kind", "changes"])]
     cit = citations(item)
     if cit is not None:
-        parts += ["<h5>citations</h5>", _table([{"side": k, "sources": v, "changed": k.startswith("only") and bool(v)} for k, v in cit.items()], ["side", "sources"])]
+        parts += [
+            "<h5>citations</h5>",
+            _table([{"side": k, "sources": v, "changed": k.startswith("only") and bool(v)} for k, v in cit.items()], ["side", "sources"]),
+        ]
     parts += ["<h5>scores</h5>", _table(scores_table(item), ["metric", "baseline", "baseline_pass", "variant", "variant_pass"]), "</div>"]
     return "\n".join(parts)
 

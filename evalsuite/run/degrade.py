@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ..backends.base import Generation, Request
 from ..cases.caseset import Case, sha256_json
@@ -66,7 +67,7 @@ def parse_spec(spec: Mapping | None, where: str = "degrade") -> dict:
 
 def _unit(seed: int, case_id: str) -> float:
     """A uniform number in [0, 1) from (seed, case id): the damage lottery, reproducible anywhere."""
-    h = hashlib.sha256(f"evalsuite-degrade\x1f{seed}\x1f{case_id}".encode("utf-8")).digest()
+    h = hashlib.sha256(f"evalsuite-degrade\x1f{seed}\x1f{case_id}".encode()).digest()
     return int.from_bytes(h[:8], "big") / 2**64
 
 
@@ -109,7 +110,7 @@ def forbidden_terms(text: str, hints: Mapping[str, Any]) -> str:
     # nothing to swap: put a forbidden variant into the first JSON string value, else append it
     m = re.search(r'(:\s*")', out)
     if m:
-        return out[: m.end()] + extra + " " + out[m.end():]
+        return out[: m.end()] + extra + " " + out[m.end() :]
     return out + " " + extra
 
 
@@ -125,7 +126,7 @@ def break_code(text: str, hints: Mapping[str, Any]) -> str:
         if entry and m.group("name") != entry and any(x.group("name") == entry for x in _DEF.finditer(text)):
             continue
         # the body's indentation: that of the next non-empty line, else one level deeper
-        rest = text[m.end():].split("\n")
+        rest = text[m.end() :].split("\n")
         body_indent = None
         for line in rest[1:]:
             if line.strip():
@@ -134,7 +135,7 @@ def break_code(text: str, hints: Mapping[str, Any]) -> str:
         if body_indent is None or len(body_indent) <= len(m.group("indent")):
             body_indent = m.group("indent") + "    "
         insert = f"\n{body_indent}raise RuntimeError('degraded by evalsuite')"
-        out = out[: m.end()] + insert + out[m.end():]
+        out = out[: m.end()] + insert + out[m.end() :]
     if out == text:
         return text + "\n```python\nraise RuntimeError('degraded by evalsuite')\n```\n"
     return out

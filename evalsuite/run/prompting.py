@@ -16,7 +16,8 @@ Choices, measured on the embedded 135M model over the whole case sets (`suites/c
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Request
 from ..cases.caseset import Case
@@ -30,7 +31,7 @@ _KB_SYSTEM = {
     "en": (
         "You are the company's knowledge-base assistant. Answer only from the documents below. "
         "Cite every fact with the id of its document in square brackets, e.g. [doc-id]. "
-        "If the documents do not contain the answer, say \"I don't know based on the provided documents.\" "
+        'If the documents do not contain the answer, say "I don\'t know based on the provided documents." '
         "If a document is restricted and the user's role is not allowed to read it, do not reveal its content: "
         "say that you cannot share that information."
     ),
@@ -44,10 +45,7 @@ _CODE_SYSTEM = {
     "en": "You are a careful Python programmer. When you write code, put it in one ```python block.",
     "zh": "你是一名严谨的 Python 程序员。编写代码时，请放在一个 ```python 代码块中。",
 }
-_BRAND_SYSTEM = {
-    "en": "Reply with one JSON object only, no prose.",
-    "zh": "只回复一个 JSON 对象，不要其他文字。",
-}
+_BRAND_SYSTEM = {"en": "Reply with one JSON object only, no prose.", "zh": "只回复一个 JSON 对象，不要其他文字。"}
 _LABELS = {
     "en": {"docs": "Documents:", "role": "\nThe user's role: {role}.", "format": "JSON format:"},
     "zh": {"docs": "文档：", "role": "\n用户角色：{role}。", "format": "JSON 格式："},
@@ -129,7 +127,7 @@ def render_messages(case: Case) -> tuple[tuple[str, str], ...]:
     return tuple(msgs)
 
 
-def build_requests(cases: Sequence[Case], variant: "Variant") -> list[Request]:
+def build_requests(cases: Sequence[Case], variant: Variant) -> list[Request]:
     """One request per (case, sample) of a variant: the rendered messages and its generation settings."""
     g = variant.generation
     out = []

@@ -12,10 +12,11 @@ import platform
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .. import __version__
 from ..backends.base import Backend, Generation, Request, make_backend
@@ -289,7 +290,9 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
     try:
         for v in variants:
             build = functools.partial(_build_backend, factory, v, cases)
-            summaries[v.name] = _run_variant(v, backends[v.name], fingerprints[v.name], cases, store, cache, done, result, opts.progress, summaries.get(v.name), executor, build)
+            summaries[v.name] = _run_variant(
+                v, backends[v.name], fingerprints[v.name], cases, store, cache, done, result, opts.progress, summaries.get(v.name), executor, build
+            )
             store.write_json("variants.json", summaries)
             if timing is None:
                 backends[v.name].close()
@@ -315,7 +318,20 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
     return result
 
 
-def _run_variant(variant: Variant, backend: Backend, fp: str, cases: Sequence[Case], store: RunStore, cache: GenerationCache, done: set, result: RunResult, progress: bool, previous: dict | None, executor: Executor | None = None, build: Callable[[], Backend] | None = None) -> dict:
+def _run_variant(
+    variant: Variant,
+    backend: Backend,
+    fp: str,
+    cases: Sequence[Case],
+    store: RunStore,
+    cache: GenerationCache,
+    done: set,
+    result: RunResult,
+    progress: bool,
+    previous: dict | None,
+    executor: Executor | None = None,
+    build: Callable[[], Backend] | None = None,
+) -> dict:
     requests = build_requests(cases, variant)
     todo: list[Request] = []
     from_cache: list[Generation] = []
@@ -429,7 +445,9 @@ class _RichProgress:
     def __init__(self, label: str, total: int):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(), transient=False)
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(), transient=False
+        )
         self.label, self.total = label, total
 
     def __enter__(self):

@@ -22,8 +22,9 @@ import json
 import os
 import sqlite3
 import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from ..backends.base import Generation
 from ..errors import EvalsuiteError
@@ -68,8 +69,7 @@ class GenerationCache:
     def get(self, fingerprint: str, request_hash: str, sample: int) -> dict | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT payload FROM generations WHERE fingerprint=? AND request_hash=? AND sample=?",
-                (fingerprint, request_hash, sample),
+                "SELECT payload FROM generations WHERE fingerprint=? AND request_hash=? AND sample=?", (fingerprint, request_hash, sample)
             ).fetchone()
         return json.loads(row[0]) if row else None
 
@@ -80,8 +80,7 @@ class GenerationCache:
         payload = json.dumps(gen.to_dict(), ensure_ascii=False)
         with self._lock:
             self._db.execute(
-                "INSERT OR IGNORE INTO generations VALUES (?, ?, ?, ?, ?, ?)",
-                (gen.fingerprint, gen.request_hash, gen.sample, payload, SCHEMA_VERSION, _now()),
+                "INSERT OR IGNORE INTO generations VALUES (?, ?, ?, ?, ?, ?)", (gen.fingerprint, gen.request_hash, gen.sample, payload, SCHEMA_VERSION, _now())
             )
             self._db.commit()
 
@@ -96,7 +95,9 @@ class GenerationCache:
         with self._lock:
             for i in range(0, len(keys), 500):  # SQLite's bound-parameter limit
                 chunk = keys[i : i + 500]
-                rows = self._db.execute(f"SELECT input_key, payload FROM scores WHERE scorer_key=? AND input_key IN ({','.join('?' * len(chunk))})", [scorer_key, *chunk])
+                rows = self._db.execute(
+                    f"SELECT input_key, payload FROM scores WHERE scorer_key=? AND input_key IN ({','.join('?' * len(chunk))})", [scorer_key, *chunk]
+                )
                 out.update(rows.fetchall())
         return out
 
@@ -119,9 +120,15 @@ class GenerationCache:
             self._db.executemany("INSERT OR REPLACE INTO scorer_keys VALUES (?, ?, ?)", [(k, name, now) for name, k in keys.items()])
             dropped = 0
             if set(keys.values()) - known:
-                stale = [k for (k,) in self._db.execute(
-                    "SELECT scorer_key FROM (SELECT scorer_key, ROW_NUMBER() OVER (PARTITION BY name ORDER BY last_used DESC, scorer_key) AS age FROM scorer_keys)"
-                    " WHERE age > ?", (KEEP_SCORER_VERSIONS,)) if k not in keys.values()]
+                stale = [
+                    k
+                    for (k,) in self._db.execute(
+                        "SELECT scorer_key FROM (SELECT scorer_key, ROW_NUMBER() OVER (PARTITION BY name ORDER BY last_used DESC, scorer_key) AS age FROM scorer_keys)"
+                        " WHERE age > ?",
+                        (KEEP_SCORER_VERSIONS,),
+                    )
+                    if k not in keys.values()
+                ]
                 self._db.executemany("DELETE FROM scorer_keys WHERE scorer_key=?", [(k,) for k in stale])
                 dropped = self._db.execute("DELETE FROM scores WHERE scorer_key NOT IN (SELECT scorer_key FROM scorer_keys)").rowcount
             self._db.commit()
@@ -149,7 +156,7 @@ class RunStore:
 
     # -- creation and lookup -----------------------------------------------------------------
     @classmethod
-    def create(cls, runs_dir: str | Path, suite_name: str, resolved_suite: dict, signature: dict) -> "RunStore":
+    def create(cls, runs_dir: str | Path, suite_name: str, resolved_suite: dict, signature: dict) -> RunStore:
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in suite_name)[:40]
         base = Path(runs_dir) / f"{stamp}-{safe}"
@@ -166,7 +173,7 @@ class RunStore:
         return store
 
     @classmethod
-    def find(cls, runs_dir: str | Path, run: str) -> "RunStore":
+    def find(cls, runs_dir: str | Path, run: str) -> RunStore:
         """A run by path, by id under `runs_dir`, or `last` for the newest."""
         runs_dir = Path(runs_dir)
         if run == "last":

@@ -60,20 +60,10 @@ Modules: `isolation` (inside the sandbox: bootstrap, namespaces, mounts, limits,
 from __future__ import annotations
 
 from .harness import build_harness
-from .pool import POOL_SIZE, _cache, _cache_lock, cache_key, clear_cache, run_tests, run_tests_cached, run_tests_many
-from .process import (
-    _UID_RANGE,
-    OUTPUT_LIMIT,
-    STATUSES,
-    USE_ZYGOTE,
-    Limits,
-    SandboxResult,
-    _Mode,
-    _mode,
-    helper_pids,
-    isolation_summary,
-    run_python,
-)
+
+# the private names (_cache, _UID_RANGE, _mode...) are re-exported for the tests
+from .pool import POOL_SIZE, _cache, _cache_lock, cache_key, clear_cache, run_tests, run_tests_cached, run_tests_many  # noqa: F401
+from .process import _UID_RANGE, OUTPUT_LIMIT, STATUSES, USE_ZYGOTE, Limits, SandboxResult, _Mode, _mode, helper_pids, isolation_summary, run_python  # noqa: F401
 
 __all__ = [
     "OUTPUT_LIMIT",

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 # A minimal stand-in for pytest (the sandbox interpreter runs with -S: no site-packages), enough
 # for the test files models write: raises, approx, mark.parametrize, fixture-less tests.
-_PYTEST_SHIM = r'''
+_PYTEST_SHIM = r"""
 import sys as _sys, types as _types, math as _math
 _pt = _types.ModuleType("pytest")
 class _Raises:
@@ -78,7 +78,7 @@ try:
     import pytest as _real_pytest  # noqa: F401
 except ImportError:
     _sys.modules["pytest"] = _pt
-'''
+"""
 
 # The harness the program and its tests run in (main.py inside the sandbox). Why each step:
 # - the token is read from stdin and stdin closed before the program runs: it is in no file or env;
@@ -337,7 +337,7 @@ _es_main()
 # _compiled_tests) and the harness (its fallback when the sandbox's interpreter is another version).
 # Every assert and assert*/raises/fail/warns call first counts a hit; single `==`, `!=`, `in`,
 # `not in` comparisons go through the harness's `__es_cmp__`.
-_INSTRUMENT = r'''
+_INSTRUMENT = r"""
 def _es_instrument(tests, ast):
     class Instrument(ast.NodeTransformer):
         def _hit(self, node):
@@ -363,7 +363,7 @@ def _es_instrument(tests, ast):
 
     tree = Instrument().visit(ast.parse(tests, "tests.py"))
     return compile(ast.fix_missing_locations(tree), "tests.py", "exec", dont_inherit=True)
-'''
+"""
 _instrument_ns: dict = {}
 exec(compile(_INSTRUMENT, "<evalsuite-instrument>", "exec", dont_inherit=True), _instrument_ns)
 

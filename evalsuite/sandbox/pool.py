@@ -10,8 +10,8 @@ import json
 import os
 import secrets
 import threading
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable
 
 from .harness import build_harness
 from .process import SandboxResult, run_python

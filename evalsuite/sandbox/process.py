@@ -22,9 +22,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
 
 from .isolation import _MAIN, _blocking_ancestor
 

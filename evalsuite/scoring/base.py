@@ -8,8 +8,9 @@ run records exactly how it was scored.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from ..cases.caseset import Case
 from ..registry import Registry
@@ -59,7 +60,7 @@ class ScoreRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ScoreRecord":
+    def from_dict(cls, d: dict) -> ScoreRecord:
         return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from ..cases.caseset import Case
 from .base import Score, ScoreInput, scorer
@@ -173,7 +173,14 @@ def sentence_support(case: Case, text: str, min_overlap: float = SUPPORT_MIN_OVE
         for c in cits:
             if c.doc_id is not None and su:
                 best = max(best, len(su & passages[c.doc_id]) / len(su))
-        out.append({"sentence": sent[:200], "cited": list(dict.fromkeys(c.key for c in cits)), "overlap": round(best, 3), "supported": bool(su) and best >= min_overlap})
+        out.append(
+            {
+                "sentence": sent[:200],
+                "cited": list(dict.fromkeys(c.key for c in cits)),
+                "overlap": round(best, 3),
+                "supported": bool(su) and best >= min_overlap,
+            }
+        )
     return out
 
 
@@ -247,7 +254,12 @@ def agreement(inp: ScoreInput) -> list[Score]:
         Score(
             "citations.agreement",
             jaccard(mine, base),
-            details={"cited": mine, "baseline_cited": base, "only_variant": [c for c in mine if c not in base], "only_baseline": [c for c in base if c not in mine]},
+            details={
+                "cited": mine,
+                "baseline_cited": base,
+                "only_variant": [c for c in mine if c not in base],
+                "only_baseline": [c for c in base if c not in mine],
+            },
         )
     ]
 

@@ -12,7 +12,7 @@ import math
 import re
 import sys
 import textwrap
-from typing import Sequence
+from collections.abc import Sequence
 
 from .. import sandbox
 from ..cases.caseset import Case, Term
@@ -464,7 +464,15 @@ def code_mutants_caught(inp: ScoreInput) -> list[Score]:
         return [Score(name, None, None, True, {"how": how, "reason": "sandbox error", "statuses": [r.status for r in runs]})]
     if _status(ref) != "passed":
         # tests that fail everything would "catch" every mutant
-        return [Score(name, 0.0, None, True, {"how": how, "reason": f"the tests fail on the reference ({_reason(ref)})", "caught": [], "missed": list(range(len(muts)))})]
+        return [
+            Score(
+                name,
+                0.0,
+                None,
+                True,
+                {"how": how, "reason": f"the tests fail on the reference ({_reason(ref)})", "caught": [], "missed": list(range(len(muts)))},
+            )
+        ]
     statuses = [_status(m) for m in muts]
     caught = [i for i, st in enumerate(statuses) if st != "passed"]
     missed = [i for i, st in enumerate(statuses) if st == "passed"]

@@ -135,7 +135,19 @@ def score_run_logits(store, suite, cases, variants: Sequence[str] | None = None,
             if v.baseline or same_weights:
                 # the baseline itself, and speculative decoding (the baseline's own weights verify
                 # every token): the next-token distributions are the baseline's by construction
-                rows = [{"case_id": r.case_id, "sample": r.sample, "positions": len(c) if isinstance(c, list) else None, "kl_mean": 0.0, "kl_max": 0.0, "top1_agreement": 1.0, "first_disagreement": None, "by_construction": True} for r, c in zip(requests, conts)]
+                rows = [
+                    {
+                        "case_id": r.case_id,
+                        "sample": r.sample,
+                        "positions": len(c) if isinstance(c, list) else None,
+                        "kl_mean": 0.0,
+                        "kl_max": 0.0,
+                        "top1_agreement": 1.0,
+                        "first_disagreement": None,
+                        "by_construction": True,
+                    }
+                    for r, c in zip(requests, conts)
+                ]
             else:
                 be = factory(v)
                 try:

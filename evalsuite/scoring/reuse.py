@@ -23,9 +23,9 @@ import functools
 import hashlib
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Sequence
 
 from .base import Score, ScoreInput, ScorerSpec
 
@@ -45,7 +45,7 @@ def _sha(obj) -> str:
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _file_digest(path: str) -> str:
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -53,7 +53,7 @@ def _file_digest(path: str) -> str:
         return "unreadable"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def code_digest() -> str:
     """Hash of the code every scorer shares: the scoring package, the sandbox and its job runner."""
     files = set((_PACKAGE / "scoring").glob("*.py")) | set((_PACKAGE / "sandbox").rglob("*.py"))
@@ -61,7 +61,7 @@ def code_digest() -> str:
     return _sha({str(p.relative_to(_PACKAGE)): _file_digest(str(p)) for p in sorted(files)})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _environment() -> dict:
     from .. import __version__
     from ..run.models import library_identity

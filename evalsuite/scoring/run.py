@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ..backends.base import Generation
 from ..cases.caseset import Case
@@ -36,7 +36,9 @@ def load_scorers() -> list[ScorerSpec]:
     return [SCORERS.get(n) for n in SCORERS.names()]
 
 
-def score_generations(cases: Sequence[Case], generations: Iterable[Generation], baseline: str, scorers: Sequence[ScorerSpec] | None = None, cache=None) -> list[ScoreRecord]:
+def score_generations(
+    cases: Sequence[Case], generations: Iterable[Generation], baseline: str, scorers: Sequence[ScorerSpec] | None = None, cache=None
+) -> list[ScoreRecord]:
     """Per-case scores for every variant; drift scorers see the baseline's output for the same sample.
 
     With `cache` (a store.GenerationCache), a scorer whose key and input are already stored is not
@@ -81,16 +83,35 @@ def score_generations(cases: Sequence[Case], generations: Iterable[Generation], 
             try:
                 if spec.level == "output":
                     for j, inp in enumerate(inputs):
-                        scores = reuse.scores(spec, i, j, lambda: spec.fn(inp)) if reuse else spec.fn(inp)
+                        scores = reuse.scores(spec, i, j, lambda spec=spec, inp=inp: spec.fn(inp)) if reuse else spec.fn(inp)
                         for sc in scores:
-                            records.append(ScoreRecord(variant, case.id, inp.sample, case.scenario, case.kind, sc.metric, sc.value, sc.passed, sc.higher_is_better, sc.details))
+                            records.append(
+                                ScoreRecord(
+                                    variant, case.id, inp.sample, case.scenario, case.kind, sc.metric, sc.value, sc.passed, sc.higher_is_better, sc.details
+                                )
+                            )
                 elif spec.level == "case":
-                    scores = reuse.scores(spec, i, None, lambda: spec.fn(case, inputs)) if reuse else spec.fn(case, inputs)
+                    scores = reuse.scores(spec, i, None, lambda spec=spec, case=case, inputs=inputs: spec.fn(case, inputs)) if reuse else spec.fn(case, inputs)
                     for sc in scores:
-                        records.append(ScoreRecord(variant, case.id, None, case.scenario, case.kind, sc.metric, sc.value, sc.passed, sc.higher_is_better, sc.details))
+                        records.append(
+                            ScoreRecord(variant, case.id, None, case.scenario, case.kind, sc.metric, sc.value, sc.passed, sc.higher_is_better, sc.details)
+                        )
             except Exception as exc:  # noqa: BLE001 - one broken scorer must not lose the others
                 log.error("scorer %s failed on case %s (%s): %s", spec.name, case.id, variant, exc)
-                records.append(ScoreRecord(variant, case.id, None, case.scenario, case.kind, f"{spec.name}.scorer_error", None, None, True, {"error": f"{type(exc).__name__}: {exc}"}))
+                records.append(
+                    ScoreRecord(
+                        variant,
+                        case.id,
+                        None,
+                        case.scenario,
+                        case.kind,
+                        f"{spec.name}.scorer_error",
+                        None,
+                        None,
+                        True,
+                        {"error": f"{type(exc).__name__}: {exc}"},
+                    )
+                )
     if reuse:
         reuse.flush()
     records.extend(_set_level(cases, gens, variants, specs))
@@ -118,7 +139,12 @@ class _Reuse:
             log.info("score cache: dropped %d stored score(s) of older scorer versions", dropped)
         self.stored: dict[str, dict[str, str]] = {}
         for spec in specs:
-            wanted = [k for (_, case, _), keys, ck in zip(work, self.input_keys, self.case_keys) if spec.applies(case) for k in (keys if spec.level == "output" else [ck])]
+            wanted = [
+                k
+                for (_, case, _), keys, ck in zip(work, self.input_keys, self.case_keys)
+                if spec.applies(case)
+                for k in (keys if spec.level == "output" else [ck])
+            ]
             self.stored[spec.name] = cache.get_scores(self.scorer_keys[spec.name], wanted) if wanted else {}
         self.fresh: list[tuple[str, str, str]] = []
         self.reused = self.computed = 0

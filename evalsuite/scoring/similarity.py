@@ -8,7 +8,7 @@ scale; the sacreBLEU signature goes into the details so a run records exactly wh
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from .base import Score, ScoreInput, scorer
 from .textnorm import is_cjk
@@ -16,14 +16,14 @@ from .textnorm import is_cjk
 CONTEXT_CHARS = 30  #: characters of context shown each side of a divergence
 
 
-@lru_cache(maxsize=None)
+@cache
 def _chrf():
     from sacrebleu.metrics import CHRF
 
     return CHRF()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _bleu(tokenize: str):
     from sacrebleu.metrics import BLEU
 
@@ -145,8 +145,4 @@ def first_divergent_token(baseline: tuple[int, ...], variant: tuple[int, ...]) -
     i = next((k for k in range(n) if baseline[k] != variant[k]), n if len(baseline) != len(variant) else None)
     if i is None:
         return {"token_index": None}
-    return {
-        "token_index": i,
-        "baseline_token": baseline[i] if i < len(baseline) else None,
-        "variant_token": variant[i] if i < len(variant) else None,
-    }
+    return {"token_index": i, "baseline_token": baseline[i] if i < len(baseline) else None, "variant_token": variant[i] if i < len(variant) else None}

@@ -128,15 +128,7 @@ def forbidden(inp: ScoreInput) -> list[Score]:
     if not variants:
         return [Score("terminology.forbidden", None, higher_is_better=False, details={"reason": "no forbidden terms"})]
     hits = find_forbidden(inp.case, inp.text)
-    return [
-        Score(
-            "terminology.forbidden",
-            float(len(hits)),
-            passed=not hits,
-            higher_is_better=False,
-            details={"found": hits, "checked": len(variants)},
-        )
-    ]
+    return [Score("terminology.forbidden", float(len(hits)), passed=not hits, higher_is_better=False, details={"found": hits, "checked": len(variants)})]
 
 
 @scorer("terminology.dropped", scenarios=SCENARIOS)

@@ -26,9 +26,10 @@ import hashlib
 import math
 import warnings
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +73,9 @@ class MetricDelta:
     variant_value_mean: float | None = None
     noise: bool = False  #: the "variant" is a noise run of the baseline
     details: Mapping[str, Any] = field(default_factory=dict, compare=False)  #: case id -> variant score details (offending cases)
-    paired: Mapping[str, tuple[float, float]] = field(default_factory=dict, compare=False, repr=False)  #: case id -> (baseline, variant) per-case values (review waivers recompute from them)
+    paired: Mapping[str, tuple[float, float]] = field(
+        default_factory=dict, compare=False, repr=False
+    )  #: case id -> (baseline, variant) per-case values (review waivers recompute from them)
 
     @property
     def harm(self) -> float:
@@ -115,7 +118,7 @@ class NoiseFloor:
     harm: float  #: max over runs of |delta| (headline units)
 
     @classmethod
-    def empty(cls, scenario: str, metric: str) -> "NoiseFloor":
+    def empty(cls, scenario: str, metric: str) -> NoiseFloor:
         return cls(scenario, metric, (), 0, 0.0)
 
 
@@ -248,7 +251,9 @@ def bootstrap_delta_ci(base: np.ndarray, var: np.ndarray, seed: int, n_resamples
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = bootstrap((base, var), stat, paired=True, vectorized=True, n_resamples=n_resamples, confidence_level=level, method=method, rng=np.random.default_rng(seed))
+            res = bootstrap(
+                (base, var), stat, paired=True, vectorized=True, n_resamples=n_resamples, confidence_level=level, method=method, rng=np.random.default_rng(seed)
+            )
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
         if math.isfinite(lo) and math.isfinite(hi):
             return (lo, hi)
@@ -270,9 +275,13 @@ def permutation_p(base: np.ndarray, var: np.ndarray, higher_is_better: bool, see
         return np.mean(y, axis=axis) - np.mean(x, axis=axis)
 
     worse = "less" if higher_is_better else "greater"
-    res = permutation_test((base, var), stat, permutation_type="samples", vectorized=True, n_resamples=n_resamples, alternative=worse, rng=np.random.default_rng(seed))
+    res = permutation_test(
+        (base, var), stat, permutation_type="samples", vectorized=True, n_resamples=n_resamples, alternative=worse, rng=np.random.default_rng(seed)
+    )
     p_worse = float(res.pvalue)
-    res2 = permutation_test((base, var), stat, permutation_type="samples", vectorized=True, n_resamples=n_resamples, alternative="two-sided", rng=np.random.default_rng(seed))
+    res2 = permutation_test(
+        (base, var), stat, permutation_type="samples", vectorized=True, n_resamples=n_resamples, alternative="two-sided", rng=np.random.default_rng(seed)
+    )
     return (float(res2.pvalue), p_worse)
 
 
@@ -327,14 +336,33 @@ def per_case(records: Iterable[ScoreRecord]) -> dict[tuple[str, str, str], dict[
     return out
 
 
-def _compare_metric(variant: str, scenario: str, metric: str, base: dict[str, CaseAgg], var: dict[str, CaseAgg], *, noise: bool, seed: int, n_resamples: int) -> MetricDelta | None:
+def _compare_metric(
+    variant: str, scenario: str, metric: str, base: dict[str, CaseAgg], var: dict[str, CaseAgg], *, noise: bool, seed: int, n_resamples: int
+) -> MetricDelta | None:
     shared = sorted(set(base) & set(var))
     missing_v = tuple(sorted(set(base) - set(var)))
     missing_b = tuple(sorted(set(var) - set(base)))
     pass_fail = all(base[c].passes for c in shared) and all(var[c].passes for c in shared) and bool(shared)
     if not shared:
-        return MetricDelta(variant, scenario, metric, False, True, 0, math.nan, math.nan, math.nan, math.nan, math.nan, 1.0, 1.0, 1.0,
-                           missing_in_variant=missing_v, missing_in_baseline=missing_b, noise=noise)
+        return MetricDelta(
+            variant,
+            scenario,
+            metric,
+            False,
+            True,
+            0,
+            math.nan,
+            math.nan,
+            math.nan,
+            math.nan,
+            math.nan,
+            1.0,
+            1.0,
+            1.0,
+            missing_in_variant=missing_v,
+            missing_in_baseline=missing_b,
+            noise=noise,
+        )
     s = _seed_for(seed, variant, scenario, metric)
     if pass_fail:
         b = np.array([base[c].pass_share for c in shared])
@@ -372,11 +400,30 @@ def _compare_metric(variant: str, scenario: str, metric: str, base: dict[str, Ca
     ci = bootstrap_delta_ci(b, v, s, n_resamples)
     details = {c: {k: val for k, val in (var[c].details or {}).items() if k != "_failed"} for c in offending[:MAX_EVIDENCE]}
     return MetricDelta(
-        variant=variant, scenario=scenario, metric=metric, pass_fail=pass_fail, higher_is_better=hib, n=len(shared),
-        baseline_mean=float(np.mean(b)), variant_mean=float(np.mean(v)), delta=float(np.mean(v) - np.mean(b)),
-        ci_low=ci[0], ci_high=ci[1], p_value=p_two, p_worse=p_worse, p_min=p_min, pass_to_fail=p2f, fail_to_pass=f2p, worse_cases=worse,
-        missing_in_variant=missing_v, missing_in_baseline=missing_b, baseline_value_mean=bvm, variant_value_mean=vvm,
-        noise=noise, details=details, paired={c: (float(x), float(y)) for c, x, y in zip(shared, b, v)},
+        variant=variant,
+        scenario=scenario,
+        metric=metric,
+        pass_fail=pass_fail,
+        higher_is_better=hib,
+        n=len(shared),
+        baseline_mean=float(np.mean(b)),
+        variant_mean=float(np.mean(v)),
+        delta=float(np.mean(v) - np.mean(b)),
+        ci_low=ci[0],
+        ci_high=ci[1],
+        p_value=p_two,
+        p_worse=p_worse,
+        p_min=p_min,
+        pass_to_fail=p2f,
+        fail_to_pass=f2p,
+        worse_cases=worse,
+        missing_in_variant=missing_v,
+        missing_in_baseline=missing_b,
+        baseline_value_mean=bvm,
+        variant_value_mean=vvm,
+        noise=noise,
+        details=details,
+        paired={c: (float(x), float(y)) for c, x, y in zip(shared, b, v)},
     )
 
 
@@ -414,14 +461,21 @@ def _perf(info: VariantInfo, summary: Mapping | None, base: Mapping | None, reco
     ident = [r for r in records if r.variant == info.name and r.metric == "exactness.identical" and (r.value is not None or r.passed is not None)]
     vals = [float(r.value) if r.value is not None else float(bool(r.passed)) for r in ident]
     return PerfDelta(
-        variant=info.name, generations=gens, errors=errors, timeouts=timeouts,
-        error_rate=errors / gens if gens else 0.0, timeout_rate=timeouts / gens if gens else 0.0,
+        variant=info.name,
+        generations=gens,
+        errors=errors,
+        timeouts=timeouts,
+        error_rate=errors / gens if gens else 0.0,
+        timeout_rate=timeouts / gens if gens else 0.0,
         baseline_error_rate=int(bs.get("errors") or 0) / bgens if bgens else 0.0,
         baseline_timeout_rate=int(bs.get("timeouts") or 0) / bgens if bgens else 0.0,
         latency_p95_ratio=_ratio(s.get("latency_p95_s"), bs.get("latency_p95_s")),
         tokens_per_s_ratio=_ratio(s.get("tokens_per_s_median"), bs.get("tokens_per_s_median")),
         peak_memory_ratio=_ratio(s.get("peak_memory_mb"), bs.get("peak_memory_mb")),
-        speculative=info.speculative, exactness=float(np.mean(vals)) if vals else None, exactness_n=len(vals), noise=info.noise,
+        speculative=info.speculative,
+        exactness=float(np.mean(vals)) if vals else None,
+        exactness_n=len(vals),
+        noise=info.noise,
     )
 
 
@@ -464,7 +518,9 @@ def compare_records(
             if d is not None:
                 deltas.append(d)
                 if d.missing_in_variant and d.n:
-                    warn.append(f"{info.name} {s}/{m}: {len(d.missing_in_variant)} case(s) scored on the baseline only, not paired: {', '.join(d.missing_in_variant[:5])}")
+                    warn.append(
+                        f"{info.name} {s}/{m}: {len(d.missing_in_variant)} case(s) scored on the baseline only, not paired: {', '.join(d.missing_in_variant[:5])}"
+                    )
         perf_out.append(_perf(info, perf.get(info.name), perf.get(baseline), records))
     if timing:  # interleaved timing blocks (evalsuite.perf): paired ratios with intervals replace the sequential ones
         from ..perf.verdict import apply_timing
@@ -473,10 +529,18 @@ def compare_records(
     if not complete:
         problems.append("the run is incomplete (status.json says complete: false); resume it first")
     return Comparison(
-        run_id=run_id, baseline=baseline,
-        variants=tuple(v.name for v in others if not v.noise), noise_runs=tuple(v.name for v in others if v.noise),
-        deltas=tuple(deltas), perf=tuple(perf_out), scenarios=scenarios, complete=complete,
-        problems=tuple(problems), warnings=tuple(warn), seed=seed, outputs=dict(outputs or {}),
+        run_id=run_id,
+        baseline=baseline,
+        variants=tuple(v.name for v in others if not v.noise),
+        noise_runs=tuple(v.name for v in others if v.noise),
+        deltas=tuple(deltas),
+        perf=tuple(perf_out),
+        scenarios=scenarios,
+        complete=complete,
+        problems=tuple(problems),
+        warnings=tuple(warn),
+        seed=seed,
+        outputs=dict(outputs or {}),
     )
 
 
@@ -500,15 +564,24 @@ def compare_run(store, *, seed: int = DEFAULT_SEED, n_resamples: int = N_BOOTSTR
     """Compare a stored run (scores.jsonl, variants.json, generations.jsonl) with its baseline."""
     records = store.scores()
     infos = variant_infos(store)
-    present = {r.variant for r in records} | set((store.read_json("variants.json", {}) or {}))
+    present = {r.variant for r in records} | set(store.read_json("variants.json", {}) or {})
     infos = [i for i in infos if i.baseline or i.name in present]  # variants not run (--variants) are not compared
     outputs: dict[tuple[str, str], str] = {}
     for g in store.generations():
         if g.sample == 0:
             outputs[(g.variant, g.case_id)] = g.text if g.ok else f"<error: {g.error}>"
     status = store.read_json("status.json", {}) or {}
-    return compare_records(records, infos, perf=store.read_json("variants.json", {}) or {}, outputs=outputs, run_id=store.run_id,
-                           complete=bool(status.get("complete", False)), seed=seed, n_resamples=n_resamples, timing=store.read_json("timing.json"))
+    return compare_records(
+        records,
+        infos,
+        perf=store.read_json("variants.json", {}) or {},
+        outputs=outputs,
+        run_id=store.run_id,
+        complete=bool(status.get("complete", False)),
+        seed=seed,
+        n_resamples=n_resamples,
+        timing=store.read_json("timing.json"),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -540,8 +613,12 @@ def format_comparison(cmp: Comparison, console) -> None:
             bad = d.harm > 0 and d.p_worse < 0.05
             delta = f"{_fmt(d.delta, '{:+.3f}')} [{_fmt(d.ci_low, '{:+.2f}')}, {_fmt(d.ci_high, '{:+.2f}')}]"
             t.add_row(
-                f"{d.scenario}/{d.metric}" + ("" if d.pass_fail else " (mean)"), str(d.n), _fmt(d.baseline_mean), _fmt(d.variant_mean),
-                f"[red]{delta}[/red]" if bad else delta, _p(d.p_value),
+                f"{d.scenario}/{d.metric}" + ("" if d.pass_fail else " (mean)"),
+                str(d.n),
+                _fmt(d.baseline_mean),
+                _fmt(d.variant_mean),
+                f"[red]{delta}[/red]" if bad else delta,
+                _p(d.p_value),
                 f"{len(d.pass_to_fail)}/{len(d.fail_to_pass)}" if d.pass_fail else "-",
                 "-" if noise or not nf.runs else f"{nf.flips}/{nf.harm:.2f}",
             )
@@ -552,8 +629,16 @@ def format_comparison(cmp: Comparison, console) -> None:
     for col in ("variant", "gens", "error rate", "timeout rate", "latency p95 x", "tokens/s x", "peak mem x", "exactness"):
         t.add_column(col)
     for p in cmp.perf:
-        t.add_row(p.variant + (" (noise)" if p.noise else ""), str(p.generations), _fmt(p.error_rate), _fmt(p.timeout_rate), ratio_cell(p, "latency_p95_ratio"),
-                  ratio_cell(p, "tokens_per_s_ratio"), _fmt(p.peak_memory_ratio, "{:.2f}"), _fmt(p.exactness) + (f" (n={p.exactness_n})" if p.exactness is not None else ""))
+        t.add_row(
+            p.variant + (" (noise)" if p.noise else ""),
+            str(p.generations),
+            _fmt(p.error_rate),
+            _fmt(p.timeout_rate),
+            ratio_cell(p, "latency_p95_ratio"),
+            ratio_cell(p, "tokens_per_s_ratio"),
+            _fmt(p.peak_memory_ratio, "{:.2f}"),
+            _fmt(p.exactness) + (f" (n={p.exactness_n})" if p.exactness is not None else ""),
+        )
     console.print(t)
     for w in cmp.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)

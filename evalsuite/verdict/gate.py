@@ -20,9 +20,10 @@ from __future__ import annotations
 import difflib
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import EvalsuiteError
 from .compare import Comparison, MetricDelta, compare_run
@@ -181,7 +182,9 @@ def _evidence(cmp: Comparison, d: MetricDelta) -> tuple[tuple[str, ...], tuple[s
     diffs = []
     for c in cases[:MAX_DIFFS]:
         detail = d.details.get(c) or {}
-        hint = ", ".join(f"{k}={v}" for k, v in detail.items() if k in ("missing", "invalid", "hits", "canaries", "reason", "error", "status", "not_gold", "phrase") and v)
+        hint = ", ".join(
+            f"{k}={v}" for k, v in detail.items() if k in ("missing", "invalid", "hits", "canaries", "reason", "error", "status", "not_gold", "phrase") and v
+        )
         diffs.append(f"{c}: {short_diff(cmp.output(cmp.baseline, c), cmp.output(d.variant, c))}" + (f"  [{hint[:160]}]" if hint else ""))
     return cases, tuple(diffs)
 
@@ -258,10 +261,23 @@ def gate(comparison: Comparison, rubric: Rubric | StageRubric, stage: str = "pro
         problems += [f"rule {r.rule}: {r.variant}: cannot judge: {r.note}" for r in results if r.status == "cannot_judge" and r.severity == "block"]
     judgeable = not problems
     passed = judgeable and not any(r.status == "fail" for r in results)
-    return Verdict(passed, judgeable, sr.stage, sr.path, comparison.run_id, comparison.baseline, tuple(judged), tuple(results), tuple(dict.fromkeys(problems)), tuple(notes))
+    return Verdict(
+        passed,
+        judgeable,
+        sr.stage,
+        sr.path,
+        comparison.run_id,
+        comparison.baseline,
+        tuple(judged),
+        tuple(results),
+        tuple(dict.fromkeys(problems)),
+        tuple(notes),
+    )
 
 
-def _judge_metric_rule(cmp: Comparison, rule: MetricRule, variant: str, deltas: list[MetricDelta], idx: list[int], adjusted: dict, ri: int, problems: list[str]) -> RuleResult:
+def _judge_metric_rule(
+    cmp: Comparison, rule: MetricRule, variant: str, deltas: list[MetricDelta], idx: list[int], adjusted: dict, ri: int, problems: list[str]
+) -> RuleResult:
     if not idx:
         where = "any scenario" if "*" in rule.scenarios else "/".join(rule.scenarios)
         present = "*" in rule.scenarios or any(s in cmp.scenarios for s in rule.scenarios)
@@ -278,7 +294,11 @@ def _judge_metric_rule(cmp: Comparison, rule: MetricRule, variant: str, deltas: 
         reason = rule.fails(d, noise, p_adj)
         if reason:
             cases, diffs = _evidence(cmp, d)
-            violations.append(Violation(rule.name, rule.severity, variant, d.scenario, d.metric, f"{d.scenario}/{d.metric}: {reason}", _numbers(d, noise, p_adj), cases, diffs))
+            violations.append(
+                Violation(
+                    rule.name, rule.severity, variant, d.scenario, d.metric, f"{d.scenario}/{d.metric}: {reason}", _numbers(d, noise, p_adj), cases, diffs
+                )
+            )
     status = ("fail" if rule.severity == "block" else "warn") if violations else "pass"
     checked = ", ".join(f"{deltas[i].scenario}/{deltas[i].metric}" for i in idx)
     return RuleResult(variant, rule.name, rule.severity, status, tuple(violations), note=f"checked {checked}")
@@ -328,7 +348,9 @@ def resolve_rubric_path(store, rubric_path: str | Path | None) -> Path:
     return default_rubric_path()
 
 
-def gate_run(store, rubric_path: str | Path | None = None, stage: str = "production", *, judge_noise: bool = False, queue: str | Path | None = None, flag: bool = False) -> Verdict:
+def gate_run(
+    store, rubric_path: str | Path | None = None, stage: str = "production", *, judge_noise: bool = False, queue: str | Path | None = None, flag: bool = False
+) -> Verdict:
     """Compare a stored run and judge it, with the review queue's verdicts when a queue exists
     (the demo's and the plugin's entry point); `flag`: first flag the run's differences into it."""
     from ..review.api import reviews_for_run
@@ -357,7 +379,9 @@ def _adaptive_gate_run(store, rubric: Rubric, stage: str, judge_noise: bool, que
     merged = apply_reviews(cmp, replace(reviews, accepted={}), lambda _c: verdict, rubric.for_stage(stage))
     if reviews.accepted:
         n = sum(len(c) for c in reviews.accepted.values())
-        merged = replace(merged, notes=merged.notes + (f"review: {n} accepted output(s) not waived: an adaptive run's sequential decision uses every generated case",))
+        merged = replace(
+            merged, notes=merged.notes + (f"review: {n} accepted output(s) not waived: an adaptive run's sequential decision uses every generated case",)
+        )
     return merged
 
 
@@ -394,16 +418,29 @@ def format_verdict(verdict: Verdict, console) -> None:
     if not verdict.judgeable:
         console.print(f"[bold yellow]CANNOT JUDGE[/bold yellow] run {verdict.run_id} (stage {verdict.stage})")
     elif verdict.passed and verdict.needs_review:
-        console.print(f"[bold yellow]NEEDS REVIEW[/bold yellow] run {verdict.run_id}: no rule failed, but {verdict.review.get('open')} flagged output(s) await review (max_open {verdict.review.get('max_open')}), stage {verdict.stage}")
+        console.print(
+            f"[bold yellow]NEEDS REVIEW[/bold yellow] run {verdict.run_id}: no rule failed, but {verdict.review.get('open')} flagged output(s) await review (max_open {verdict.review.get('max_open')}), stage {verdict.stage}"
+        )
     elif verdict.passed:
-        console.print(f"[bold green]PASS[/bold green] run {verdict.run_id}: {len(verdict.variants)} variant(s) vs {verdict.baseline}, stage {verdict.stage}, rubric {verdict.rubric}")
+        console.print(
+            f"[bold green]PASS[/bold green] run {verdict.run_id}: {len(verdict.variants)} variant(s) vs {verdict.baseline}, stage {verdict.stage}, rubric {verdict.rubric}"
+        )
     else:
-        console.print(f"[bold red]REGRESSION[/bold red] run {verdict.run_id}: {len(verdict.violations)} violation(s), stage {verdict.stage}, rubric {verdict.rubric}")
+        console.print(
+            f"[bold red]REGRESSION[/bold red] run {verdict.run_id}: {len(verdict.violations)} violation(s), stage {verdict.stage}, rubric {verdict.rubric}"
+        )
     t = Table(title="rules", title_justify="left", pad_edge=False)
     t.add_column("rule", no_wrap=True)
     for variant in verdict.variants:
         t.add_column(variant, no_wrap=True)
-    style = {"pass": "[green]ok[/green]", "fail": "[red]FAIL[/red]", "warn": "[yellow]warn[/yellow]", "skip": "[dim]n/a[/dim]", "missing": "[yellow]missing[/yellow]", "cannot_judge": "[yellow]cannot judge[/yellow]"}
+    style = {
+        "pass": "[green]ok[/green]",
+        "fail": "[red]FAIL[/red]",
+        "warn": "[yellow]warn[/yellow]",
+        "skip": "[dim]n/a[/dim]",
+        "missing": "[yellow]missing[/yellow]",
+        "cannot_judge": "[yellow]cannot judge[/yellow]",
+    }
     for rule in dict.fromkeys(r.rule for r in verdict.results):
         row = [rule]
         for variant in verdict.variants:
@@ -428,7 +465,18 @@ def write_verdict_json(verdict: Verdict, path: str | Path) -> None:
     atomic_write_text(Path(path), json.dumps(verdict.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
 
 
-def cli_gate(run: str, runs_dir: str | Path, rubric_path: str | Path | None, stage: str, json_out: str | Path | None, console, *, flag: bool = False, queue: str | Path | None = None, verbose: bool = True) -> int:
+def cli_gate(
+    run: str,
+    runs_dir: str | Path,
+    rubric_path: str | Path | None,
+    stage: str,
+    json_out: str | Path | None,
+    console,
+    *,
+    flag: bool = False,
+    queue: str | Path | None = None,
+    verbose: bool = True,
+) -> int:
     """`evalsuite gate RUN`: print the verdict (the full evidence with `verbose`, else one line per
     rule: evalsuite.report.terminal); 0 pass, 1 regression, 2 cannot judge, 3 needs review."""
     from ..run.store import RunStore
@@ -439,7 +487,9 @@ def cli_gate(run: str, runs_dir: str | Path, rubric_path: str | Path | None, sta
             from ..yamlio import atomic_write_text
 
             Path(json_out).parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(Path(json_out), json.dumps({"passed": False, "judgeable": False, "exit_code": 2, "stage": stage, "problems": [msg]}, indent=2) + "\n")
+            atomic_write_text(
+                Path(json_out), json.dumps({"passed": False, "judgeable": False, "exit_code": 2, "stage": stage, "problems": [msg]}, indent=2) + "\n"
+            )
         return 2
 
     try:

@@ -80,8 +80,10 @@ def tables(alpha: float = 0.05, sizes=SIZES, noise=NOISE, family: int = 8) -> st
         cells = [power(n, 0.10, q, alpha, 1) for q in noise] + [power(n, 0.10, 0.02, alpha, family)]
         out.append(f"| {n} | " + " | ".join(f"{x:.2f}" for x in cells) + " |")
     out.append("")
-    out.append(f"Fewest pass->fail flips (none the other way) that can be significant: {min_flips(alpha=alpha, k=1)} at alpha={alpha}, "
-               f"{min_flips(alpha=alpha, k=family)} at alpha/{family}.")
+    out.append(
+        f"Fewest pass->fail flips (none the other way) that can be significant: {min_flips(alpha=alpha, k=1)} at alpha={alpha}, "
+        f"{min_flips(alpha=alpha, k=family)} at alpha/{family}."
+    )
     return "\n".join(out)
 
 

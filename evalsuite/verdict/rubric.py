@@ -42,9 +42,10 @@ from __future__ import annotations
 
 import fnmatch
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..errors import EvalsuiteError
 from ..yamlio import LineMap, load_yaml
@@ -123,7 +124,9 @@ class MetricRule:
         if self.max_drop is not None and delta.harm > self.max_drop + 1e-12:
             relative.append(f"drop {delta.harm:.3f} > max_drop {self.max_drop:g} (baseline {delta.baseline_mean:.3f} -> {delta.variant_mean:.3f})")
         if self.max_drop_rel is not None and delta.rel_harm > self.max_drop_rel + 1e-12:
-            relative.append(f"relative drop {100 * delta.rel_harm:.1f}% > max_drop_rel {100 * self.max_drop_rel:g}% (baseline {delta.baseline_mean:.3f} -> {delta.variant_mean:.3f})")
+            relative.append(
+                f"relative drop {100 * delta.rel_harm:.1f}% > max_drop_rel {100 * self.max_drop_rel:g}% (baseline {delta.baseline_mean:.3f} -> {delta.variant_mean:.3f})"
+            )
         if self.max_flips is not None and delta.pass_fail and delta.flips > self.max_flips:
             relative.append(f"{delta.flips} pass->fail flip(s) > max_flips {self.max_flips} ({len(delta.fail_to_pass)} fail->pass)")
         if relative and self.alpha is not None:
@@ -190,14 +193,26 @@ class VariantRule:
             r.append(f"error rate {perf.error_rate:.3f} ({perf.errors}/{perf.generations}) > max_error_rate {self.max_error_rate:g}")
         if self.max_timeout_rate is not None and perf.timeout_rate > self.max_timeout_rate + 1e-12:
             r.append(f"timeout rate {perf.timeout_rate:.3f} ({perf.timeouts}/{perf.generations}) > max_timeout_rate {self.max_timeout_rate:g}")
-        if "max_latency_p95_ratio" not in ci and self.max_latency_p95_ratio is not None and perf.latency_p95_ratio is not None and perf.latency_p95_ratio > self.max_latency_p95_ratio:
+        if (
+            "max_latency_p95_ratio" not in ci
+            and self.max_latency_p95_ratio is not None
+            and perf.latency_p95_ratio is not None
+            and perf.latency_p95_ratio > self.max_latency_p95_ratio
+        ):
             r.append(f"latency p95 x{perf.latency_p95_ratio:.2f} of the baseline > max_latency_p95_ratio {self.max_latency_p95_ratio:g}")
-        if "min_tokens_per_s_ratio" not in ci and self.min_tokens_per_s_ratio is not None and perf.tokens_per_s_ratio is not None and perf.tokens_per_s_ratio < self.min_tokens_per_s_ratio:
+        if (
+            "min_tokens_per_s_ratio" not in ci
+            and self.min_tokens_per_s_ratio is not None
+            and perf.tokens_per_s_ratio is not None
+            and perf.tokens_per_s_ratio < self.min_tokens_per_s_ratio
+        ):
             r.append(f"tokens/s x{perf.tokens_per_s_ratio:.2f} of the baseline < min_tokens_per_s_ratio {self.min_tokens_per_s_ratio:g}")
         if self.max_peak_memory_ratio is not None and perf.peak_memory_ratio is not None and perf.peak_memory_ratio > self.max_peak_memory_ratio:
             r.append(f"peak memory x{perf.peak_memory_ratio:.2f} of the baseline > max_peak_memory_ratio {self.max_peak_memory_ratio:g}")
         if self.min_exactness is not None and perf.speculative and perf.exactness is not None and perf.exactness < self.min_exactness:
-            r.append(f"speculative exactness {perf.exactness:.3f} (share identical to the baseline, n={perf.exactness_n}) < min_exactness {self.min_exactness:g}")
+            r.append(
+                f"speculative exactness {perf.exactness:.3f} (share identical to the baseline, n={perf.exactness_n}) < min_exactness {self.min_exactness:g}"
+            )
         return "; ".join(r) or None
 
     def undecided(self, perf: Any, noise: Any = ()) -> str | None:
@@ -307,7 +322,9 @@ def _build_rule(ctx: _Ctx, raw: Any, path: tuple, index: int, alpha: float) -> R
     variant_keys = set(raw) & _VARIANT_FIELDS
     if "metric" in raw or metric_keys - {"scenario"}:
         if variant_keys:
-            ctx.add(path + (sorted(variant_keys)[0],), who, sorted(variant_keys)[0], "variant-level fields cannot be mixed with a metric rule; make a separate rule")
+            ctx.add(
+                path + (sorted(variant_keys)[0],), who, sorted(variant_keys)[0], "variant-level fields cannot be mixed with a metric rule; make a separate rule"
+            )
             return None
         metric = raw.get("metric")
         if not isinstance(metric, str) or not metric:
@@ -343,14 +360,33 @@ def _build_rule(ctx: _Ctx, raw: Any, path: tuple, index: int, alpha: float) -> R
             ctx.add(path, who, "(checks)", "a metric rule needs at least one of min, max, max_drop, max_drop_rel, max_flips")
             ok = False
         if (rule_alpha is not None or raw.get("above_noise")) and not any(vals.get(k) is not None for k in ("max_drop", "max_drop_rel", "max_flips")):
-            ctx.add(path, who, "require_significance" if rule_alpha is not None else "above_noise", "qualifies max_drop, max_drop_rel or max_flips; the rule has none")
+            ctx.add(
+                path,
+                who,
+                "require_significance" if rule_alpha is not None else "above_noise",
+                "qualifies max_drop, max_drop_rel or max_flips; the rule has none",
+            )
             ok = False
         if not ok:
             return None
-        return MetricRule(name=name, scenarios=scen_t, metric=metric, alpha=rule_alpha, above_noise=bool(raw.get("above_noise", False)),
-                          severity=sev, required=bool(raw.get("required", False)), description=desc, **vals)
+        return MetricRule(
+            name=name,
+            scenarios=scen_t,
+            metric=metric,
+            alpha=rule_alpha,
+            above_noise=bool(raw.get("above_noise", False)),
+            severity=sev,
+            required=bool(raw.get("required", False)),
+            description=desc,
+            **vals,
+        )
     if not variant_keys:
-        ctx.add(path, who, "(checks)", f"a rule needs `metric` (with min/max/max_drop/max_drop_rel/max_flips) or a variant-level field ({', '.join(sorted(_VARIANT_FIELDS))})")
+        ctx.add(
+            path,
+            who,
+            "(checks)",
+            f"a rule needs `metric` (with min/max/max_drop/max_drop_rel/max_flips) or a variant-level field ({', '.join(sorted(_VARIANT_FIELDS))})",
+        )
         return None
     vals = {}
     for k in sorted(variant_keys):
@@ -423,7 +459,12 @@ def parse_rubric(data: Any, file: str = "<rubric>", lines: LineMap | None = None
                 import difflib
 
                 close = difflib.get_close_matches(str(rname), list(names), n=1)
-                ctx.add(("stages", stage, "rules", rname), str(rname), f"stages.{stage}.rules", f"no base rule named {rname!r}{' (did you mean ' + repr(close[0]) + '?)' if close else ''}")
+                ctx.add(
+                    ("stages", stage, "rules", rname),
+                    str(rname),
+                    f"stages.{stage}.rules",
+                    f"no base rule named {rname!r}{' (did you mean ' + repr(close[0]) + '?)' if close else ''}",
+                )
             elif not isinstance(ov, dict):
                 ctx.add(("stages", stage, "rules", rname), str(rname), f"stages.{stage}.rules.{rname}", "expected a mapping of field overrides")
         rules: list[Rule] = []

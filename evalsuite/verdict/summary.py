@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..scoring.base import ScoreRecord
 
@@ -22,10 +22,7 @@ def pass_rates(records: Iterable[ScoreRecord], variant: str) -> list[dict]:
                 a = agg[(scen, case.kind, metric)]
                 a[0] += 1
                 a[1] += int(case.passed)
-    return [
-        {"scenario": s, "kind": k, "metric": m, "cases": n, "passed": p, "rate": p / n}
-        for (s, k, m), (n, p) in sorted(agg.items())
-    ]
+    return [{"scenario": s, "kind": k, "metric": m, "cases": n, "passed": p, "rate": p / n} for (s, k, m), (n, p) in sorted(agg.items())]
 
 
 def markdown_table(rows: list[dict]) -> str:
