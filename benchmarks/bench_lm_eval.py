@@ -45,7 +45,7 @@ def run(quick: bool = False) -> list[Row]:
     from lm_eval.tasks import TaskManager
     from transformers import AutoTokenizer
 
-    from evalsuite.run.models import ensure_embedded_model
+    from evalsuite.models import ensure_embedded_model
     from evalsuite.run.prompting import build_requests
     from evalsuite.run.runner import RunOptions, run_suite
 

@@ -38,7 +38,7 @@ def plain_loop(model_dir, reqs, batch_size: int, max_new_tokens: int) -> tuple[f
 
 
 def run(quick: bool = False) -> list[Row]:
-    from evalsuite.run.models import ensure_embedded_model
+    from evalsuite.models import ensure_embedded_model
     from evalsuite.run.prompting import build_requests
     from evalsuite.run.runner import RunOptions, run_suite
 

@@ -169,7 +169,7 @@ def run_demo(
         f"[bold]evalsuite demo[/bold]: suite {suite.name} ({suite_path}), profile {profile}" + (f" ({limit} cases per scenario)" if limit else " (every case)")
     )
     if any(v.backend == "transformers" and v.model in (None, "", "embedded") for v in suite.variants):
-        from .run.models import embedded_model_dir, ensure_embedded_model
+        from .models import embedded_model_dir, ensure_embedded_model
 
         if not (embedded_model_dir() / "evalsuite-source.json").is_file():
             console.print("first run: converting the embedded model to safetensors (about 30 s, once)")

@@ -254,14 +254,14 @@ class HTTPBackend:
             if src == "(served model)":
                 src = str(self._serve_model_path())
             elif src == "embedded":
-                from ..run import models
+                from .. import models
 
                 src = str(models.resolve_model_dir("embedded"))
             self._renderer = PromptRenderer(src)
         return self._renderer
 
     def _serve_model_path(self) -> Path:
-        from ..run import models
+        from .. import models
 
         assert self.serve_spec is not None
         if self.serve_spec["launcher"] == "llama_cpp":
@@ -358,7 +358,7 @@ class HTTPBackend:
     def identity(self) -> dict:
         """What the outputs depend on beyond the variant's settings (the server's side)."""
         if self._identity is None:
-            from ..run import models
+            from .. import models
 
             if self.serve_spec:
                 spec = {k: v for k, v in self.serve_spec.items() if k != "startup_timeout_s"}

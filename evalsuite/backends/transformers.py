@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import EvalsuiteError, MissingExtraError
-from ..run import models
+from .. import models
 from .base import Generation, Request, check_options
 
 # Library noise that would bury the runner's progress bars: optional kernels that are absent on

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EvalsuiteError, MissingExtraError
-from ..run import models
+from .. import models
 from .base import Generation, Request, check_options
 
 _PASSED = ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs", "enforce_eager", "seed")

@@ -64,7 +64,7 @@ def code_digest() -> str:
 @functools.cache
 def _environment() -> dict:
     from .. import __version__
-    from ..run.models import library_identity
+    from ..models import library_identity
 
     return {"evalsuite": __version__, "python": list(sys.version_info[:2]), "libraries": library_identity(*_LIBRARIES), "code": code_digest()}
 

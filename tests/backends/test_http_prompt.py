@@ -52,7 +52,7 @@ def test_plain_prompt_and_template_errors(tmp_path):
 def test_the_embedded_template_renders_as_transformers_does():
     from transformers import AutoTokenizer
 
-    from evalsuite.run.models import ensure_embedded_model
+    from evalsuite.models import ensure_embedded_model
 
     model_dir = ensure_embedded_model()
     tok = AutoTokenizer.from_pretrained(model_dir)

@@ -1,4 +1,4 @@
-"""evalsuite.run.models: the embedded model's cache, identity hashing, quantization settings (no real model)."""
+"""evalsuite.models: the embedded model's cache, identity hashing, quantization settings (no real model)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evalsuite.run import models
+from evalsuite import models
 from evalsuite.errors import EvalsuiteError, MissingExtraError
 
 REPO = Path(__file__).resolve().parents[2]

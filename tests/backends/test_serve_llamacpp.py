@@ -65,7 +65,7 @@ def test_the_gguf_is_served_and_greedy_is_verified(gguf_backend):
         assert g.extra["settings_check"]["status"] == "verified", g.extra["settings_check"]
     assert "france" in gens[0].text.lower()
     assert be.model == be.server.model_name == "SmolLM2-135M-Instruct.Q4_1"
-    from evalsuite.run import models
+    from evalsuite import models
 
     assert be.identity()["weights"] == {"gguf_sha256": models.file_sha256(models.embedded_gguf_path())}
 

@@ -26,7 +26,7 @@ needs_model = pytest.mark.skipif(not _embedded_available(), reason="the embedded
 
 @needs_model
 def test_embedded_model_loads_from_the_cache():
-    from evalsuite.run.models import embedded_model_dir, ensure_embedded_model, model_dir_identity
+    from evalsuite.models import embedded_model_dir, ensure_embedded_model, model_dir_identity
 
     d = ensure_embedded_model()  # converts once if needed
     t0 = time.perf_counter()
