@@ -8,9 +8,10 @@ Options (under a variant's `options`, usually set once on the baseline and inher
 - `cache_dir`: where converted/quantized models live (default $EVALSUITE_CACHE_DIR or ~/.cache/evalsuite)
 - `trust_remote_code`: not supported (a suite must not run code shipped with a model)
 
-Variant fields used: `model` (directory or "embedded"), `quantization` (bnb 8/4-bit, gptq) and
-`speculative` (`{method: prompt_lookup, num_tokens: 10}` or `{method: draft, model: DIR,
-draft: {quantization: {...}}, num_tokens: 5}`).
+Variant fields used: `model` (a directory, a hub id with `revision`, or "embedded"),
+`quantization` (bnb 8/4-bit, gptq, awq, compressed-tensors, llm-compressor, torchao, hqq:
+evalsuite.models.formats) and `speculative` (`{method: prompt_lookup, num_tokens: 10}` or
+`{method: draft, model: DIR_OR_ID, revision: REV, draft: {quantization: {...}}, num_tokens: 5}`).
 
 Sampling (temperature > 0) is done by a per-row logits processor with a torch.Generator seeded
 from `Request.sample_seed()`, so a sample depends on its seed only, not on which other requests
@@ -30,8 +31,9 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import EvalsuiteError, MissingExtraError
 from .. import models
+from ..errors import EvalsuiteError, MissingExtraError
+from ..models import awq, formats, ondemand
 from .base import Generation, Request, check_options
 
 # Library noise that would bury the runner's progress bars: optional kernels that are absent on
@@ -137,7 +139,7 @@ class TransformersBackend:
         self.tokenizer = None
         self.draft = None
         self._identity: dict | None = None
-        self._model_dir: Path | None = None
+        self._resolved: models.ResolvedModel | None = None
         self._rss_reset = False
         self._rss_after_load: float | None = None
         self._model_mb: float | None = None
@@ -171,34 +173,49 @@ class TransformersBackend:
         return _DTYPES[dtype]
 
     @property
-    def model_dir(self) -> Path:
-        if self._model_dir is None:
-            self._model_dir = models.resolve_model_dir(self.variant.model, self.cache_dir)
-        return self._model_dir
+    def resolved(self) -> models.ResolvedModel:
+        """The baseline weights' directory and where it came from (a hub id resolves to a cached snapshot)."""
+        if self._resolved is None:
+            self._resolved = models.resolve_model(self.variant.model, getattr(self.variant, "revision", None), self.cache_dir)
+        return self._resolved
 
-    def _draft_spec(self) -> tuple[Path, dict | None]:
+    @property
+    def model_dir(self) -> Path:
+        return self.resolved.path
+
+    def _draft_spec(self) -> tuple[Path, dict | None, dict | None]:
+        """The draft model's directory, its quantization, and its hub source (None unless from the hub)."""
         draft = dict(self.speculative.get("draft") or {})
         model = self.speculative.get("model") or draft.get("model")
-        draft_dir = models.resolve_model_dir(model, self.cache_dir) if model else self.model_dir
-        return draft_dir, draft.get("quantization")
+        if not model:
+            return self.model_dir, draft.get("quantization"), None
+        revision = self.speculative.get("revision") or draft.get("revision")
+        resolved = models.resolve_model(model, revision, self.cache_dir, field="speculative.model")
+        return resolved.path, draft.get("quantization"), resolved.identity() if resolved.source == "hub" else None
 
     def weights_identity(self) -> dict:
-        """What the loaded weights are: file hashes, derived checkpoints, device, dtype, libraries."""
+        """What the loaded weights are: file hashes, hub commit, derived checkpoints, device, dtype, libraries."""
         if self._identity is None:
             libs = ["torch", "transformers"]
             ident: dict = {"model": models.model_dir_identity(self.model_dir, self.cache_dir), "device": self.device.split(":")[0], "dtype": self.dtype_name}
-            if self.quant_method == "bnb":
-                libs.append("bitsandbytes")
-            elif self.quant_method == "gptq":
-                libs.append("gptqmodel")
-                _, ident["gptq"], _, _ = models.gptq_plan(self.model_dir, self.variant.quantization, self.cache_dir)
-                ident["gptq"]["kernel"] = self._gptq_kernel(self.variant.quantization) or "auto"
+            if self.resolved.source == "hub":  # the commit a branch pointed to: a moved branch is a new variant
+                ident["source"] = self.resolved.identity()
+            q = self.variant.quantization
+            if self.quant_method:
+                libs.extend(formats.LIBRARIES[self.quant_method])
+            if self.quant_method == "gptq":
+                _, ident["gptq"], _, _ = models.gptq_plan(self.model_dir, q, self.cache_dir)
+                ident["gptq"]["kernel"] = self._gptq_kernel(q) or "auto"
+            elif self.quant_method not in (None, "bnb"):
+                ident[self.quant_method] = formats.identity(self.quant_method, self.model_dir, q, self.cache_dir, self.device, self.dtype_name)
             if self.spec_method == "draft":
-                draft_dir, draft_q = self._draft_spec()
+                draft_dir, draft_q, draft_source = self._draft_spec()
                 ident["draft"] = {"model": models.model_dir_identity(draft_dir, self.cache_dir), "quantization": draft_q}
-                if draft_q and models.quantization_method(draft_q) == "bnb":
-                    libs.append("bitsandbytes")
-            ident["libraries"] = models.library_identity(*libs)
+                if draft_source:
+                    ident["draft"]["source"] = draft_source
+                if models.quantization_method(draft_q):
+                    libs.extend(formats.LIBRARIES[models.quantization_method(draft_q)])
+            ident["libraries"] = models.library_identity(*dict.fromkeys(libs))
             self._identity = ident
         return self._identity
 
@@ -210,18 +227,44 @@ class TransformersBackend:
         from transformers import AutoModelForCausalLM
 
         method = models.quantization_method(quantization)
-        device_map = {"": self.device if self.device != "cuda" else "cuda:0"}
         if method == "gptq":
             return self._load_gptq(model_dir, quantization)
-        kwargs: dict = {"dtype": self.dtype, "device_map": device_map}
+        source, kwargs = self._load_kwargs(model_dir, quantization, method)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(str(source), **kwargs)
+        except Exception as exc:
+            if method not in formats.CHECKPOINT_METHODS and method != "torchao":
+                raise
+            raise EvalsuiteError(
+                f"variant {self.variant.name!r}: loading the {method} model {source} on {self.device} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        if method == "hqq":
+            ondemand.apply_hqq(model, ondemand.hqq_settings(quantization), self.dtype, self.device if self.device != "cuda" else "cuda:0")
+        model.eval()
+        return model
+
+    def _load_kwargs(self, model_dir: Path, quantization: dict | None, method: str | None) -> tuple[Path, dict]:
+        """What `from_pretrained` loads (the baseline, or a quantized checkpoint) and with which arguments."""
+        kwargs: dict = {"dtype": self.dtype, "device_map": {"": self.device if self.device != "cuda" else "cuda:0"}}
+        source = model_dir
         if method == "bnb":
             kwargs["quantization_config"] = models.bnb_config(quantization)
             models.require("accelerate", "bitsandbytes quantization", "bnb", "accelerate")
+        elif method == "torchao":
+            kwargs["quantization_config"] = ondemand.torchao_config(ondemand.torchao_settings(quantization or {}, self.device, self.dtype_name))
+        elif method in formats.CHECKPOINT_METHODS:
+            if why := formats.missing_requirement(quantization):
+                raise EvalsuiteError(f"variant {self.variant.name!r}: quantization {method} {why}")
+            source = formats.checkpoint_dir(method, model_dir, quantization or {}, self.cache_dir)
+            if method == "awq":
+                awq.check_device(source, self.device)
+            else:  # weight-only schemes load dequantized: the same outputs, without re-quantizing every weight at every step
+                from transformers import CompressedTensorsConfig
+
+                kwargs["quantization_config"] = CompressedTensorsConfig(dequantize=formats.weight_only(source))
         elif self.device == "cpu":
             kwargs.pop("device_map")  # plain CPU load: no accelerate dispatch needed
-        model = AutoModelForCausalLM.from_pretrained(str(model_dir), **kwargs)
-        model.eval()
-        return model
+        return source, kwargs
 
     def _load_gptq(self, model_dir: Path, quantization: dict):
         models.require("gptqmodel", "GPTQ quantization", "gptq", "gptqmodel")
@@ -276,7 +319,7 @@ class TransformersBackend:
         self.tokenizer = tok
         self.model = self._load_causal_lm(self.model_dir, self.variant.quantization)
         if self.spec_method == "draft":
-            draft_dir, draft_q = self._draft_spec()
+            draft_dir, draft_q, _ = self._draft_spec()
             self.draft = self._load_causal_lm(draft_dir, draft_q)
             n = self.speculative.get("num_tokens")
             if n:
@@ -465,9 +508,13 @@ class TransformersBackend:
         """Bytes of the loaded weights and buffers (main model plus draft)."""
         if self.model is None:
             return None
-        total = self.model.get_memory_footprint()
+
+        def size(m) -> float:  # torchao and HQQ tensors: their stored size (get_memory_footprint sees their logical dtype)
+            return ondemand.weights_mb(m) * 2**20 if ondemand.stored_differently(m) else m.get_memory_footprint()
+
+        total = size(self.model)
         if self.draft is not None:
-            total += self.draft.get_memory_footprint()
+            total += size(self.draft)
         return total / 2**20
 
     def close(self) -> None:
