@@ -231,7 +231,9 @@ class TransformersBackend:
             return self._load_gptq(model_dir, quantization)
         source, kwargs = self._load_kwargs(model_dir, quantization, method)
         try:
-            model = AutoModelForCausalLM.from_pretrained(str(source), **kwargs)
+            with warnings.catch_warnings():  # compressed-tensors: "loading attributes ... will be overwritten" is what we ask for
+                warnings.filterwarnings("ignore", message=r".*already has a `quantization_config` attribute.*")
+                model = AutoModelForCausalLM.from_pretrained(str(source), **kwargs)
         except Exception as exc:
             if method not in formats.CHECKPOINT_METHODS and method != "torchao":
                 raise

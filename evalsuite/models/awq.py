@@ -10,11 +10,9 @@ need CUDA, and evalsuite refuses them on CPU with that reason before loading any
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
-import os
 import time
 from pathlib import Path
 
@@ -113,27 +111,9 @@ def awq_checkpoint(baseline_dir: Path, q: dict, cache_dir=None) -> Path:
 
 
 def quantize_awq(baseline_dir: Path, out_dir: Path, settings: dict, texts: list[str]) -> None:
-    """Quantize with gptqmodel's AWQ into the GEMM packing, through its portable torch kernel (runs on CPU)."""
-    os.environ.setdefault("GPTQMODEL_CPU_WORKERS", "2")
-    logfile = out_dir / "quantize.log"
-    with open(logfile, "w", encoding="utf-8") as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
-        with contextlib.suppress(ImportError, AttributeError):  # gptqmodel's per-layer logs go to ./logs: keep them here
-            from gptqmodel.looper import loop_processor
+    """gptqmodel's AWQ in a child process (evalsuite.models.worker): its worker threads end the
+    process on an error, which must not end the run."""
+    from .worker import run_in_child
 
-            if hasattr(loop_processor, "_PROJECT_LOG_DIR"):
-                loop_processor._PROJECT_LOG_DIR = out_dir / "logs"
-        try:
-            from gptqmodel import BACKEND, GPTQModel, QuantizeConfig
-
-            qcfg = QuantizeConfig(bits=settings["bits"], group_size=settings["group_size"], sym=settings["sym"], quant_method="awq", format="gemm")
-            model = GPTQModel.load(str(baseline_dir), qcfg)
-            model.quantize(list(texts), batch_size=1, backend=BACKEND.AWQ_TORCH)
-            model.save(str(out_dir))
-        except Exception as exc:
-            fh.flush()
-            tail = logfile.read_text("utf-8", errors="replace")[-2000:]
-            raise EvalsuiteError(f"AWQ quantization of {baseline_dir} failed: {type(exc).__name__}: {exc}\n--- gptqmodel log (tail) ---\n{tail}") from exc
-    from transformers import AutoTokenizer
-
-    AutoTokenizer.from_pretrained(str(baseline_dir)).save_pretrained(str(out_dir))
-    del model
+    spec = {"baseline": str(baseline_dir), "settings": settings, "texts": list(texts)}
+    run_in_child("awq", spec, out_dir, f"AWQ quantization of {baseline_dir} (4-bit, group {settings['group_size']})")

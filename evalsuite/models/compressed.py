@@ -12,7 +12,7 @@ one from the baseline with llm-compressor's `oneshot`.
 
 llm-compressor 0.14 declares `transformers<=5.17` and `compressed-tensors==0.19`; evalsuite installs
 it without its declared dependencies (`pip install --no-deps llmcompressor==0.14.0.1`, as `make setup`
-does) and runs it in a child process, on transformers 5.24 and compressed-tensors 0.20, where its
+does) and runs it in a child process (evalsuite.models.worker), on transformers 5.24 and compressed-tensors 0.20, where its
 `oneshot` with these schemes is tested.
 """
 
@@ -21,9 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -154,18 +151,27 @@ def llmcompressor_plan(baseline_dir: Path, q: dict, cache_dir=None) -> tuple[Pat
     return final, {"llmcompressor_key": key, "settings": settings}, settings, texts
 
 
+class LLMCompressorMissing(MissingExtraError):
+    """llm-compressor is not installed; it installs without its declared dependencies."""
+
+    def __init__(self) -> None:
+        super().__init__("building a compressed-tensors checkpoint", "llmcompressor", "llmcompressor")
+        self.args = (
+            "building a compressed-tensors checkpoint needs llm-compressor: pip install 'evalsuite[llmcompressor]' && "
+            f"pip install --no-deps {LLMCOMPRESSOR_PIN} (its metadata pins transformers<=5.17.0 and compressed-tensors==0.19.0: "
+            "a plain install would downgrade transformers; evalsuite runs it on the installed transformers)",
+        )
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
 def require_llmcompressor() -> None:
     """Fail with the exact install command when llm-compressor is missing (checked without importing it)."""
     import importlib.util
 
     if importlib.util.find_spec("llmcompressor") is None:
-        err = MissingExtraError("building a compressed-tensors checkpoint", "llmcompressor", "llmcompressor")
-        err.args = (
-            "building a compressed-tensors checkpoint needs llm-compressor: pip install 'evalsuite[llmcompressor]' && "
-            f"pip install --no-deps {LLMCOMPRESSOR_PIN} (its metadata pins transformers<=5.17.0 and compressed-tensors==0.19.0: "
-            "a plain install would downgrade transformers; evalsuite runs it on the installed transformers)",
-        )
-        raise err
+        raise LLMCompressorMissing()
     if importlib.util.find_spec("compressed_tensors") is None:
         raise MissingExtraError("compressed-tensors checkpoints", "compressed", "compressed-tensors")
 
@@ -192,25 +198,8 @@ def llmcompressor_checkpoint(baseline_dir: Path, q: dict, cache_dir=None) -> Pat
 
 
 def run_oneshot(baseline_dir: Path, out_dir: Path, settings: dict, texts: list[str]) -> None:
-    """Run `evalsuite.models.llmcompressor_worker` in a child process (its global session state,
-    logging and memory stay there); its log is kept in the checkpoint as quantize.log."""
-    import evalsuite
+    """llm-compressor's `oneshot` in a child process (evalsuite.models.worker)."""
+    from .worker import run_in_child
 
-    spec = {"baseline": str(baseline_dir), "out": str(out_dir), "settings": settings, "texts": texts}
-    spec_path = out_dir / "evalsuite-llmcompressor-spec.json"
-    spec_path.write_text(json.dumps(spec), "utf-8")
-    env = dict(os.environ)
-    root = str(Path(evalsuite.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    logfile = out_dir / "quantize.log"
-    with open(logfile, "w", encoding="utf-8") as fh:
-        proc = subprocess.run(
-            [sys.executable, "-m", "evalsuite.models.llmcompressor_worker", str(spec_path)], stdout=fh, stderr=subprocess.STDOUT, env=env, check=False
-        )
-    spec_path.unlink(missing_ok=True)
-    if proc.returncode != 0:
-        tail = logfile.read_text("utf-8", errors="replace")[-3000:]
-        raise EvalsuiteError(
-            f"llm-compressor quantization of {baseline_dir} ({settings['scheme']}) failed (exit {proc.returncode})\n--- llm-compressor log (tail) ---\n{tail}"
-        )
+    spec = {"baseline": str(baseline_dir), "settings": settings, "texts": texts}
+    run_in_child("llmcompressor", spec, out_dir, f"llm-compressor quantization of {baseline_dir} ({settings['scheme']})")

@@ -122,14 +122,23 @@ def _find(module: str):
     return importlib.util.find_spec(module)
 
 
-def tensor_bytes(t) -> int:
-    """Bytes a tensor holds, looking inside tensor subclasses (torchao's quantized tensors report
-    their logical dtype and shape, not their storage)."""
+def storage_tensors(t):
+    """The plain tensors that hold a tensor's data: itself, or those inside a tensor subclass
+    (torchao's quantized tensors report their logical dtype and shape, not their storage)."""
     flatten = getattr(t, "__tensor_flatten__", None)
     if flatten is not None and type(t).__name__ not in ("Parameter", "Tensor"):
         names, _ = flatten()
-        return sum(tensor_bytes(getattr(t, n)) for n in names if getattr(t, n, None) is not None)
-    return int(t.numel()) * int(t.element_size())
+        for n in names:
+            inner = getattr(t, n, None)
+            if inner is not None:
+                yield from storage_tensors(inner)
+        return
+    yield t
+
+
+def tensor_bytes(t) -> int:
+    """Bytes a tensor holds, looking inside tensor subclasses."""
+    return sum(int(x.numel()) * int(x.element_size()) for x in storage_tensors(t))
 
 
 def stored_differently(model) -> bool:

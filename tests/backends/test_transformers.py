@@ -10,9 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from evalsuite.backends.base import GenerationSettings, Request
-from evalsuite.errors import EvalsuiteError
-from evalsuite.cases.suite import Variant
+from evalsuite.backends.base import GenerationSettings, Request  # noqa: E402
+from evalsuite.cases.suite import Variant  # noqa: E402
+from evalsuite.errors import EvalsuiteError  # noqa: E402
 
 SENTENCES = [
     "the quick brown fox jumps over the lazy dog",
@@ -35,7 +35,9 @@ def _tokenizer():
     tk = Tokenizer(models.BPE(unk_token=None))
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tk.train_from_iterator(SENTENCES * 4, trainer)
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<|im_start|>", eos_token="<|im_end|>", unk_token="<|endoftext|>", pad_token="<|endoftext|>")
     tok.chat_template = CHAT_TEMPLATE
@@ -283,21 +285,28 @@ variants:
     baseline: true
     backend: transformers
     model: {tiny_dir}
-    options: {{device: cpu, cache_dir: {tmp_path / 'mcache'}}}
-""" + extra
+    options: {{device: cpu, cache_dir: {tmp_path / "mcache"}}}
+"""
+        + extra
     )
     return suite
 
 
 def test_runner_end_to_end_on_tiny_model(tiny_dir, tmp_path):
     """The runner drives the backend: batches, cache, summary with peak memory from the backend."""
-    from evalsuite.run.runner import RunOptions, run_suite
     from evalsuite.cases.suite import load_suite
+    from evalsuite.run.runner import RunOptions, run_suite
 
-    suite = tiny_suite(tmp_path, tiny_dir, "tiny", 8, extra="""
+    suite = tiny_suite(
+        tmp_path,
+        tiny_dir,
+        "tiny",
+        8,
+        extra="""
   - name: lookup
     speculative: {method: prompt_lookup, num_tokens: 4}
-""")
+""",
+    )
     s = load_suite(suite)
     opts = RunOptions(limit=1, progress=False, score=False, cache_path=str(tmp_path / "gen.sqlite"), runs_dir=str(tmp_path / "runs"))
     res = run_suite(s, opts)
@@ -375,8 +384,8 @@ def test_warm_run_never_imports_torch_and_a_miss_loads_the_model(tiny_dir, tmp_p
     import subprocess
     import sys
 
-    from evalsuite.run.runner import RunOptions, run_suite
     from evalsuite.cases.suite import load_suite
+    from evalsuite.run.runner import RunOptions, run_suite
 
     suite = tiny_suite(tmp_path, tiny_dir, "tiny-warm", 4)
     cache, runs = str(tmp_path / "gen.sqlite"), str(tmp_path / "runs")
