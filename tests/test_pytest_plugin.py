@@ -78,7 +78,8 @@ def test_failing_run_reports_rule_cases_and_diff_and_writes_junit(pytester):
 
 
 def test_stored_run_and_bad_rubric(pytester):
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
     from evalsuite.cases.suite import load_suite
 
     suite = _suite(pytester.path, {"kind": "leak_canary", "rate": 1.0, "seed": 0}, "stored")

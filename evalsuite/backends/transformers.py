@@ -30,8 +30,8 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import EvalsuiteError, MissingExtraError
 from .. import models
+from ..errors import EvalsuiteError, MissingExtraError
 from .base import Generation, Request, check_options
 
 # Library noise that would bury the runner's progress bars: optional kernels that are absent on

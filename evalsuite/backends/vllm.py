@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import EvalsuiteError, MissingExtraError
 from .. import models
+from ..errors import EvalsuiteError, MissingExtraError
 from .base import Generation, Request, check_options
 
 _PASSED = ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs", "enforce_eager", "seed")

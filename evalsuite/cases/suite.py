@@ -15,10 +15,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..backends.base import GenerationSettings
 from ..errors import Problem, ValidationError
+from ..registry import BACKENDS
 from ..yamlio import LineMap, load_yaml
 from .caseset import Case, CaseSet, all_cases, load_cases, sha256_json
+from .options import STAGES, ExecutorSpec, GenerationSettings, TimingSettings, parse_executor, parse_timing_block
 
 log = logging.getLogger("evalsuite")
 
@@ -132,12 +133,13 @@ class Suite:
     variants: tuple[Variant, ...]
     generation: GenerationSettings
     rubric: str | None
-    stage: str
+    stage: str | None  #: the suite's `stage:` (None: commands use the documented default)
     output_dir: str
     cache: str | None
     raw: dict
     warnings: tuple[str, ...] = ()
-    executor: Any = None  #: where generation runs (evalsuite.executors.ExecutorSpec; None: local)
+    executor: ExecutorSpec | None = None  #: where generation runs (None: local)
+    timing: TimingSettings | None = None  #: interleaved timing of the variants (`timing:`; None: sequential)
 
     @property
     def baseline(self) -> Variant:
@@ -343,8 +345,6 @@ def _parse_variants(
 
 def _check_backends(variants: list[Variant], file: str, lines: LineMap, problems: list[Problem]) -> None:
     """An unknown backend name is a problem, with the close matches."""
-    from ..backends import BACKENDS
-
     for i, v in enumerate(variants):
         if isinstance(v.backend, str) and v.backend not in BACKENDS:
             import difflib
@@ -417,10 +417,11 @@ def load_suite(path: str | Path) -> Suite:
     variants = _parse_variants(raw_variants, generation, file, lines, rel, problems)
     _check_backends(variants, file, lines, problems)
 
-    from ..executors import parse_executor
-
-    executor = parse_executor(data.get("executor"), file, lambda p: lines.line_of(p), problems)
-    stage = data.get("stage", "pilot")
+    executor = parse_executor(data.get("executor"), file, lines.line_of, problems)
+    timing = parse_timing_block(data.get("timing"), file, lines.line_of, problems)
+    stage = data.get("stage")  # None: the one default of evalsuite.verdict.rubric.resolve_stage
+    if isinstance(stage, str) and stage not in STAGES:
+        problems.append(Problem(file, lines.line_of(("stage",)), None, "stage", f"unknown stage {stage!r}; known: {', '.join(STAGES)}"))
     if problems:
         raise ValidationError(problems)
 
@@ -441,4 +442,5 @@ def load_suite(path: str | Path) -> Suite:
         raw=data,
         warnings=tuple(warnings),
         executor=executor,
+        timing=timing,
     )

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..backends.base import Backend, Generation, Request
 from ..errors import EvalsuiteError, MissingExtraError
-from .base import BuildBackend, ExecutorSpec, GenerateBatch
+from .base import BuildBackend, ExecutorSpec, GenerateBatch, ScoreGenerations
 
 log = logging.getLogger("evalsuite")
 
@@ -243,9 +243,10 @@ class RayExecutor:
             yield [req], [gen]
 
     @contextlib.contextmanager
-    def scoring(self, cases: Sequence[Any], store: Any):
-        """Score with sandbox jobs sent to the cluster (unless `sandbox: false`)."""
-        if not self.options.get("sandbox", True) or not any(c.scenario == "code" for c in cases):
+    def scoring(self, cases: Sequence[Any], store: Any, score_generations: ScoreGenerations | None = None):
+        """Score with sandbox jobs sent to the cluster (unless `sandbox: false`); `score_generations`
+        (evalsuite.scoring.run's) collects the jobs up front."""
+        if not self.options.get("sandbox", True) or score_generations is None or not any(c.scenario == "code" for c in cases):
             yield
             return
         from . import sandbox_jobs
@@ -253,6 +254,6 @@ class RayExecutor:
         self._connect()
         cpus = self.options.get("sandbox_num_cpus", 1)
         with sandbox_jobs.remote(lambda jobs, limits: run_sandbox_jobs(jobs, limits, num_cpus=cpus)):
-            sent = sandbox_jobs.prefetch(cases, store.generations(), store.signature.get("baseline"))
+            sent = sandbox_jobs.prefetch(cases, store.generations(), store.signature.get("baseline"), score_generations)
             log.info("sent %d sandbox jobs to Ray", sent)
             yield

@@ -274,31 +274,20 @@ class LoadedRun:
     case_problem: str | None = None  #: why the cases could not be loaded
 
 
-def load_run(run: Any, runs_dir: str | Path = "reports/runs") -> LoadedRun:
-    """Read a run once: scores, generations, cases, and the paired comparison with its baseline.
-
-    This is `compare.compare_run` with the records in hand, so the scores (the largest file) are
-    parsed once for the comparison, the frames and the report.
-    """
-    import types
-
+def load_run(run: Any, runs_dir: str | Path = "reports/runs", *, comparison: Any = None) -> LoadedRun:
+    """Read a run once: scores, generations, cases, and the paired comparison with its baseline
+    (the one given, e.g. a Judgment's, else the store's own: evalsuite.verdict.compare.compare_run)."""
     import yaml
 
-    from ..verdict.compare import compare_records, variant_infos
+    from ..verdict.compare import compare_run
 
     store = resolve_store(run, runs_dir)
-    records = store.scores()
+    cmp = comparison if comparison is not None else compare_run(store)
+    records = store.scores()  # parsed once per state of the file: the comparison's read is reused
     gens = store.generations()
-    summaries = store.read_json("variants.json", {}) or {}
+    summaries = store.read_json(store.VARIANTS, {}) or {}
     # suite.yaml holds every scripted output of a fake suite: parse it once, with libyaml when present
-    suite = yaml.load((store.dir / "suite.yaml").read_text("utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
-    signature = store.signature or {}
-    infos = variant_infos(types.SimpleNamespace(suite=suite, signature=signature))
-    present = {r.variant for r in records} | set(summaries)
-    infos = [i for i in infos if i.baseline or i.name in present]
-    outputs = {(g.variant, g.case_id): (g.text if g.ok else f"<error: {g.error}>") for g in gens if g.sample == 0}
-    status = store.read_json("status.json", {}) or {}
-    cmp = compare_records(records, infos, perf=summaries, outputs=outputs, run_id=store.run_id, complete=bool(status.get("complete", False)))
+    suite = yaml.load((store.dir / store.SUITE).read_text("utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     cases: dict = {}
     problem = None
     try:
@@ -307,7 +296,7 @@ def load_run(run: Any, runs_dir: str | Path = "reports/runs") -> LoadedRun:
         cases = {c.id: c for c in run_cases(store)}
     except Exception as exc:  # noqa: BLE001 - the report still renders from outputs and scores
         problem = f"the run's cases could not be loaded ({exc}); citations and tests are not shown"
-    return LoadedRun(store, records, gens, cmp, cases, summaries, suite, signature, problem)
+    return LoadedRun(store, records, gens, cmp, cases, summaries, suite, store.signature or {}, problem)
 
 
 def frames_from_loaded(lr: LoadedRun) -> RunFrames:
@@ -396,7 +385,7 @@ def cases_frame(cases: Iterable[Any]):
     """Case sets as one row per case, in the columns of `interop.to_dataset` (nested fields as JSON)."""
     import pandas as pd
 
-    from ..interop import DATASET_COLUMNS, EXTRA_KEYS, JSON_COLUMNS, STRING_COLUMNS, to_records
+    from ..cases.interop import DATASET_COLUMNS, EXTRA_KEYS, JSON_COLUMNS, STRING_COLUMNS, to_records
 
     known = set(STRING_COLUMNS) | set(JSON_COLUMNS) | set(EXTRA_KEYS)
 

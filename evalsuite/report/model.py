@@ -90,16 +90,17 @@ class ReportData:
     notes: list[str]
     comparison: Any = None
     loaded: Any = None
+    judgment: Any = None  #: the Judgment the report renders
 
     @property
     def status(self) -> str:
-        """pass | regression | cannot judge | needs review"""
-        v = self.verdict
-        if v is None or not v.judgeable:
-            return "cannot judge"
-        if not v.passed:
-            return "regression"
-        return "needs review" if v.needs_review else "pass"
+        """pass | regression | cannot judge | needs review (the verdict's own word)"""
+        return "cannot judge" if self.verdict is None else self.verdict.status
+
+    @property
+    def stage_reason(self) -> str:
+        """Why the verdict is for this stage (evalsuite.verdict.outcome.Judgment.stage_reason)."""
+        return self.judgment.stage_reason if self.judgment is not None else ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,47 +388,13 @@ def _models(suite: Mapping, signature: Mapping) -> list[dict]:
     return out
 
 
-def _default_stage(suite: Mapping) -> str:
-    return str(suite.get("stage") or "production")
-
-
-def judge(lr: LoadedRun, rubric_path: str | Path | None, stage: str | None) -> tuple[Any, str | None, str, str]:
-    """(verdict, problem, stage, rubric path): the gate on the loaded comparison, with the review
-    queue's verdicts when the review package and a queue are there."""
-    from ..verdict.gate import gate, resolve_rubric_path
-    from ..verdict.rubric import load_rubric
-
-    stage = stage or _default_stage(lr.suite)
-    import types
-
-    path = resolve_rubric_path(types.SimpleNamespace(suite=lr.suite), rubric_path)  # the suite is parsed already
-    rubric = load_rubric(path)  # a bad rubric is the caller's error: raised, not hidden in a report
-    rubric.for_stage(stage)
-    if (lr.store.dir / "adaptive.json").is_file():  # an adaptive run is judged by its sequential decisions, as `evalsuite gate` does
-        from ..adaptive.gating import adaptive_gate
-
-        return adaptive_gate(lr.store, rubric, stage), None, stage, str(path)
-    reviews = None
-    try:
-        from ..review.api import reviews_for_run
-
-        reviews = reviews_for_run(lr.store, lr.comparison, rubric, None)
-    except ImportError:
-        reviews = None
-    verdict = gate(lr.comparison, rubric, stage, reviews=reviews)
-    return verdict, None, stage, str(path)
-
-
-def build_report_data(
-    run: Any, rubric: str | Path | None = None, stage: str | None = None, *, runs_dir: str | Path = "reports/runs", loaded: LoadedRun | None = None
-) -> ReportData:
-    """Load a run, compare it, judge it, and gather the evidence of every flagged case."""
-    lr = loaded or load_run(run, runs_dir)
-    cmp = lr.comparison
-    verdict, problem, stage, rubric_path = judge(lr, rubric, stage)
-    notes = list(cmp.warnings) + ([lr.case_problem] if lr.case_problem else [])
-    if verdict is not None:
-        notes += list(verdict.notes)
+def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None) -> ReportData:
+    """Everything a report shows of a judged run (evalsuite.judge.judge_run's Judgment): the verdict
+    as judged, never judged again here, and the evidence of every flagged case."""
+    lr = loaded or load_run(judgment.store, comparison=judgment.comparison)
+    cmp = judgment.comparison
+    verdict = judgment.verdict
+    notes = list(cmp.warnings) + ([lr.case_problem] if lr.case_problem else []) + list(verdict.notes)
 
     # status of each (variant, scenario, metric) under the rubric
     row_status: dict[tuple, dict] = {}
@@ -543,10 +510,10 @@ def build_report_data(
         variants=list(cmp.variants),
         noise_runs=list(cmp.noise_runs),
         scenarios=scenarios,
-        stage=stage,
-        rubric=rubric_path,
+        stage=judgment.stage,
+        rubric=str(judgment.rubric.path),
         verdict=verdict,
-        verdict_problem=problem,
+        verdict_problem=None,
         grid=verdict_grid(verdict, scenarios),
         metric_rows=metric_rows,
         perf=perf,
@@ -558,6 +525,7 @@ def build_report_data(
         notes=list(dict.fromkeys(notes)),
         comparison=cmp,
         loaded=lr,
+        judgment=judgment,
     )
 
 

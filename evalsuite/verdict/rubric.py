@@ -47,10 +47,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..cases.options import STAGES
 from ..errors import EvalsuiteError
 from ..yamlio import LineMap, load_yaml
 
-STAGES = ("dev", "pilot", "production")
+#: the stage every command uses when none is given and the suite names none (docs/thresholds.md):
+#: the strictest, because a run judged without a stage is a run someone may ship
+DEFAULT_STAGE = "production"
 SEVERITIES = ("block", "warn")
 MULTIPLE_TESTING = ("tarone", "holm", "bonferroni", "none")
 DEFAULT_ALPHA = 0.05
@@ -504,7 +507,7 @@ def parse_rubric(data: Any, file: str = "<rubric>", lines: LineMap | None = None
                     ctx.add(("stages", stage, "add", j, "name"), built.name, "name", "duplicate rule name")
                 rules.append(built)
         stages[stage] = StageRubric(str(data.get("name", Path(file).stem)), stage, file, alpha, smt, tuple(rules))
-    from ..review.policy import parse_review_policy
+    from .review_policy import parse_review_policy
 
     review = parse_review_policy(data.get("review"), ctx.add)
     if ctx.problems:
@@ -530,6 +533,25 @@ def default_rubric_path() -> Path:
         if p.is_file():
             return p
     raise RubricError(["rubrics/default.yaml not found (pass --rubric FILE)"])
+
+
+def resolve_rubric_path(given: str | Path | None, suite: Mapping[str, Any] | None = None) -> Path:
+    """The rubric to use: the one given, else the suite's `rubric:`, else rubrics/default.yaml."""
+    if given:
+        return Path(given)
+    if suite and suite.get("rubric"):
+        return Path(suite["rubric"])
+    return default_rubric_path()
+
+
+def resolve_stage(given: str | None, suite: Mapping[str, Any] | None = None) -> tuple[str, str]:
+    """The one stage rule: (stage, where it came from). The stage given, else the suite's `stage:`,
+    else DEFAULT_STAGE; the source ("given", "suite" or "default") is named in every output."""
+    if given:
+        return given, "given"
+    if suite and suite.get("stage"):
+        return str(suite["stage"]), "suite"
+    return DEFAULT_STAGE, "default"
 
 
 def replace_rule(rule: Rule, **changes: Any) -> Rule:
