@@ -49,11 +49,12 @@ environment) with the number of tests that ran, only after every test ran; `sys.
 executed an assertion; none is a failure ("no test ran"), and so is a program without the entry point.
 The harness also undoes the program's changes to builtins, sys.modules and unittest before each test,
 decides `==`/`!=`/`in` by the expected value when the program wrote the other side's `__eq__`, and
-runs unittest cases itself (see harness.py). This defends against early exits and the usual patches,
+runs unittest cases itself (see _harness_main.py). This defends against early exits and the usual patches,
 not against code that deliberately walks the harness's frames to forge a verdict (docs/security.md).
 
 Modules: `isolation` (inside the sandbox: bootstrap, namespaces, mounts, limits, the zygote),
-`process` (spawning one run and judging it: `run_python`), `harness` (the in-sandbox test harness),
+`process` (spawning one run and judging it: `run_python`), `_harness_main` (the in-sandbox test
+harness, stdlib only), `harness` (the `main.py` of a test run),
 `pool` (`run_tests`, its cache and the worker pool of `run_tests_many`).
 """
 
