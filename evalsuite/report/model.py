@@ -392,27 +392,63 @@ def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None) -> Repo
     """Everything a report shows of a judged run (evalsuite.judge.judge_run's Judgment): the verdict
     as judged, never judged again here, and the evidence of every flagged case."""
     lr = loaded or load_run(judgment.store, comparison=judgment.comparison)
-    cmp = judgment.comparison
-    verdict = judgment.verdict
+    cmp, verdict = judgment.comparison, judgment.verdict
     notes = list(cmp.warnings) + ([lr.case_problem] if lr.case_problem else []) + list(verdict.notes)
+    ordered = flagged_cases(verdict, cmp, lr)
+    total = len(ordered)
+    ordered = ordered[:MAX_FLAGGED]
+    if total > len(ordered):
+        notes.append(f"{total} flagged cases; the first {len(ordered)} (most severe first) are shown with their evidence")
+    add_evidence(ordered, cmp, lr)
+    scenarios = list(cmp.scenarios)
+    return ReportData(
+        run_id=lr.store.run_id,
+        run_dir=str(lr.store.dir),
+        baseline=cmp.baseline,
+        variants=list(cmp.variants),
+        noise_runs=list(cmp.noise_runs),
+        scenarios=scenarios,
+        stage=judgment.stage,
+        rubric=str(judgment.rubric.path),
+        verdict=verdict,
+        verdict_problem=None,
+        grid=verdict_grid(verdict, scenarios),
+        metric_rows=metric_rows(verdict, cmp),
+        perf=perf_rows(lr.summaries, cmp, cmp.baseline, lr.suite),
+        flagged=ordered,
+        flagged_total=total,
+        rule_lines=rule_lines(verdict),
+        signature=lr.signature,
+        models=_models(lr.suite, lr.signature),
+        notes=list(dict.fromkeys(notes)),
+        comparison=cmp,
+        loaded=lr,
+        judgment=judgment,
+    )
 
-    # status of each (variant, scenario, metric) under the rubric
+
+def _row_status(verdict: Any) -> dict[tuple, dict]:
+    """(variant, scenario, metric) -> its status under the rubric (fail / warn) and the rules behind it."""
     row_status: dict[tuple, dict] = {}
     for r in verdict.results:
         for v in r.violations:
-            key = (v.variant, v.scenario, v.metric)
-            st = row_status.setdefault(key, {"status": "ok", "rules": []})
+            st = row_status.setdefault((v.variant, v.scenario, v.metric), {"status": "ok", "rules": []})
             st["rules"].append(r.rule)
             if r.status == "fail":
                 st["status"] = "fail"
             elif st["status"] != "fail":
                 st["status"] = "warn"
+    return row_status
 
-    metric_rows = []
+
+def metric_rows(verdict: Any, cmp: Any) -> list[dict]:
+    """One row per (variant, scenario, metric) delta, with its noise floor and status under the rubric."""
+    row_status = _row_status(verdict)
+    rows = []
     for d in cmp.deltas:
         nf = cmp.noise_floor(d.scenario, d.metric)
         st = row_status.get((d.variant, d.scenario, d.metric), {"status": "ok", "rules": []})
-        metric_rows.append(
+        rows.append(
             {
                 "variant": d.variant,
                 "noise_run": d.noise,
@@ -438,8 +474,11 @@ def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None) -> Repo
                 "flagged": st["status"] != "ok" or (bool(d.pass_to_fail) and not d.noise),
             }
         )
+    return rows
 
-    # flagged cases
+
+def flagged_cases(verdict: Any, cmp: Any, lr: LoadedRun) -> list[FlaggedCase]:
+    """Every (variant, case) a failing or warning rule names, and every pass->fail flip, most severe first."""
     flagged: dict[tuple[str, str], FlaggedCase] = {}
     scen_of: dict[str, tuple[str, str]] = {r.case_id: (r.scenario, r.kind) for r in lr.records}
     for cid, c in lr.cases.items():
@@ -458,8 +497,7 @@ def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None) -> Repo
         sev = "block" if r.status == "fail" else "warn"
         for v in r.violations:
             d = deltas.get((v.variant, v.scenario, v.metric))
-            cases = (d.pass_to_fail if d is not None and d.pass_fail else v.cases) or v.cases
-            for c in cases:
+            for c in (d.pass_to_fail if d is not None and d.pass_fail else v.cases) or v.cases:
                 add(v.variant, c, Reason(sev, r.rule, v.metric, v.reason))
     for d in cmp.deltas:
         if d.noise or d.variant not in cmp.variants:
@@ -469,64 +507,34 @@ def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None) -> Repo
             if fc is not None and any(r.metric == d.metric for r in fc.reasons):
                 continue  # a rule already names this flip
             add(d.variant, c, Reason("flip", None, d.metric, f"{d.scenario}/{d.metric}: passed on the baseline, fails on {d.variant}"))
+    order = {v: i for i, v in enumerate(cmp.variants)}
+    return sorted(flagged.values(), key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), order.get(f.variant, 99), f.scenario, f.case_id))
 
-    ordered = sorted(
-        flagged.values(),
-        key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), cmp.variants.index(f.variant) if f.variant in cmp.variants else 99, f.scenario, f.case_id),
-    )
-    total = len(ordered)
-    ordered = ordered[:MAX_FLAGGED]
-    if total > len(ordered):
-        notes.append(f"{total} flagged cases; the first {len(ordered)} (most severe first) are shown with their evidence")
 
-    if ordered:
-        gens = {(g.variant, g.case_id): g for g in lr.generations if g.sample == 0}
-        wanted = {(f.variant, f.case_id) for f in ordered} | {(cmp.baseline, f.case_id) for f in ordered}
-        recs: dict[tuple[str, str], dict[str, Any]] = {}
-        for r in lr.records:
-            if (r.variant, r.case_id) in wanted and r.sample in (0, None) and not r.metric.endswith(".scorer_error"):
-                recs.setdefault((r.variant, r.case_id), {})[r.metric] = r
-        for f in ordered:
-            gb, gv = gens.get((cmp.baseline, f.case_id)), gens.get((f.variant, f.case_id))
-            f.baseline_text = _clip(gb.text) if gb is not None else None
-            f.variant_text = _clip(gv.text) if gv is not None else None
-            f.baseline_error = gb.error if gb is not None else "no stored generation"
-            f.variant_error = gv.error if gv is not None else "no stored generation"
-            base_recs, var_recs = recs.get((cmp.baseline, f.case_id), {}), recs.get((f.variant, f.case_id), {})
-            f.scores = _score_rows(base_recs, var_recs)
-            case = lr.cases.get(f.case_id)
-            if f.scenario == "brand" or "json.parsed" in base_recs or "json.valid" in base_recs or (case is not None and case.json_schema):
-                f.json_drift = json_drift_rows(f.baseline_text, f.variant_text)
-            f.citations = citations_evidence(case, f.baseline_text, f.variant_text)
-            if f.scenario == "code" or (case is not None and case.expect.tests):
-                f.code = code_evidence(case, {"baseline": base_recs, "variant": var_recs})
-
-    perf = perf_rows(lr.summaries, cmp, cmp.baseline, lr.suite)
-    scenarios = list(cmp.scenarios)
-    return ReportData(
-        run_id=lr.store.run_id,
-        run_dir=str(lr.store.dir),
-        baseline=cmp.baseline,
-        variants=list(cmp.variants),
-        noise_runs=list(cmp.noise_runs),
-        scenarios=scenarios,
-        stage=judgment.stage,
-        rubric=str(judgment.rubric.path),
-        verdict=verdict,
-        verdict_problem=None,
-        grid=verdict_grid(verdict, scenarios),
-        metric_rows=metric_rows,
-        perf=perf,
-        flagged=ordered,
-        flagged_total=total,
-        rule_lines=rule_lines(verdict),
-        signature=lr.signature,
-        models=_models(lr.suite, lr.signature),
-        notes=list(dict.fromkeys(notes)),
-        comparison=cmp,
-        loaded=lr,
-        judgment=judgment,
-    )
+def add_evidence(flagged: Sequence[FlaggedCase], cmp: Any, lr: LoadedRun) -> None:
+    """Fill each flagged case's outputs, scores, JSON drift, citations and test results."""
+    if not flagged:
+        return
+    gens = {(g.variant, g.case_id): g for g in lr.generations if g.sample == 0}
+    wanted = {(f.variant, f.case_id) for f in flagged} | {(cmp.baseline, f.case_id) for f in flagged}
+    recs: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in lr.records:
+        if (r.variant, r.case_id) in wanted and r.sample in (0, None) and not r.metric.endswith(".scorer_error"):
+            recs.setdefault((r.variant, r.case_id), {})[r.metric] = r
+    for f in flagged:
+        gb, gv = gens.get((cmp.baseline, f.case_id)), gens.get((f.variant, f.case_id))
+        f.baseline_text = _clip(gb.text) if gb is not None else None
+        f.variant_text = _clip(gv.text) if gv is not None else None
+        f.baseline_error = gb.error if gb is not None else "no stored generation"
+        f.variant_error = gv.error if gv is not None else "no stored generation"
+        base_recs, var_recs = recs.get((cmp.baseline, f.case_id), {}), recs.get((f.variant, f.case_id), {})
+        f.scores = _score_rows(base_recs, var_recs)
+        case = lr.cases.get(f.case_id)
+        if f.scenario == "brand" or "json.parsed" in base_recs or "json.valid" in base_recs or (case is not None and case.json_schema):
+            f.json_drift = json_drift_rows(f.baseline_text, f.variant_text)
+        f.citations = citations_evidence(case, f.baseline_text, f.variant_text)
+        if f.scenario == "code" or (case is not None and case.expect.tests):
+            f.code = code_evidence(case, {"baseline": base_recs, "variant": var_recs})
 
 
 def quality_delta(rows: Sequence[Mapping], variant: str) -> float | None:
