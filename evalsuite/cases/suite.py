@@ -388,6 +388,20 @@ def _resolve_changes(variants: list[Variant], raw_variants: list) -> tuple[list[
     return resolved_variants, warnings
 
 
+def is_suite_file(path: str | Path) -> bool:
+    """A YAML file whose top level lists `variants:` (a suite), not a case set."""
+    p = Path(path)
+    if not p.is_file() or p.suffix not in (".yaml", ".yml"):
+        return False
+    try:
+        import yaml
+
+        data = yaml.safe_load(p.read_text("utf-8"))
+    except Exception:  # noqa: BLE001 - an unreadable file is the case-set loader's to report
+        return False
+    return isinstance(data, dict) and "variants" in data and "cases" not in data
+
+
 def load_suite(path: str | Path) -> Suite:
     """Load and validate a suite file; raise ValidationError naming every problem."""
     path = Path(path)
