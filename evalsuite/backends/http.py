@@ -172,7 +172,7 @@ class HTTPBackend:
 
     def _init_endpoint(self, opts: dict, who: str) -> None:
         """Where requests go: `base_url`, or a server evalsuite starts itself (`serve`); the endpoint and prompt."""
-        self.server = None  #: a LocalServer evalsuite starts (the `serve` option)
+        self.server: Any = None  #: a LocalServer evalsuite starts (the `serve` option)
         self.serve_spec: dict | None = None
         base_url = opts.get("base_url")
         if opts.get("serve") is not None:
@@ -506,7 +506,7 @@ class HTTPBackend:
             if self._refused_stream_options(res, body):
                 attempt -= 1  # a transport detail, not a generation setting: ask again without it
                 continue
-            meta = {"attempts": attempt, "total_s": round(total, 4)} | ({"retries": history} if history else {})
+            meta: dict[str, Any] = {"attempts": attempt, "total_s": round(total, 4)} | ({"retries": history} if history else {})
             if not self._stream_options and self.stream:
                 meta["stream_options"] = "refused by the server"
             done = self._settled(base, res, meta, (attempt, limit, total))

@@ -191,7 +191,7 @@ def _gen_settings(raw: Any, base: GenerationSettings, file: str, lines: LineMap,
     for k in sorted(unknown, key=repr):
         problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", f"unknown setting (known: {', '.join(sorted(_GEN_KEYS))})"))
     values = {k: v for k, v in raw.items() if k in _GEN_KEYS}
-    types = {
+    types: dict[str, type | tuple[type, ...]] = {
         "max_new_tokens": int,
         "samples": int,
         "seed": int,
@@ -204,7 +204,7 @@ def _gen_settings(raw: Any, base: GenerationSettings, file: str, lines: LineMap,
         if not isinstance(v, types[k]) or isinstance(v, bool):
             problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", f"expected a number, got {v!r}"))
             del values[k]
-        elif k in ("max_new_tokens", "samples", "batch_size") and v < 1:
+        elif k in ("max_new_tokens", "samples", "batch_size") and isinstance(v, int) and v < 1:
             problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", "must be at least 1"))
             del values[k]
     return replace(base, **values)

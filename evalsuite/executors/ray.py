@@ -211,7 +211,7 @@ class RayExecutor:
         """A vllm variant through `ray.data.llm`: engines as actors, one row per request."""
         from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
-        engine = dict(backend.engine_args())  # the same engine settings (and fingerprint) as the vllm backend
+        engine = dict(backend.engine_args())  # type: ignore[attr-defined]  # the vllm backend's  # the same engine settings (and fingerprint) as the vllm backend
         model = str(engine.pop("model"))
         o = self.options
         # a failing request becomes an error record of its case (as locally), not the end of the run

@@ -138,14 +138,15 @@ COMPARISON_COLUMNS = (
 
 
 def _comparison_row(cmp: Any, d: Any) -> dict:
-    nf = cmp.noise_floor(d.scenario, d.metric) if not d.noise else None
+    nf = None if d.noise else cmp.noise_floor(d.scenario, d.metric)
     floor = nf is not None and bool(nf.runs)
+    flips, harm = (nf.flips, nf.harm) if nf is not None and floor else (None, None)
     return {
         "variant": d.variant, "scenario": d.scenario, "metric": d.metric, "noise_run": d.noise, "stat": "pass rate" if d.pass_fail else "mean",
         "higher_is_better": d.higher_is_better, "n": d.n, "baseline_value": _nan(d.baseline_mean), "variant_value": _nan(d.variant_mean),
         "delta": _nan(d.delta), "ci_low": _nan(d.ci_low), "ci_high": _nan(d.ci_high), "p_value": _nan(d.p_value), "p_worse": _nan(d.p_worse),
         "harm": _nan(d.harm) if d.n else None, "pass_to_fail": len(d.pass_to_fail), "fail_to_pass": len(d.fail_to_pass),
-        "noise_flips": nf.flips if floor else None, "noise_delta": nf.harm if floor else None, "missing_in_variant": len(d.missing_in_variant),
+        "noise_flips": flips, "noise_delta": harm, "missing_in_variant": len(d.missing_in_variant),
         "pass_to_fail_cases": list(d.pass_to_fail), "fail_to_pass_cases": list(d.fail_to_pass), "worse_cases": list(d.worse_cases),
     }  # fmt: skip
 

@@ -252,12 +252,13 @@ def _compare_metric(
     variant: str, scenario: str, metric: str, base: dict[str, CaseAgg], var: dict[str, CaseAgg], *, noise: bool, seed: int, n_resamples: int
 ) -> MetricDelta | None:
     shared = sorted(set(base) & set(var))
-    missing = {"missing_in_variant": tuple(sorted(set(base) - set(var))), "missing_in_baseline": tuple(sorted(set(var) - set(base)))}
+    missing: dict[str, Any] = {"missing_in_variant": tuple(sorted(set(base) - set(var))), "missing_in_baseline": tuple(sorted(set(var) - set(base)))}
     if not shared:
-        return MetricDelta(variant, scenario, metric, False, True, 0, *([math.nan] * 5), 1.0, 1.0, 1.0, noise=noise, **missing)
+        nan = math.nan
+        return MetricDelta(variant, scenario, metric, False, True, 0, nan, nan, nan, nan, nan, 1.0, 1.0, 1.0, noise=noise, **missing)
     s = seed_for(seed, variant, scenario, metric)
     pass_fail = all(base[c].passes for c in shared) and all(var[c].passes for c in shared)
-    p = _pass_fail_values(base, var, shared, s) if pass_fail else _continuous_values(base, var, shared, s)
+    p: dict[str, Any] = _pass_fail_values(base, var, shared, s) if pass_fail else _continuous_values(base, var, shared, s)
     b, v = p.pop("b"), p.pop("v")
     ci = bootstrap_delta_ci(b, v, s, n_resamples)
     offending = p["pass_to_fail"] if pass_fail else p["worse_cases"]

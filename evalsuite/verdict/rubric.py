@@ -272,7 +272,8 @@ class Rubric:
 
 class _Ctx:
     def __init__(self, file: str, lines: LineMap):
-        self.file, self.lines, self.problems = file, lines, []
+        self.file, self.lines = file, lines
+        self.problems: list[str] = []
 
     def add(self, path: tuple, rule: str | None, fld: str, msg: str) -> None:
         line = self.lines.line_of(path)
@@ -281,7 +282,7 @@ class _Ctx:
         self.problems.append(f"{where}:{who} {fld}: {msg}")
 
 
-def _num(ctx: _Ctx, path: tuple, who: str, key: str, v: Any, lo: float | None = 0.0, hi: float | None = None, integer: bool = False) -> Any:
+def _num(ctx: _Ctx, path: tuple, who: str | None, key: str, v: Any, lo: float | None = 0.0, hi: float | None = None, integer: bool = False) -> Any:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)) or (isinstance(v, float) and math.isnan(v)):
@@ -517,7 +518,8 @@ def _overridden_rules(ctx: _Ctx, base: _Base, stage: str, overrides: dict, alpha
                 _build_rule(ctx, r, ("rules", i), i, alpha)
             continue
         ov = overrides.get(r.get("name")) if isinstance(r.get("name"), str) else None
-        merged, path = r, ("rules", i)
+        merged: dict = r
+        path: tuple = ("rules", i)
         if isinstance(ov, dict):
             merged = _merge(r, ov)
             path = ("stages", stage, "rules", r.get("name")) if set(ov) - _ALL_FIELDS else path
