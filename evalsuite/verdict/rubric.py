@@ -590,6 +590,14 @@ def resolve_stage(given: str | None, suite: Mapping[str, Any] | None = None) -> 
     return DEFAULT_STAGE, "default"
 
 
+STAGE_SOURCES = {"given": "as given", "suite": "the suite's stage:", "default": "the default: no stage given and none in the suite"}
+
+
+def stage_reason(source: str) -> str:
+    """Why a command judges for its stage, in words, from `resolve_stage`'s source."""
+    return STAGE_SOURCES[source]
+
+
 def replace_rule(rule: Rule, **changes: Any) -> Rule:
     """A copy of a rule with some fields changed (tests and what-if analyses)."""
     return replace(rule, **changes)
