@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export GPTQMODEL_CPU_WORKERS := 2
 
-.PHONY: setup demo test test-fast test-e2e bench bench-generation validate clean notebook
+.PHONY: setup demo test test-fast test-e2e lint bench bench-generation validate clean notebook
 
 setup: $(STAMP)
 
@@ -31,6 +31,14 @@ demo: setup
 # GPU tests skip with their reason where CUDA is missing.
 test: setup
 	$(PY) -m pytest -q -m "not slow" tests
+
+# ruff (lint + format), the import contracts (layers, no cycles), function size, mypy: all on evalsuite/
+lint: setup
+	$(VENV)/bin/ruff check evalsuite
+	$(VENV)/bin/ruff format --check evalsuite
+	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/flake8 evalsuite
+	$(VENV)/bin/mypy
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow and not e2e" tests

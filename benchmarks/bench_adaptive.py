@@ -49,7 +49,9 @@ from evalsuite.verdict.rubric import load_rubric  # noqa: E402
 def setup(root: Path):
     from verdict_synth import write_sets, write_suite
 
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+
+    from evalsuite.scoring.pipeline import run_suite
     from evalsuite.cases.suite import load_suite
 
     outputs = write_sets(root, n_kb=100, n_code=75, n_brand=80)
@@ -90,7 +92,7 @@ def make_pair(base, damaged, cases, kind: str | None, rate: float, q: float, rep
 def fixed_fails(base, var, sr, scenarios) -> bool:
     deltas = tuple(d for (s, m) in sorted(base) if (d := _compare_metric("v", s, m, base[(s, m)], var.get((s, m), {}), noise=False, seed=1, n_resamples=99)) is not None)
     cmp = Comparison("bench", "baseline", ("v",), (), deltas, (), scenarios)
-    return bool(gate(cmp, sr, sr.stage).failed_rules("v"))
+    return bool(gate(cmp, sr).failed_rules("v"))
 
 
 CONDITIONS = [("unchanged, q=0", None, 0.0, 0.0), ("unchanged, q=2%", None, 0.0, 0.02)] + \

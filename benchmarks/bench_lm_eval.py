@@ -47,7 +47,8 @@ def run(quick: bool = False) -> list[Row]:
 
     from evalsuite.models import ensure_embedded_model
     from evalsuite.run.prompting import build_requests
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
 
     per, max_new, bs, rounds = (1, 16, 4, 2) if quick else (2, 32, 4, 3)
     suite, base, cases = embedded_suite(per, max_new, bs)

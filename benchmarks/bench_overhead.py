@@ -40,7 +40,8 @@ def plain_loop(model_dir, reqs, batch_size: int, max_new_tokens: int) -> tuple[f
 def run(quick: bool = False) -> list[Row]:
     from evalsuite.models import ensure_embedded_model
     from evalsuite.run.prompting import build_requests
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
 
     per, max_new, bs, rounds = (1, 16, 4, 2) if quick else (3, 96, 4, 4)  # full: the demo's quick profile (3 per scenario, 96 tokens)
     suite, base, cases = embedded_suite(per, max_new, bs)

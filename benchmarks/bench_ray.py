@@ -33,7 +33,8 @@ sys.path.insert(0, str(REPO))
 
 
 def timed_run(suite, executor, cases_per_scenario: int | None) -> tuple[float, int]:
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
 
     with tempfile.TemporaryDirectory() as tmp:
         s = dataclasses.replace(suite, executor=executor, output_dir=tmp, cache=str(Path(tmp) / "cache.sqlite"))

@@ -27,7 +27,8 @@ KINDS = ["drop_citations", "corrupt_json", "break_code", "forbidden_terms", "lea
 
 
 def make_run(root: Path, kb: int, code: int, brand: int):
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
     from evalsuite.cases.suite import load_suite
     from verdict_synth import write_sets, write_suite
 
@@ -50,6 +51,7 @@ def main() -> int:
     ap.add_argument("--run", help="a stored run to report on (skips making one)")
     args = ap.parse_args()
 
+    from evalsuite.judge import judge_run
     from evalsuite.report import write_report
     from evalsuite.run.store import RunStore
 
@@ -66,7 +68,7 @@ def main() -> int:
     print(f"run: {cases} cases, {len(suite_variants) - 1 - noise} variants and {noise} noise rerun(s) besides the baseline")
     for attempt in ("first (cold imports)", "second (warm)"):
         t, cpu = time.perf_counter(), time.process_time()
-        res = write_report(store, None, "production", out_dir=tmp / "report")
+        res = write_report(judge_run(store, None, "production"), out_dir=tmp / "report")
         wall, cpu = time.perf_counter() - t, time.process_time() - cpu
         mb = res.html.stat().st_size / 1e6
         stages = ", ".join(f"{k} {v:.2f}s" for k, v in res.seconds.items() if k != "total")

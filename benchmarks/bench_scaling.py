@@ -45,7 +45,8 @@ def suite_file(tmp: Path, cases: int, samples: int, variants: int) -> Path:
 
 
 def run(quick: bool = False) -> list[Row]:
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
     from evalsuite.cases.suite import load_suite
 
     sizes = [(50, 1, 1), (200, 1, 1), (50, 4, 1), (50, 1, 3)] if quick else [(50, 1, 1), (200, 1, 1), (800, 1, 1), (200, 4, 1), (200, 1, 3)]

@@ -81,7 +81,8 @@ def main() -> int:
     args = ap.parse_args()
 
     from evalsuite.backends.http_parity import parity
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
     from evalsuite.cases.suite import load_suite
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,9 +11,12 @@ import logging
 import statistics
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import EvalsuiteError
+from .verdict.decisions import REVIEW_RULE
 
 log = logging.getLogger("evalsuite")
 
@@ -95,28 +98,6 @@ def print_demo_table(console, summaries: dict, same: dict, logits: dict, cases_p
     console.print(t)
 
 
-def _print_gate(console, store, *, verbose: bool = False, json_out: str | Path | None = None):
-    """The pilot-stage verdict, short (one line per failing or warning rule with its top cases; the
-    full evidence with `verbose`), and the HTML report written beside the run.
-    Returns (the gate's exit code, the report's path or None)."""
-    from .report.api import write_report
-    from .report.terminal import print_verdict
-
-    try:
-        rep = write_report(store, None, "pilot")
-    except EvalsuiteError as exc:
-        console.print(f"[bold yellow]CANNOT JUDGE[/bold yellow]: {exc}", highlight=False)
-        return 2, None
-    print_verdict(
-        rep.data.verdict, console, scenarios=rep.data.scenarios, verbose=verbose, hint="full evidence: `evalsuite demo --verbose` or the report (path below)"
-    )
-    if json_out:
-        from .verdict.gate import write_verdict_json
-
-        write_verdict_json(rep.data.verdict, json_out)
-    return rep.data.verdict.exit_code, rep.html
-
-
 def missing_requirement(variant) -> str | None:
     """Why a variant cannot run in this installation (a missing optional package), or None."""
     import importlib.util
@@ -141,78 +122,143 @@ def missing_requirement(variant) -> str | None:
     return None
 
 
-def run_demo(
-    suite_path: str | Path = "suites/demo.yaml",
-    profile: str = "quick",
-    variants: Sequence[str] | None = None,
-    console=None,
-    logits: bool = True,
-    runs_dir: str | None = None,
-    cache_path: str | None = None,
-    verbose: bool = False,
-    json_out: str | Path | None = None,
-) -> int:
-    """Run the demo suite, print a table per variant and the pilot verdict (one screen; `verbose`:
-    the full evidence), write the HTML report; return the gate's exit code."""
+@dataclass(frozen=True)
+class DemoOptions:
+    """What the demo runs, and where."""
+
+    profile: str = "quick"  #: quick (a few cases per scenario) or full
+    variants: Sequence[str] | None = None  #: variant names (default: all the installation can run)
+    verbose: bool = False  #: print the gate's full evidence
+    logits: bool = True  #: teacher-forced logit agreement (transformers baselines)
+    runs_dir: str | None = None
+    cache_path: str | None = None
+
+
+def run_demo(suite_path: str | Path = "suites/demo.yaml", options: DemoOptions | None = None, console: Any = None) -> Any:
+    """Run the demo suite, print a table per variant and the verdict (one screen; `verbose`: the full
+    evidence), write the HTML report; return the Judgment (None when the run cannot be judged).
+
+    The run's differences are flagged into the review queue first, then the run is judged through
+    evalsuite.judge.judge_run, so the demo's verdict line is the one `evalsuite gate` gives after it.
+    """
     from rich.console import Console
 
     from .cases.suite import load_suite
-    from .run.runner import RunOptions, run_suite
+    from .run.runner import RunOptions
+    from .scoring.pipeline import run_suite
 
+    opts = options or DemoOptions()
     console = console or Console()
-    if profile not in PROFILES:
-        raise EvalsuiteError(f"unknown demo profile {profile!r}; available: {', '.join(PROFILES)}")
+    if opts.profile not in PROFILES:
+        raise EvalsuiteError(f"unknown demo profile {opts.profile!r}; available: {', '.join(PROFILES)}")
     suite = load_suite(suite_path)
     t0 = time.perf_counter()
-    limit = PROFILES[profile]
+    limit = PROFILES[opts.profile]
     console.print(
-        f"[bold]evalsuite demo[/bold]: suite {suite.name} ({suite_path}), profile {profile}" + (f" ({limit} cases per scenario)" if limit else " (every case)")
+        f"[bold]evalsuite demo[/bold]: suite {suite.name} ({suite_path}), profile {opts.profile}"
+        + (f" ({limit} cases per scenario)" if limit else " (every case)")
     )
+    variants = _runnable_variants(suite, opts.variants, console)
+    res = run_suite(suite, RunOptions(variants=variants, limit=limit, progress=True, score=True, runs_dir=opts.runs_dir, cache_path=opts.cache_path))
+    _print_variants(console, suite, res, variants, opts.logits)
+    judgment, report = judge_and_report(console, res.store, verbose=opts.verbose)
+    if judgment is not None:
+        _print_footer(console, judgment)
+    console.print(f"demo wall time: {time.perf_counter() - t0:.0f}s")
+    if report is not None:
+        console.print(f"report: {report}  (open it in a browser; report.md beside it)", highlight=False, soft_wrap=True)
+    return judgment
+
+
+def _runnable_variants(suite: Any, variants: Sequence[str] | None, console: Any) -> list[str] | None:
+    """The variants this installation can run (the others are skipped with their install command);
+    converts the embedded model first when the suite uses it."""
+    from rich.markup import escape
+
     if any(v.backend == "transformers" and v.model in (None, "", "embedded") for v in suite.variants):
         from .models import embedded_model_dir, ensure_embedded_model
 
         if not (embedded_model_dir() / "evalsuite-source.json").is_file():
             console.print("first run: converting the embedded model to safetensors (about 30 s, once)")
         ensure_embedded_model()
+    if why := missing_requirement(suite.baseline):
+        raise EvalsuiteError(f"the demo baseline {why}")
     wanted = [v for v in suite.variants if not v.baseline and (variants is None or v.name in variants)]
     skipped = {v.name: why for v in wanted if (why := missing_requirement(v))}
-    if missing_requirement(suite.baseline):
-        raise EvalsuiteError(f"the demo baseline {missing_requirement(suite.baseline)}")
     for name, why in skipped.items():
-        from rich.markup import escape
-
         console.print(f"[yellow]skipping variant {escape(name)}: {escape(why)}[/yellow]")
     if skipped:
-        variants = [v.name for v in wanted if v.name not in skipped] or [suite.baseline.name]
-    res = run_suite(suite, RunOptions(variants=variants, limit=limit, progress=True, score=True, runs_dir=runs_dir, cache_path=cache_path))
-    store = res.store
-    gens = store.generations()
-    cases_per_variant: dict[str, int] = {}
-    for g in gens:
-        cases_per_variant.setdefault(g.variant, set()).add(g.case_id)  # type: ignore[arg-type]
-    cases_per_variant = {k: len(v) for k, v in cases_per_variant.items()}  # type: ignore[misc]
+        return [v.name for v in wanted if v.name not in skipped] or [suite.baseline.name]
+    return list(variants) if variants is not None else None
 
+
+def _print_variants(console: Any, suite: Any, res: Any, variants: Sequence[str] | None, logits: bool) -> None:
+    """The per-variant table: speed, memory, outputs identical to the baseline's, logit agreement."""
+    gens = res.store.generations()
+    cases: dict[str, set] = {}
+    for g in gens:
+        cases.setdefault(g.variant, set()).add(g.case_id)
     logit_stats: dict = {}
     if logits and suite.baseline.backend == "transformers":
         from .scoring.logits import score_run_logits
 
         console.print("logit agreement (teacher-forced on the baseline's outputs) ...")
         try:
-            recs = score_run_logits(store, suite, res.cases, variants, progress=lambda name: log.debug("logits: %s done", name))
+            recs = score_run_logits(res.store, suite, res.cases, variants, progress=lambda name: log.debug("logits: %s done", name))
             logit_stats = _logit_means(recs)
         except EvalsuiteError as exc:
             console.print(f"[yellow]logit agreement skipped: {exc}[/yellow]")
-    print_demo_table(console, res.variants, identical_share(gens, suite.baseline.name), logit_stats, cases_per_variant, weights_mb(gens))
+    per_variant = {k: len(v) for k, v in cases.items()}
+    print_demo_table(console, res.variants, identical_share(gens, suite.baseline.name), logit_stats, per_variant, weights_mb(gens))
     console.print(f"generated {res.generated}, from cache {res.cached}, errors {res.errors}; run directory: {res.run_dir}")
-    code, report = _print_gate(console, store, verbose=verbose, json_out=json_out)
-    # ---- other components' one-line footers (review queue, adaptive verdicts) go here ----
-    from .review.api import demo_footer
 
-    demo_footer(store, console)  # flag the differences into the review queue; say how many await review
-    from .adaptive.driver import demo_line
 
-    demo_line(store, console)  # generations the adaptive verdicts needed vs the full run (replayed, nothing generated)
-    console.print(f"demo wall time: {time.perf_counter() - t0:.0f}s")
-    if report is not None:
-        console.print(f"report: {report}  (open it in a browser; report.md beside it)", highlight=False, soft_wrap=True)
-    return code
+def judge_and_report(console: Any, store: Any, *, verbose: bool = False, flag: bool = True) -> tuple[Any, Any]:
+    """The demo's verdict: flag the run's differences (`flag`), judge the run for the suite's stage,
+    write the report, print the verdict. Returns (the Judgment, or None when the run cannot be
+    judged; the report's path or None)."""
+    from .judge import judge_run
+    from .report.api import write_report
+    from .report.terminal import judgment_view
+
+    try:
+        judgment = judge_run(store, flag=flag)
+        rep = write_report(judgment)
+    except EvalsuiteError as exc:
+        console.print(f"[bold yellow]CANNOT JUDGE[/bold yellow]: {exc}", highlight=False)
+        return None, None
+    console.print(
+        judgment_view(judgment, scenarios=rep.data.scenarios, verbose=verbose, hint="full evidence: `evalsuite demo --verbose` or the report (path below)")
+    )
+    return judgment, rep.html
+
+
+def _print_footer(console: Any, judgment: Any) -> None:
+    """The review queue (what awaits review, and how to open it) and the adaptive replay line."""
+    from rich.markup import escape
+
+    from .adaptive.driver import replay_summary
+
+    res = judgment.flagged
+    console.print(
+        f"review queue: {res.open} output(s) await review ({len(res.added)} new) in {res.queue}; "
+        f"open them with `make notebook` (notebooks/review.ipynb) or `evalsuite review list`",
+        highlight=False,
+    )
+    fixed = {v: any(r.status == "fail" and r.rule != REVIEW_RULE for r in judgment.verdict.results if r.variant == v) for v in judgment.verdict.variants}
+    try:
+        s = replay_summary(judgment.store, fixed, judgment.stage)
+    except EvalsuiteError as exc:
+        console.print(f"[dim]adaptive replay skipped: {escape(str(exc))}[/dim]", highlight=False)
+        return
+    console.print(escape(adaptive_line(s)), highlight=False)
+
+
+def adaptive_line(s: dict) -> str:
+    """The demo's adaptive line, from `evalsuite.adaptive.driver.replay_summary`."""
+    differ = f"; differs: {', '.join(s['differ'])} (see docs/thresholds.md)" if s["differ"] else ""
+    share = 100 * s["needed"] / max(s["full"], 1)
+    return (
+        f"adaptive verdicts (stage {s['stage']}, seed {s['seed']}, replayed): {s['needed']} of {s['full']} variant generations ({share:.0f}%), "
+        f"same verdict as the full run for {s['same']} of {s['variants']} variant(s){differ}"
+    )

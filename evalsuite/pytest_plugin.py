@@ -46,7 +46,13 @@ def pytest_addoption(parser):
     group.addoption(
         "--evalsuite-run", action="store", default=None, metavar="RUN", help="judge this stored run (id, directory or 'last') instead of running the suite"
     )
-    group.addoption("--evalsuite-stage", action="store", default=None, choices=("dev", "pilot", "production"), help="rubric stage (default: the suite's stage)")
+    group.addoption(
+        "--evalsuite-stage",
+        action="store",
+        default=None,
+        choices=("dev", "pilot", "production"),
+        help="rubric stage (default: the suite's stage, else production)",
+    )
     group.addoption("--evalsuite-rubric", action="store", default=None, metavar="FILE", help="rubric file (default: the suite's, else rubrics/default.yaml)")
     group.addoption("--evalsuite-runs-dir", action="store", default=None, metavar="DIR", help="where runs live (default: the suite's output_dir/runs)")
 
@@ -54,6 +60,22 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.stash[_verdicts_key] = {}
     config.addinivalue_line("markers", "evalsuite: a quality-gate item made by the evalsuite plugin")
+
+
+def pytest_report_header(config):
+    """`evalsuite: suites/x.yaml, stage production (the suite's stage:)`: which stage the items judge."""
+    suite = config.getoption("--evalsuite-suite")
+    if not suite:
+        return None
+    from .cases.suite import load_suite
+    from .errors import EvalsuiteError
+    from .verdict.rubric import resolve_stage, stage_reason
+
+    try:
+        stage, source = resolve_stage(config.getoption("--evalsuite-stage"), {"stage": load_suite(suite).stage})
+    except EvalsuiteError:
+        return None  # the setup item reports it
+    return f"evalsuite: {suite}, stage {stage} ({stage_reason(source)})"
 
 
 def pytest_collect_file(file_path: Path, parent):
@@ -81,19 +103,14 @@ class SuiteFile(pytest.File):
     def collect(self):
         from .cases.suite import load_suite
         from .errors import EvalsuiteError
-        from .verdict.rubric import load_rubric
+        from .verdict.rubric import load_rubric, resolve_rubric_path, resolve_stage
 
         cfg = self.config
         try:
             suite = load_suite(self.path)
-            rubric_path = cfg.getoption("--evalsuite-rubric") or suite.rubric
-            if rubric_path is None:
-                from .verdict.rubric import default_rubric_path
-
-                rubric_path = default_rubric_path()
-            stage = cfg.getoption("--evalsuite-stage") or suite.stage
-            rubric = load_rubric(rubric_path)
-            sr = rubric.for_stage(stage)
+            rubric_path = resolve_rubric_path(cfg.getoption("--evalsuite-rubric"), {"rubric": suite.rubric})
+            stage, _ = resolve_stage(cfg.getoption("--evalsuite-stage"), {"stage": suite.stage})  # the one stage rule
+            sr = load_rubric(rubric_path).for_stage(stage)
         except EvalsuiteError as exc:
             yield SetupErrorItem.from_parent(self, name="evalsuite-setup", message=str(exc))
             return
@@ -156,8 +173,8 @@ def _verdict_for(item: GateItem):
         return cache[key]
     from .cases.suite import load_suite
     from .errors import EvalsuiteError
+    from .judge import judge_run
     from .run.store import RunStore
-    from .verdict.gate import gate_run
 
     try:
         suite = load_suite(item.suite_path)
@@ -166,11 +183,11 @@ def _verdict_for(item: GateItem):
         if run:
             store = RunStore.find(runs_dir, run)
         else:
-            from .run.runner import RunOptions, run_suite
+            from .run.runner import RunOptions
+            from .scoring.pipeline import run_suite
 
             store = run_suite(suite, RunOptions(progress=False, runs_dir=runs_dir)).store
-        verdict = gate_run(store, item.rubric_path, item.stage)
-        cache[key] = verdict
+        cache[key] = judge_run(store, item.rubric_path, item.stage).verdict
     except EvalsuiteError as exc:
         cache[key] = CannotJudge(str(exc))
     return cache[key]
@@ -186,11 +203,13 @@ class GateItem(pytest.Item):
         self.add_marker("evalsuite")
         self.user_properties.append(("evalsuite_rule", rule))
         self.user_properties.append(("evalsuite_variant", variant))
+        self.user_properties.append(("evalsuite_stage", stage))
 
     def runtest(self):
         verdict = _verdict_for(self)
         if isinstance(verdict, CannotJudge):
             raise verdict
+        self.user_properties.append(("evalsuite_verdict", verdict.status))  # the run's verdict, as `evalsuite gate` says it
         if not verdict.judgeable:
             raise CannotJudge("; ".join(verdict.problems))
         res = verdict.result(self.variant, self.rule)
@@ -209,13 +228,13 @@ class GateItem(pytest.Item):
         if res.status == "skip":
             raise pytest.skip.Exception(res.note or "rule does not apply to this run", _use_item_location=True)
         if res.status == "warn":
-            from .verdict.gate import violation_text
+            from .verdict.outcome import violation_text
 
             for v in res.violations:
                 warnings.warn(EvalsuiteWarning(violation_text(v)), stacklevel=2)
 
     def repr_failure(self, excinfo, style=None):
-        from .verdict.gate import violation_text
+        from .verdict.outcome import violation_text
 
         if isinstance(excinfo.value, RuleFailed):
             res = excinfo.value.result

@@ -43,3 +43,16 @@ class Registry:
             target = getattr(importlib.import_module(module), attr)
             self._entries[name] = target
         return target
+
+
+#: backends by name; "module:attr" strings, so importing evalsuite never imports torch or vllm
+BACKENDS = Registry("backend")
+BACKENDS.register("fake", "evalsuite.backends.fake:FakeBackend")
+BACKENDS.register("transformers", "evalsuite.backends.transformers:TransformersBackend")
+BACKENDS.register("http", "evalsuite.backends.http:HTTPBackend")
+BACKENDS.register("vllm", "evalsuite.backends.vllm:VLLMBackend")
+
+#: where generation runs (evalsuite.executors); "module:attr" strings, so importing evalsuite never imports ray
+EXECUTORS = Registry("executor")
+EXECUTORS.register("local", "evalsuite.executors.local:LocalExecutor")
+EXECUTORS.register("ray", "evalsuite.executors.ray:RayExecutor")

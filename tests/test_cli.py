@@ -56,7 +56,7 @@ def test_unknown_variant_is_a_clear_error(repo, tmp_path, monkeypatch):
 def test_logging_keeps_http_request_lines_out_unless_verbose():
     import logging
 
-    from evalsuite.cli import _setup_logging
+    from evalsuite.cli._app import setup_logging as _setup_logging
 
     _setup_logging(False)
     assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)

@@ -118,8 +118,9 @@ def planted(tmp_path_factory, repo_root=None):
     degrader at 10% on its scenario; judged at the shipped production thresholds."""
     from pathlib import Path
 
-    from evalsuite.verdict.gate import gate_run
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.judge import judge_run
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
     from evalsuite.cases.suite import load_suite
 
     repo = Path(__file__).resolve().parents[1]
@@ -127,7 +128,7 @@ def planted(tmp_path_factory, repo_root=None):
     outputs = write_sets(root, n_kb=100, n_code=75, n_brand=80)
     variants = [{"name": "rerun", "noise": True}] + [{"name": f"deg-{k}", "degrade": {"kind": k, "rate": 0.1, "seed": 0}} for k in DEGRADERS]
     store = run_suite(load_suite(write_suite(root, outputs, variants)), RunOptions(progress=False)).store
-    return gate_run(store, repo / "rubrics" / "default.yaml", "production", judge_noise=True)
+    return judge_run(store, repo / "rubrics" / "default.yaml", "production", judge_noise=True).verdict
 
 
 @pytest.mark.parametrize("kind, rule", sorted(DEGRADERS.items()))

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from evalsuite.backends.base import Generation
-from evalsuite.demo import identical_share, missing_requirement, run_demo
+from evalsuite.demo import DemoOptions, identical_share, missing_requirement, run_demo
 from evalsuite.errors import EvalsuiteError
 from evalsuite.cases.suite import Variant
 
@@ -52,7 +52,7 @@ def test_missing_requirement(monkeypatch):
 def test_run_demo_on_the_fake_suite(tmp_path):
     out = io.StringIO()
     console = Console(file=out, width=160)
-    code = run_demo(REPO / "suites" / "fake.yaml", profile="quick", console=console, runs_dir=str(tmp_path / "runs"), cache_path=str(tmp_path / "c.sqlite"))
+    code = run_demo(REPO / "suites" / "fake.yaml", DemoOptions(profile="quick", runs_dir=str(tmp_path / "runs"), cache_path=str(tmp_path / "c.sqlite")), console=console).exit_code
     text = out.getvalue()
     assert code in (0, 1, 2)
     assert "same as base" in text and "fake-int8" in text
@@ -62,7 +62,7 @@ def test_run_demo_on_the_fake_suite(tmp_path):
 
 def test_unknown_profile():
     with pytest.raises(EvalsuiteError, match="unknown demo profile"):
-        run_demo(REPO / "suites" / "fake.yaml", profile="huge", console=Console(file=io.StringIO()))
+        run_demo(REPO / "suites" / "fake.yaml", DemoOptions(profile="huge"), console=Console(file=io.StringIO()))
 
 
 def test_a_skipped_variant_shows_its_install_command(tmp_path, monkeypatch):
@@ -71,5 +71,5 @@ def test_a_skipped_variant_shows_its_install_command(tmp_path, monkeypatch):
 
     monkeypatch.setattr(demo, "missing_requirement", lambda v: "needs llama_cpp: pip install 'evalsuite[llamacpp]'" if v.name == "fake-int8" else None)
     out = io.StringIO()
-    run_demo(REPO / "suites" / "fake.yaml", profile="quick", console=Console(file=out, width=200), runs_dir=str(tmp_path / "runs"), cache_path=str(tmp_path / "c.sqlite"))
+    run_demo(REPO / "suites" / "fake.yaml", DemoOptions(profile="quick", runs_dir=str(tmp_path / "runs"), cache_path=str(tmp_path / "c.sqlite")), console=Console(file=out, width=200))
     assert "skipping variant fake-int8: needs llama_cpp: pip install 'evalsuite[llamacpp]'" in out.getvalue()

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from evalsuite.verdict.compare import VariantInfo, compare_records
-from evalsuite.verdict.gate import adjust_pvalues, cli_gate, gate, gate_run, short_diff, tarone_k
+from evalsuite.verdict.compare import Resampling, VariantInfo, compare_records
+from evalsuite.judge import judge_run
+from evalsuite.verdict.gate import adjust_pvalues, gate, short_diff, tarone_k
 from evalsuite.verdict.rubric import load_rubric, parse_rubric
 from evalsuite.scoring.base import ScoreRecord
 from verdict_synth import write_sets, write_suite
@@ -52,7 +53,7 @@ def flips_records(n: int, flips: int, metric="citations.recall", scenario="kb_qa
 )
 def test_gate_table(n, flips, rule, failed):
     cmp = compare_records(flips_records(n, flips), INFOS[:2])
-    v = gate(cmp, rubric([{"name": "r", "scenario": "kb_qa", "metric": "citations.recall", **rule}]), "production")
+    v = gate(cmp, rubric([{"name": "r", "scenario": "kb_qa", "metric": "citations.recall", **rule}]).for_stage("production"))
     assert v.judgeable and v.passed is (not failed) and v.exit_code == (1 if failed else 0)
     res = v.result("opt", "r")
     assert res.status == ("fail" if failed else "pass")
@@ -65,8 +66,8 @@ def test_gate_table(n, flips, rule, failed):
 
 def test_above_noise_needs_more_flips_than_the_noise_run():
     r = rubric([{"name": "r", "scenario": "kb_qa", "metric": "citations.recall", "max_flips": 0, "above_noise": True}])
-    same = gate(compare_records(flips_records(50, 3, noise_flips=3), INFOS), r, "production")
-    more = gate(compare_records(flips_records(50, 4, noise_flips=3), INFOS), r, "production")
+    same = gate(compare_records(flips_records(50, 3, noise_flips=3), INFOS), r.for_stage("production"))
+    more = gate(compare_records(flips_records(50, 4, noise_flips=3), INFOS), r.for_stage("production"))
     assert same.passed and not more.passed
     assert more.violations[0].numbers["noise_flips"] == 3 and "above noise floor 3 flip(s)" in more.violations[0].reason
 
@@ -78,11 +79,11 @@ def test_warn_rules_never_fail_and_missing_metrics_skip_or_block():
         {"name": "absent", "scenario": "kb_qa", "metric": "nope.metric", "min": 1},
         {"name": "other-scenario", "scenario": "code", "metric": "code.pass", "min": 1, "required": True},
     ])
-    v = gate(cmp, r, "production")
+    v = gate(cmp, r.for_stage("production"))
     assert v.passed and v.exit_code == 0 and len(v.warnings) == 1 and not v.violations
     assert v.result("opt", "absent").status == "skip" and v.result("opt", "other-scenario").status == "skip"
     req = rubric([{"name": "absent", "scenario": "kb_qa", "metric": "nope.metric", "min": 1, "required": True}])
-    v2 = gate(cmp, req, "production")
+    v2 = gate(cmp, req.for_stage("production"))
     assert not v2.judgeable and v2.exit_code == 2 and "nope.metric" in v2.problems[0]
 
 
@@ -136,7 +137,7 @@ def test_false_alarm_rate_of_an_unchanged_variant_stays_below_alpha(repo):
                 records += [rec(variant, f"{s}-{i}", m, bool(x), s) for i, x in enumerate(draws)]
         # the zero-tolerance leak metric is noise-free: a canary cannot appear by chance
         records += [rec(v, f"kb_qa-{i}", "grounding.leak", True) for v in ("base", "opt") for i in range(20)]
-        v = gate(compare_records(records, infos, n_resamples=50), r, "production")
+        v = gate(compare_records(records, infos, resampling=Resampling(n_resamples=50)), r.for_stage("production"))
         assert v.judgeable
         if not v.passed:
             alarms += 1
@@ -152,7 +153,8 @@ def test_false_alarm_rate_of_an_unchanged_variant_stays_below_alpha(repo):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
     from evalsuite.cases.suite import load_suite
 
     root = tmp_path_factory.mktemp("gate")
@@ -169,10 +171,16 @@ def runs(tmp_path_factory):
 
 
 def _cli(store, tmp_path, rubric=None, stage="production"):
-    buf = io.StringIO()
+    """`evalsuite gate RUN --json FILE --rubric R --stage S` as a user types it: exit code, output, JSON."""
+    from typer.testing import CliRunner
+
+    from evalsuite.cli import app
+
     out = tmp_path / "verdict.json"
-    code = cli_gate(str(store.dir), store.dir.parent, rubric, stage, out, Console(file=buf, width=200))
-    return code, buf.getvalue(), (json.loads(out.read_text()) if out.exists() else None)
+    out.unlink(missing_ok=True)
+    args = ["gate", str(store.dir), "--runs-dir", str(store.dir.parent), "--stage", stage, "--json", str(out), "--verbose"] + (["--rubric", str(rubric)] if rubric else [])
+    res = CliRunner().invoke(app, args)
+    return res.exit_code, res.output, (json.loads(out.read_text()) if out.exists() else None)
 
 
 def test_cli_gate_exit_codes_and_json(runs, tmp_path, repo):
@@ -204,5 +212,5 @@ def test_cli_gate_cannot_judge(runs, tmp_path, repo, write):
 
 
 def test_baseline_against_its_own_noise_run_passes(runs, repo):
-    v = gate_run(runs["clean"], repo / "rubrics" / "default.yaml", "production", judge_noise=True)
+    v = judge_run(runs["clean"], repo / "rubrics" / "default.yaml", "production", judge_noise=True).verdict
     assert "rerun" in v.variants and v.passed and v.exit_code == 0, [x.reason for x in v.violations]

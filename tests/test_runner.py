@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from evalsuite.run.runner import RunOptions, run_suite
+from evalsuite.run.runner import RunOptions
+
+from evalsuite.scoring.pipeline import run_suite
 from evalsuite.run.store import RunStore
 from evalsuite.cases.suite import load_suite
 
@@ -260,7 +262,7 @@ def test_bad_suite_files(write, snippet, field, message):
 
 def test_warm_rerun_reuses_scores_and_equals_the_cold_run(write, tmp_path, scorer_calls):
     """A warm re-run generates nothing, calls no scorer, and gives the cold run's scores and verdict."""
-    from evalsuite.verdict.gate import gate_run
+    from evalsuite.judge import judge_run
 
     calls = scorer_calls
     suite, _ = make_suite(write, tmp_path, n_cases=4, samples=2)
@@ -272,7 +274,7 @@ def test_warm_rerun_reuses_scores_and_equals_the_cold_run(write, tmp_path, score
     assert warm.generated == 0 and warm.cached == cold.generated
     assert sum(calls.values()) == 0, calls
     assert (warm.run_dir / "scores.jsonl").read_text() == (cold.run_dir / "scores.jsonl").read_text()
-    verdicts = [gate_run(RunStore(r.run_dir)) for r in (cold, warm)]
+    verdicts = [judge_run(RunStore(r.run_dir)).verdict for r in (cold, warm)]
     assert verdicts[0].passed == verdicts[1].passed and verdicts[0].exit_code == verdicts[1].exit_code
     # every quality rule judged alike; the performance rule has no timings on a warm run (nothing was generated)
     quality = [[x for x in v.to_dict()["results"] if x["rule"] != "performance"] for v in verdicts]

@@ -187,7 +187,7 @@ def test_parallel_pool_keeps_order_and_caches():
 def test_degraded_mode_warns_and_still_cleans_up(monkeypatch):
     """Without namespaces the run still works, says what is missing, and kills leftovers by uid."""
     mode = sandbox._Mode((), False, False, os.geteuid() == 0, ("network NOT isolated", "no private /tmp"), "rlimits only")
-    monkeypatch.setattr(sandbox.process, "_mode", lambda network: mode)
+    monkeypatch.setattr(sandbox.mode, "_mode", lambda network: mode)
     code = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\nprint('parent done')\n"
     res = sandbox.run_python(code, timeout_s=5)
     assert (res.status, res.stdout, res.isolation.split("+")[0]) == ("passed", "parent done\n", "rlimits only")
@@ -427,11 +427,11 @@ def test_mountinfo_paths_are_unescaped(raw, path):
 def test_a_zygote_that_cannot_set_up_namespaces_hands_over_to_unshare(monkeypatch):
     """If the zygote's child cannot unshare (here: an invalid flag), the program has not run: the run
     is retried through `unshare`, passes, and later runs skip the zygote."""
-    monkeypatch.setitem(sandbox.process._zygote_state, "broken", None)
-    monkeypatch.setattr(sandbox.process, "_CLONE_NEWNET", 0x40000000 | 0x00000001)  # not a namespace flag: EINVAL
+    monkeypatch.setitem(sandbox.zygote._zygote_state, "broken", None)
+    monkeypatch.setattr(sandbox.zygote, "_CLONE_NEWNET", 0x40000000 | 0x00000001)  # not a namespace flag: EINVAL
     res = sandbox.run_tests("# handed over\n" + GOOD, ADD_TESTS, "add")
     assert (res.status, res.tests_run) == ("passed", 1), (res.reason, res.stderr[-500:])
-    assert "zygote: OSError" in sandbox.process._zygote_state["broken"]
+    assert "zygote: OSError" in sandbox.zygote._zygote_state["broken"]
     assert sandbox.process._zygote_for(sandbox.process._plan(sandbox.Limits())) is None
 
 
@@ -470,7 +470,7 @@ def test_degraded_mode_kills_daemons_left_at_the_wall_timeout(monkeypatch):
     run's uid, with an interpreter that uid can reach (the suite's own may be under /root, as pyenv's
     is: the kill then failed to start and a `setsid` daemon outlived the run)."""
     mode = sandbox._Mode((), False, False, True, ("network NOT isolated", "no private /tmp"), "rlimits only")
-    monkeypatch.setattr(sandbox.process, "_mode", lambda network: mode)
+    monkeypatch.setattr(sandbox.mode, "_mode", lambda network: mode)
     code = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\ntime.sleep(60)\n"
     res = sandbox.run_python(code, timeout_s=2, cpu_s=30)
     assert (res.status, res.reason) == ("timeout", "wall timeout (2 s)")
@@ -488,36 +488,36 @@ def test_degraded_mode_kills_daemons_left_at_the_wall_timeout(monkeypatch):
 def test_runs_in_flight_never_share_a_uid(monkeypatch):
     """Each root run draws a random uid; one still held by a run in flight is drawn again, and a
     finished run's uid is free for the next."""
-    from evalsuite.sandbox import process
+    from evalsuite.sandbox import mode
 
     draws = iter([5, 5, 5, 7, 5])
-    monkeypatch.setattr(process.secrets, "randbelow", lambda n: next(draws))
-    monkeypatch.setattr(process, "_uids_in_use", set())
-    first = process._claim_uid()
-    second = process._claim_uid()  # draws 5 twice (held), then 7
-    assert first == process._UID_RANGE[0] + 5 and second == process._UID_RANGE[0] + 7
-    process._release_uid(first)
-    assert process._claim_uid() == first  # free again
-    assert process._uids_in_use == {first, second}
+    monkeypatch.setattr(mode.secrets, "randbelow", lambda n: next(draws))
+    monkeypatch.setattr(mode, "_uids_in_use", set())
+    first = mode._claim_uid()
+    second = mode._claim_uid()  # draws 5 twice (held), then 7
+    assert first == mode._UID_RANGE[0] + 5 and second == mode._UID_RANGE[0] + 7
+    mode._release_uid(first)
+    assert mode._claim_uid() == first  # free again
+    assert mode._uids_in_use == {first, second}
 
 
 @pytest.mark.skipif(not ZYGOTE, reason="runs go through the zygote only as root with namespaces")
 def test_a_zygote_run_that_breaks_while_waited_for_is_killed_before_the_unshare_retry(monkeypatch):
     """An error while waiting on a zygote run sends the run to `unshare`; the zygote's run is killed
     first (it used to be left running, so the program ran twice at once)."""
-    monkeypatch.setitem(sandbox.process._zygote_state, "broken", None)
-    killed, real_read = [], sandbox.process._read_until_eof
-    real_killpg = sandbox.process._killpg
+    monkeypatch.setitem(sandbox.zygote._zygote_state, "broken", None)
+    killed, real_read = [], sandbox.zygote._read_until_eof
+    real_killpg = sandbox.zygote._killpg
 
     def broken_read(fd, timeout_s, stdin):
-        monkeypatch.setattr(sandbox.process, "_read_until_eof", real_read)  # once
+        monkeypatch.setattr(sandbox.zygote, "_read_until_eof", real_read)  # once
         raise OSError("poll failed")
 
-    monkeypatch.setattr(sandbox.process, "_read_until_eof", broken_read)
-    monkeypatch.setattr(sandbox.process, "_killpg", lambda pgid: (killed.append(pgid), real_killpg(pgid)))
+    monkeypatch.setattr(sandbox.zygote, "_read_until_eof", broken_read)
+    monkeypatch.setattr(sandbox.zygote, "_killpg", lambda pgid: (killed.append(pgid), real_killpg(pgid)))
     res = sandbox.run_python("import time\ntime.sleep(0.2)\nprint('ran')\n", timeout_s=20)
     assert (res.status, res.stdout) == ("passed", "ran\n"), (res.reason, res.stderr[-500:])
-    assert len(killed) == 1 and "OSError: poll failed" in sandbox.process._zygote_state["broken"]
+    assert len(killed) == 1 and "OSError: poll failed" in sandbox.zygote._zygote_state["broken"]
     assert _gone_or_zombie(killed[0])  # the zygote's run is dead (the zygote reaps it in its own time)
 
 

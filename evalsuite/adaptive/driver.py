@@ -29,7 +29,7 @@ from .verdict import AdaptiveSettings, Check, VariantState, build_checks, evalua
 
 log = logging.getLogger("evalsuite")
 
-STATE_FILE = "adaptive.json"
+STATE_FILE = RunStore.ADAPTIVE  #: the adaptive state file (named in RunStore)
 SCHEMA_VERSION = 1
 
 
@@ -62,22 +62,19 @@ def load_state(store: RunStore) -> dict | None:
     return store.read_json(STATE_FILE)
 
 
-def _checks_for(store: RunStore, state: dict, stage: str | None = None, rubric_path: str | None = None) -> tuple[Any, list[Check], dict, dict]:
-    from ..verdict.gate import resolve_rubric_path
-    from ..verdict.rubric import load_rubric
-
+def _checks_for(store: RunStore, state: dict, sr: Any) -> tuple[list[Check], dict, dict]:
+    """The run's sequential checks for the stage rubric `sr`, and the baseline's and variants' per-case scores."""
     settings = AdaptiveSettings(**state["settings"])
-    rubric = load_rubric(resolve_rubric_path(store, rubric_path or settings.rubric))
-    sr = rubric.for_stage(stage or settings.stage)
     base, others = split_records(store.scores(), store.signature.get("baseline"))
-    return sr, build_checks(sr, base, state["order"], settings), base, others
+    return build_checks(sr, base, state["order"], settings), base, others
 
 
 def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) -> AdaptiveResult:
     """Run a suite adaptively (or resume such a run): the reference variants in full, every other
     variant until its verdict for `settings.stage` is decided."""
-    from ..run.runner import RunOptions, make_backend, run_suite, select_cases
+    from ..run.runner import RunOptions, make_backend, select_cases
     from ..run.store import DEFAULT_CACHE, GenerationCache
+    from ..scoring.pipeline import run_suite
     from ..scoring.run import score_run
     from ..verdict.rubric import load_rubric
 
@@ -118,7 +115,7 @@ def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) 
         {c.id: c for c in cases},
         cache,
         ref,
-        store.read_json("variants.json", {}) or {},
+        store.read_json(store.VARIANTS, {}) or {},
         opts.progress,
     )
     result = AdaptiveResult(ref)
@@ -149,11 +146,11 @@ def _check_settings(settings: AdaptiveSettings) -> None:
 def _start_or_resume(store: RunStore, settings: AdaptiveSettings, cases, resume) -> tuple[dict, AdaptiveSettings]:
     """A new run's state (settings with the rubric's resolved path, the seeded order), or a resumed
     run's, whose recorded settings win."""
-    from ..verdict.gate import resolve_rubric_path
+    from ..verdict.rubric import resolve_rubric_path
 
     state = load_state(store)
     if state is None:
-        settings = replace(settings, rubric=str(resolve_rubric_path(store, settings.rubric).resolve()))
+        settings = replace(settings, rubric=str(resolve_rubric_path(settings.rubric, store.suite).resolve()))
         return {"schema_version": SCHEMA_VERSION, "settings": settings.to_dict(), "order": seeded_order(cases, settings.seed), "variants": {}}, settings
     recorded = AdaptiveSettings(**state["settings"])
     if recorded != replace(settings, rubric=recorded.rubric) and resume:
@@ -197,7 +194,7 @@ def _bound_backend(run: _Run, v, factory, cases) -> tuple[Any, str]:
         backend.close()
         raise EvalsuiteError(f"cannot resume {run.store.run_id}: variant {v.name} changed since; start a new run")
     sig.setdefault("variants", {})[v.name] = fp
-    run.store.write_json("signature.json", sig)
+    run.store.write_json(run.store.SIGNATURE, sig)
     return backend, fp
 
 
@@ -237,7 +234,7 @@ def _adaptive_variant(run: _Run, v, backend, fp: str) -> VariantState:
             run.summaries[v.name] = _run_variant(
                 v, backend, fp, [run.by_id[c] for c in batch], store, run.cache, done, run.ref, False, run.summaries.get(v.name)
             )
-            store.write_json("variants.json", run.summaries)
+            store.write_json(store.VARIANTS, run.summaries)
             records += scored(set(batch))
             entry["batches"].append(batch)
             entry["pending"] = None
@@ -267,11 +264,10 @@ def replay_run(
     generated). Returns variant -> its state at the stop (`generated` of `total` cases)."""
     from ..scoring.run import run_cases
     from ..verdict.compare import compare_run, variant_infos
-    from ..verdict.gate import resolve_rubric_path
-    from ..verdict.rubric import load_rubric
+    from ..verdict.rubric import load_rubric, resolve_rubric_path
 
     settings = settings or AdaptiveSettings(stage=stage, seed=seed)
-    sr = load_rubric(resolve_rubric_path(store, rubric_path or settings.rubric)).for_stage(settings.stage)
+    sr = load_rubric(resolve_rubric_path(rubric_path or settings.rubric, store.suite)).for_stage(settings.stage)
     cases = run_cases(store)
     order = seeded_order(cases, settings.seed)
     base, others = split_records(store.scores(), store.signature.get("baseline"))
@@ -289,52 +285,26 @@ def replay_run(
     return out
 
 
-def run_adaptive_cli(suite, options, stage: str, seed: int, console, until: str = "verdict", tolerance: float = AdaptiveSettings.tolerance) -> Any:
-    """`evalsuite run SUITE --adaptive`: run, print where each variant stopped and why; return the
-    run result (the CLI prints its usual table after)."""
-    res = run_adaptive(suite, options, AdaptiveSettings(stage=stage, seed=seed, until=until, tolerance=tolerance))
-    from rich.markup import escape
-
-    for name, st in res.states.items():
-        color = {"pass": "green", "fail": "red"}.get(st.verdict, "yellow")
+def adaptive_summary(result: AdaptiveResult) -> list[dict]:
+    """Where each variant of an adaptive run stopped and why, as data (`evalsuite run --adaptive` prints it)."""
+    out = []
+    for name, st in result.states.items():
         decided = [r for r in st.results if r.severity == "block" and r.status != "open"]
-        console.print(
-            f"[bold]{escape(name)}[/bold]: adaptive verdict [{color}]{st.verdict}[/{color}] (stage {stage}) after {st.generated} of {st.total} cases generated "
-            f"({100 * st.generated / max(st.total, 1):.0f}%); {len(decided)} block check(s) decided",
-            highlight=False,
-        )
-        for r in st.results:
-            if r.status == "fail" and r.severity == "block":
-                console.print(f"  [red]{escape(r.rule)}[/red] {escape(r.scenario)}/{escape(r.metric)}: {escape(r.reason)}", highlight=False)
-    console.print(f"sequential decisions: {res.store.dir / STATE_FILE}; `evalsuite gate {res.store.run_id} --stage {stage}` uses them")
-    return res.run
+        failed = [
+            {"rule": r.rule, "scenario": r.scenario, "metric": r.metric, "reason": r.reason} for r in st.results if r.status == "fail" and r.severity == "block"
+        ]
+        out.append({"variant": name, "verdict": st.verdict, "generated": st.generated, "total": st.total, "decided_checks": len(decided), "failed": failed})
+    return out
 
 
-def demo_line(store: RunStore, console, stage: str = "pilot", seed: int = 0) -> str:
-    """The demo's one line: replaying the stored full run through the sequential checks in the
-    seeded order (nothing generated), how many generations the adaptive verdicts needed against the
-    full run, and whether they reach the same verdicts as the fixed-n gate."""
-    from rich.markup import escape
-
-    from ..verdict.compare import compare_run
-    from ..verdict.gate import gate, resolve_rubric_path
-    from ..verdict.rubric import load_rubric
-
-    try:
-        states = replay_run(store, stage=stage, seed=seed)
-        fixed = gate(compare_run(store, n_resamples=99), load_rubric(resolve_rubric_path(store, None)), stage)
-    except EvalsuiteError as exc:
-        line = f"adaptive replay skipped: {exc}"
-        console.print(f"[dim]{escape(line)}[/dim]", highlight=False)
-        return line
+def replay_summary(store: RunStore, fixed_failed: dict[str, bool], stage: str, seed: int = 0) -> dict:
+    """The demo's adaptive line as data: replaying the stored full run through the sequential checks
+    in the seeded order (nothing generated), how many generations the adaptive verdicts needed against
+    the full run, and which variants' adaptive verdict differs from the fixed-n one (`fixed_failed`:
+    variant -> whether a statistical rule failed it)."""
+    states = replay_run(store, stage=stage, seed=seed)
     samples = int(((store.suite or {}).get("generation") or {}).get("samples") or 1)
     need = sum(st.generated for st in states.values()) * samples
     full = sum(st.total for st in states.values()) * samples
-    differ = [n for n, st in states.items() if (st.verdict == "fail") != bool(fixed.failed_rules(n))]
-    same = len(states) - len(differ)
-    line = (
-        f"adaptive verdicts (stage {stage}, seed {seed}, replayed): {need} of {full} variant generations ({100 * need / max(full, 1):.0f}%), "
-        f"same verdict as the full run for {same} of {len(states)} variant(s)" + (f"; differs: {', '.join(differ)} (see docs/thresholds.md)" if differ else "")
-    )
-    console.print(escape(line), highlight=False)
-    return line
+    differ = [n for n, st in states.items() if (st.verdict == "fail") != bool(fixed_failed.get(n))]
+    return {"stage": stage, "seed": seed, "needed": need, "full": full, "variants": len(states), "same": len(states) - len(differ), "differ": differ}

@@ -44,8 +44,9 @@ from typing import Any
 
 import numpy as np
 
-from ..verdict.compare import DEFAULT_SEED, CaseAgg, MetricDelta, NoiseFloor, _seed_for
+from ..verdict.compare import DEFAULT_SEED, CaseAgg, MetricDelta, NoiseFloor
 from ..verdict.rubric import MetricRule, StageRubric
+from ..verdict.stats import seed_for as _seed_for
 from . import sequential as sq
 
 DEFAULT_TOLERANCE = 0.10
@@ -469,7 +470,7 @@ def evaluate(
     `memo`: a dict kept across calls on a growing prefix (replay): a check decided before the final
     look stays decided as more cases come, so it is not recomputed. `sequence`: the generated cases
     in the order they were generated (default: the run's order)."""
-    from ..verdict.gate import adjust_pvalues
+    from ..verdict.stats import adjust_pvalues
 
     results, states = [], []
     for ch in checks:

@@ -2,9 +2,4 @@
 
 from .base import BACKENDS, Backend, Generation, GenerationSettings, Request, make_backend
 
-BACKENDS.register("fake", "evalsuite.backends.fake:FakeBackend")
-BACKENDS.register("transformers", "evalsuite.backends.transformers:TransformersBackend")
-BACKENDS.register("http", "evalsuite.backends.http:HTTPBackend")
-BACKENDS.register("vllm", "evalsuite.backends.vllm:VLLMBackend")
-
 __all__ = ["BACKENDS", "Backend", "Generation", "GenerationSettings", "Request", "make_backend"]

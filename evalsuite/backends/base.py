@@ -7,30 +7,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..cases.caseset import sha256_json
+from ..cases.options import GenerationSettings
 from ..errors import EvalsuiteError
-from ..registry import Registry
+from ..registry import BACKENDS
 
-BACKENDS = Registry("backend")
-
-
-@dataclass(frozen=True)
-class GenerationSettings:
-    """Decoding settings shared by the variants of a suite (a variant may override some)."""
-
-    max_new_tokens: int = 256
-    temperature: float = 0.0  #: 0 means greedy
-    top_p: float = 1.0
-    samples: int = 1  #: samples per case, for pass@k
-    seed: int = 1234
-    batch_size: int = 1
-    timeout_s: float | None = None  #: per-batch wall limit; a generation past it is recorded as a timeout
-
-    def request_part(self) -> dict:
-        """The settings that belong to a request (batching and timeouts do not change what is asked)."""
-        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+__all__ = ["BACKENDS", "Backend", "Generation", "GenerationSettings", "Request", "check_options", "make_backend"]
 
 
 @dataclass(frozen=True)

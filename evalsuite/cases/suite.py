@@ -15,10 +15,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..backends.base import GenerationSettings
 from ..errors import Problem, ValidationError
+from ..registry import BACKENDS
 from ..yamlio import LineMap, load_yaml
 from .caseset import Case, CaseSet, all_cases, load_cases, sha256_json
+from .options import STAGES, ExecutorSpec, GenerationSettings, TimingSettings, parse_executor, parse_timing_block
 
 log = logging.getLogger("evalsuite")
 
@@ -150,12 +151,13 @@ class Suite:
     variants: tuple[Variant, ...]
     generation: GenerationSettings
     rubric: str | None
-    stage: str
+    stage: str | None  #: the suite's `stage:` (None: commands use the documented default)
     output_dir: str
     cache: str | None
     raw: dict
     warnings: tuple[str, ...] = ()
-    executor: Any = None  #: where generation runs (evalsuite.executors.ExecutorSpec; None: local)
+    executor: ExecutorSpec | None = None  #: where generation runs (None: local)
+    timing: TimingSettings | None = None  #: interleaved timing of the variants (`timing:`; None: sequential)
 
     @property
     def baseline(self) -> Variant:
@@ -207,7 +209,7 @@ def _gen_settings(raw: Any, base: GenerationSettings, file: str, lines: LineMap,
     for k in sorted(unknown, key=repr):
         problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", f"unknown setting (known: {', '.join(sorted(_GEN_KEYS))})"))
     values = {k: v for k, v in raw.items() if k in _GEN_KEYS}
-    types = {
+    types: dict[str, type | tuple[type, ...]] = {
         "max_new_tokens": int,
         "samples": int,
         "seed": int,
@@ -220,7 +222,7 @@ def _gen_settings(raw: Any, base: GenerationSettings, file: str, lines: LineMap,
         if not isinstance(v, types[k]) or isinstance(v, bool):
             problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", f"expected a number, got {v!r}"))
             del values[k]
-        elif k in ("max_new_tokens", "samples", "batch_size") and v < 1:
+        elif k in ("max_new_tokens", "samples", "batch_size") and isinstance(v, int) and v < 1:
             problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", "must be at least 1"))
             del values[k]
     return replace(base, **values)
@@ -381,8 +383,6 @@ def _parse_variants(
 
 def _check_backends(variants: list[Variant], file: str, lines: LineMap, problems: list[Problem]) -> None:
     """An unknown backend name is a problem, with the close matches."""
-    from ..backends import BACKENDS
-
     for i, v in enumerate(variants):
         if isinstance(v.backend, str) and v.backend not in BACKENDS:
             import difflib
@@ -426,6 +426,20 @@ def _resolve_changes(variants: list[Variant], raw_variants: list) -> tuple[list[
     return resolved_variants, warnings
 
 
+def is_suite_file(path: str | Path) -> bool:
+    """A YAML file whose top level lists `variants:` (a suite), not a case set."""
+    p = Path(path)
+    if not p.is_file() or p.suffix not in (".yaml", ".yml"):
+        return False
+    try:
+        import yaml
+
+        data = yaml.safe_load(p.read_text("utf-8"))
+    except Exception:  # noqa: BLE001 - an unreadable file is the case-set loader's to report
+        return False
+    return isinstance(data, dict) and "variants" in data and "cases" not in data
+
+
 def load_suite(path: str | Path) -> Suite:
     """Load and validate a suite file; raise ValidationError naming every problem."""
     path = Path(path)
@@ -455,10 +469,11 @@ def load_suite(path: str | Path) -> Suite:
     variants = _parse_variants(raw_variants, generation, file, lines, rel, problems)
     _check_backends(variants, file, lines, problems)
 
-    from ..executors import parse_executor
-
-    executor = parse_executor(data.get("executor"), file, lambda p: lines.line_of(p), problems)
-    stage = data.get("stage", "pilot")
+    executor = parse_executor(data.get("executor"), file, lines.line_of, problems)
+    timing = parse_timing_block(data.get("timing"), file, lines.line_of, problems)
+    stage = data.get("stage")  # None: the one default of evalsuite.verdict.rubric.resolve_stage
+    if isinstance(stage, str) and stage not in STAGES:
+        problems.append(Problem(file, lines.line_of(("stage",)), None, "stage", f"unknown stage {stage!r}; known: {', '.join(STAGES)}"))
     if problems:
         raise ValidationError(problems)
 
@@ -479,4 +494,5 @@ def load_suite(path: str | Path) -> Suite:
         raw=data,
         warnings=tuple(warnings),
         executor=executor,
+        timing=timing,
     )

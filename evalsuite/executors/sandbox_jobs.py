@@ -110,17 +110,16 @@ def _send(state: _Remote, items: Sequence[tuple[str, Job, dict]]) -> None:
                 state.memo[key] = res
 
 
-def prefetch(cases: Sequence[Any], generations: Sequence[Any], baseline: str | None) -> int:
+def prefetch(cases: Sequence[Any], generations: Sequence[Any], baseline: str | None, score_generations: Callable[..., Any]) -> int:
     """Collect every sandbox job the code scorers will ask for, run them all remotely at once.
 
+    `score_generations` is evalsuite.scoring.run's (handed down: executors sit beneath scoring).
     Returns how many jobs were sent. A job a scorer only asks for after seeing another's result
     is not collected; the real scoring pass then sends it on its own (correct, only slower).
     """
     state = _active
     if state is None:
         return 0
-    from ..scoring.run import score_generations
-
     code_cases = [c for c in cases if c.scenario == "code"]
     ids = {c.id for c in code_cases}
     gens = [g for g in generations if g.case_id in ids]

@@ -7,13 +7,14 @@ repeated), every block generated afresh (never served from the cache). Each roun
 ratio per variant (variant block / baseline block of the same round), slow drifts of the machine
 cancel within a round, and the spread of the ratios over rounds gives a confidence interval.
 
-- `timing`: the settings (`timing:` in a suite file) and the interleaved timer (`timing.json` in a run)
-- `stats`: paired log-ratio statistics: a ratio with its t confidence interval
+The `timing:` settings are parsed with the suite (evalsuite.cases.options); the interleaved timer
+that writes a run's `timing.json` is the runner's (evalsuite.run.timing). This package is the statistics:
+
+- `stats`: paired log-ratio statistics: a ratio with its t confidence interval; a timing document's paired figures
 - `verdict`: the rubric's performance rules on those intervals: pass, fail or cannot judge
 """
 
-from .stats import RatioCI, paired_ratio
-from .timing import TimingSettings, parse_timing, time_interleaved
+from .stats import RatioCI, paired_figures, paired_ratio
 from .verdict import PerfCheck, judge_ratio
 
-__all__ = ["PerfCheck", "RatioCI", "TimingSettings", "judge_ratio", "paired_ratio", "parse_timing", "time_interleaved"]
+__all__ = ["PerfCheck", "RatioCI", "judge_ratio", "paired_figures", "paired_ratio"]

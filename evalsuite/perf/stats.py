@@ -16,7 +16,7 @@ false failure.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from ..errors import EvalsuiteError
@@ -87,3 +87,24 @@ def paired_ratio(baseline: Sequence[float], variant: Sequence[float], level: flo
     centre = float(mstats.trimmed_mean(x, limits=limits))
     low, high = (float(b) for b in mstats.trimmed_mean_ci(x, limits=limits, alpha=1 - level))
     return RatioCI(math.exp(centre), math.exp(low), math.exp(high), n, level)
+
+
+def paired_figures(doc: Mapping, variant: str) -> dict[str, tuple[list[float], list[float]]]:
+    """Per-round (baseline, variant) figures of a timing document: block wall time, p95 latency,
+    tokens/s. Rounds where either block had an error are left out."""
+    base = doc["baseline"]
+    by: dict[tuple[int, str], dict] = {(b["round"], b["variant"]): b for b in doc.get("blocks", [])}
+    rounds = sorted({r for r, _ in by})
+    out: dict[str, tuple[list[float], list[float]]] = {"wall_s": ([], []), "latency_p95_s": ([], []), "tokens_per_s": ([], [])}
+    for r in rounds:
+        b, v = by.get((r, base)), by.get((r, variant))
+        if b is None or v is None or b.get("errors") or v.get("errors"):
+            continue
+        for key in ("wall_s", "latency_p95_s"):
+            if b.get(key) and v.get(key):
+                out[key][0].append(float(b[key]))
+                out[key][1].append(float(v[key]))
+        if b.get("new_tokens") and v.get("new_tokens") and b["wall_s"] > 0 and v["wall_s"] > 0:
+            out["tokens_per_s"][0].append(b["new_tokens"] / b["wall_s"])
+            out["tokens_per_s"][1].append(v["new_tokens"] / v["wall_s"])
+    return out

@@ -19,8 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .stats import RatioCI, paired_ratio
-from .timing import paired_figures
+from .stats import RatioCI, paired_figures, paired_ratio
 
 #: rubric field -> (PerfDelta ratio field, "max" or "min" limit, label)
 RULE_FIELDS = {"max_latency_p95_ratio": ("latency_p95_ratio", "max", "latency p95"), "min_tokens_per_s_ratio": ("tokens_per_s_ratio", "min", "tokens/s")}

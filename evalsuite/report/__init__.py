@@ -2,7 +2,7 @@
 
 from evalsuite.report import load_run_frames, write_report
 frames = load_run_frames("last")          # .generations, .scores, .comparisons, .perf
-out = write_report("last")                # reports/<run-id>/report.html and report.md
+out = write_report(judge_run(store))     # reports/<run-id>/report.html and report.md (evalsuite.judge)
 """
 
 from __future__ import annotations

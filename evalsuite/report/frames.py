@@ -123,67 +123,32 @@ def comparisons_frame(cmp: Any):
     """One row per MetricDelta of a compare.Comparison, with the noise floor beside it."""
     import pandas as pd
 
-    cols = [
-        "variant",
-        "scenario",
-        "metric",
-        "noise_run",
-        "stat",
-        "higher_is_better",
-        "n",
-        "baseline_value",
-        "variant_value",
-        "delta",
-        "ci_low",
-        "ci_high",
-        "p_value",
-        "p_worse",
-        "harm",
-        "pass_to_fail",
-        "fail_to_pass",
-        "noise_flips",
-        "noise_delta",
-        "missing_in_variant",
-        "pass_to_fail_cases",
-        "fail_to_pass_cases",
-        "worse_cases",
-    ]
-    rows = []
-    for d in cmp.deltas:
-        nf = cmp.noise_floor(d.scenario, d.metric) if not d.noise else None
-        rows.append(
-            [
-                d.variant,
-                d.scenario,
-                d.metric,
-                d.noise,
-                "pass rate" if d.pass_fail else "mean",
-                d.higher_is_better,
-                d.n,
-                _nan(d.baseline_mean),
-                _nan(d.variant_mean),
-                _nan(d.delta),
-                _nan(d.ci_low),
-                _nan(d.ci_high),
-                _nan(d.p_value),
-                _nan(d.p_worse),
-                _nan(d.harm) if d.n else None,
-                len(d.pass_to_fail),
-                len(d.fail_to_pass),
-                nf.flips if nf is not None and nf.runs else None,
-                nf.harm if nf is not None and nf.runs else None,
-                len(d.missing_in_variant),
-                list(d.pass_to_fail),
-                list(d.fail_to_pass),
-                list(d.worse_cases),
-            ]
-        )
-    df = pd.DataFrame(rows, columns=cols)
-    for c in ("noise_flips",):
-        df[c] = df[c].astype("Int64")
+    df = pd.DataFrame([_comparison_row(cmp, d) for d in cmp.deltas], columns=COMPARISON_COLUMNS)
+    df["noise_flips"] = df["noise_flips"].astype("Int64")
     for c in ("baseline_value", "variant_value", "delta", "ci_low", "ci_high", "p_value", "p_worse", "harm", "noise_delta"):
         df[c] = df[c].astype("float64")
     return df
+
+
+COMPARISON_COLUMNS = (
+    "variant", "scenario", "metric", "noise_run", "stat", "higher_is_better", "n", "baseline_value", "variant_value", "delta", "ci_low", "ci_high",
+    "p_value", "p_worse", "harm", "pass_to_fail", "fail_to_pass", "noise_flips", "noise_delta", "missing_in_variant", "pass_to_fail_cases",
+    "fail_to_pass_cases", "worse_cases",
+)  # fmt: skip
+
+
+def _comparison_row(cmp: Any, d: Any) -> dict:
+    nf = None if d.noise else cmp.noise_floor(d.scenario, d.metric)
+    floor = nf is not None and bool(nf.runs)
+    flips, harm = (nf.flips, nf.harm) if nf is not None and floor else (None, None)
+    return {
+        "variant": d.variant, "scenario": d.scenario, "metric": d.metric, "noise_run": d.noise, "stat": "pass rate" if d.pass_fail else "mean",
+        "higher_is_better": d.higher_is_better, "n": d.n, "baseline_value": _nan(d.baseline_mean), "variant_value": _nan(d.variant_mean),
+        "delta": _nan(d.delta), "ci_low": _nan(d.ci_low), "ci_high": _nan(d.ci_high), "p_value": _nan(d.p_value), "p_worse": _nan(d.p_worse),
+        "harm": _nan(d.harm) if d.n else None, "pass_to_fail": len(d.pass_to_fail), "fail_to_pass": len(d.fail_to_pass),
+        "noise_flips": flips, "noise_delta": harm, "missing_in_variant": len(d.missing_in_variant),
+        "pass_to_fail_cases": list(d.pass_to_fail), "fail_to_pass_cases": list(d.fail_to_pass), "worse_cases": list(d.worse_cases),
+    }  # fmt: skip
 
 
 def perf_rows(summaries: Mapping[str, Mapping], cmp: Any | None, baseline: str, suite: Mapping | None = None) -> list[dict]:
@@ -274,31 +239,20 @@ class LoadedRun:
     case_problem: str | None = None  #: why the cases could not be loaded
 
 
-def load_run(run: Any, runs_dir: str | Path = "reports/runs") -> LoadedRun:
-    """Read a run once: scores, generations, cases, and the paired comparison with its baseline.
-
-    This is `compare.compare_run` with the records in hand, so the scores (the largest file) are
-    parsed once for the comparison, the frames and the report.
-    """
-    import types
-
+def load_run(run: Any, runs_dir: str | Path = "reports/runs", *, comparison: Any = None) -> LoadedRun:
+    """Read a run once: scores, generations, cases, and the paired comparison with its baseline
+    (the one given, e.g. a Judgment's, else the store's own: evalsuite.verdict.compare.compare_run)."""
     import yaml
 
-    from ..verdict.compare import compare_records, variant_infos
+    from ..verdict.compare import compare_run
 
     store = resolve_store(run, runs_dir)
-    records = store.scores()
+    cmp = comparison if comparison is not None else compare_run(store)
+    records = store.scores()  # parsed once per state of the file: the comparison's read is reused
     gens = store.generations()
-    summaries = store.read_json("variants.json", {}) or {}
+    summaries = store.read_json(store.VARIANTS, {}) or {}
     # suite.yaml holds every scripted output of a fake suite: parse it once, with libyaml when present
-    suite = yaml.load((store.dir / "suite.yaml").read_text("utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
-    signature = store.signature or {}
-    infos = variant_infos(types.SimpleNamespace(suite=suite, signature=signature))
-    present = {r.variant for r in records} | set(summaries)
-    infos = [i for i in infos if i.baseline or i.name in present]
-    outputs = {(g.variant, g.case_id): (g.text if g.ok else f"<error: {g.error}>") for g in gens if g.sample == 0}
-    status = store.read_json("status.json", {}) or {}
-    cmp = compare_records(records, infos, perf=summaries, outputs=outputs, run_id=store.run_id, complete=bool(status.get("complete", False)))
+    suite = yaml.load((store.dir / store.SUITE).read_text("utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     cases: dict = {}
     problem = None
     try:
@@ -307,7 +261,7 @@ def load_run(run: Any, runs_dir: str | Path = "reports/runs") -> LoadedRun:
         cases = {c.id: c for c in run_cases(store)}
     except Exception as exc:  # noqa: BLE001 - the report still renders from outputs and scores
         problem = f"the run's cases could not be loaded ({exc}); citations and tests are not shown"
-    return LoadedRun(store, records, gens, cmp, cases, summaries, suite, signature, problem)
+    return LoadedRun(store, records, gens, cmp, cases, summaries, suite, store.signature or {}, problem)
 
 
 def frames_from_loaded(lr: LoadedRun) -> RunFrames:
@@ -396,7 +350,7 @@ def cases_frame(cases: Iterable[Any]):
     """Case sets as one row per case, in the columns of `interop.to_dataset` (nested fields as JSON)."""
     import pandas as pd
 
-    from ..interop import DATASET_COLUMNS, EXTRA_KEYS, JSON_COLUMNS, STRING_COLUMNS, to_records
+    from ..cases.interop import DATASET_COLUMNS, EXTRA_KEYS, JSON_COLUMNS, STRING_COLUMNS, to_records
 
     known = set(STRING_COLUMNS) | set(JSON_COLUMNS) | set(EXTRA_KEYS)
 

@@ -24,7 +24,8 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
     """The summary of a ReportData."""
     head = {"regression": "❌ **REGRESSION**", "pass": "✅ **PASS**", "needs review": "⚠️ **NEEDS REVIEW**"}.get(data.status, "❔ **CANNOT JUDGE**")
     lines = [f"## evalsuite: {head}", ""]
-    lines.append(f"Run `{data.run_id}`: {len(data.variants)} variant(s) against `{data.baseline}`, stage `{data.stage}`, rubric `{data.rubric}`.")
+    why = f" ({data.stage_reason})" if data.stage_reason else ""
+    lines.append(f"Run `{data.run_id}`: {len(data.variants)} variant(s) against `{data.baseline}`, stage `{data.stage}`{why}, rubric `{data.rubric}`.")
     v = data.verdict
     if v is not None and not v.judgeable:
         for p in v.problems:

@@ -90,16 +90,17 @@ class ReportData:
     notes: list[str]
     comparison: Any = None
     loaded: Any = None
+    judgment: Any = None  #: the Judgment the report renders
 
     @property
     def status(self) -> str:
-        """pass | regression | cannot judge | needs review"""
-        v = self.verdict
-        if v is None or not v.judgeable:
-            return "cannot judge"
-        if not v.passed:
-            return "regression"
-        return "needs review" if v.needs_review else "pass"
+        """pass | regression | cannot judge | needs review (the verdict's own word)"""
+        return "cannot judge" if self.verdict is None else self.verdict.status
+
+    @property
+    def stage_reason(self) -> str:
+        """Why the verdict is for this stage (evalsuite.verdict.outcome.Judgment.stage_reason)."""
+        return self.judgment.stage_reason if self.judgment is not None else ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,65 +388,67 @@ def _models(suite: Mapping, signature: Mapping) -> list[dict]:
     return out
 
 
-def _default_stage(suite: Mapping) -> str:
-    return str(suite.get("stage") or "production")
+def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None) -> ReportData:
+    """Everything a report shows of a judged run (evalsuite.judge.judge_run's Judgment): the verdict
+    as judged, never judged again here, and the evidence of every flagged case."""
+    lr = loaded or load_run(judgment.store, comparison=judgment.comparison)
+    cmp, verdict = judgment.comparison, judgment.verdict
+    notes = list(cmp.warnings) + ([lr.case_problem] if lr.case_problem else []) + list(verdict.notes)
+    ordered = flagged_cases(verdict, cmp, lr)
+    total = len(ordered)
+    ordered = ordered[:MAX_FLAGGED]
+    if total > len(ordered):
+        notes.append(f"{total} flagged cases; the first {len(ordered)} (most severe first) are shown with their evidence")
+    add_evidence(ordered, cmp, lr)
+    scenarios = list(cmp.scenarios)
+    return ReportData(
+        run_id=lr.store.run_id,
+        run_dir=str(lr.store.dir),
+        baseline=cmp.baseline,
+        variants=list(cmp.variants),
+        noise_runs=list(cmp.noise_runs),
+        scenarios=scenarios,
+        stage=judgment.stage,
+        rubric=str(judgment.rubric.path),
+        verdict=verdict,
+        verdict_problem=None,
+        grid=verdict_grid(verdict, scenarios),
+        metric_rows=metric_rows(verdict, cmp),
+        perf=perf_rows(lr.summaries, cmp, cmp.baseline, lr.suite),
+        flagged=ordered,
+        flagged_total=total,
+        rule_lines=rule_lines(verdict),
+        signature=lr.signature,
+        models=_models(lr.suite, lr.signature),
+        notes=list(dict.fromkeys(notes)),
+        comparison=cmp,
+        loaded=lr,
+        judgment=judgment,
+    )
 
 
-def judge(lr: LoadedRun, rubric_path: str | Path | None, stage: str | None) -> tuple[Any, str | None, str, str]:
-    """(verdict, problem, stage, rubric path): the gate on the loaded comparison, with the review
-    queue's verdicts when the review package and a queue are there."""
-    from ..verdict.gate import gate, resolve_rubric_path
-    from ..verdict.rubric import load_rubric
-
-    stage = stage or _default_stage(lr.suite)
-    import types
-
-    path = resolve_rubric_path(types.SimpleNamespace(suite=lr.suite), rubric_path)  # the suite is parsed already
-    rubric = load_rubric(path)  # a bad rubric is the caller's error: raised, not hidden in a report
-    rubric.for_stage(stage)
-    if (lr.store.dir / "adaptive.json").is_file():  # an adaptive run is judged by its sequential decisions, as `evalsuite gate` does
-        from ..adaptive.gating import adaptive_gate
-
-        return adaptive_gate(lr.store, rubric, stage), None, stage, str(path)
-    reviews = None
-    try:
-        from ..review.api import reviews_for_run
-
-        reviews = reviews_for_run(lr.store, lr.comparison, rubric, None)
-    except ImportError:
-        reviews = None
-    verdict = gate(lr.comparison, rubric, stage, reviews=reviews)
-    return verdict, None, stage, str(path)
-
-
-def build_report_data(
-    run: Any, rubric: str | Path | None = None, stage: str | None = None, *, runs_dir: str | Path = "reports/runs", loaded: LoadedRun | None = None
-) -> ReportData:
-    """Load a run, compare it, judge it, and gather the evidence of every flagged case."""
-    lr = loaded or load_run(run, runs_dir)
-    cmp = lr.comparison
-    verdict, problem, stage, rubric_path = judge(lr, rubric, stage)
-    notes = list(cmp.warnings) + ([lr.case_problem] if lr.case_problem else [])
-    if verdict is not None:
-        notes += list(verdict.notes)
-
-    # status of each (variant, scenario, metric) under the rubric
+def _row_status(verdict: Any) -> dict[tuple, dict]:
+    """(variant, scenario, metric) -> its status under the rubric (fail / warn) and the rules behind it."""
     row_status: dict[tuple, dict] = {}
     for r in verdict.results:
         for v in r.violations:
-            key = (v.variant, v.scenario, v.metric)
-            st = row_status.setdefault(key, {"status": "ok", "rules": []})
+            st = row_status.setdefault((v.variant, v.scenario, v.metric), {"status": "ok", "rules": []})
             st["rules"].append(r.rule)
             if r.status == "fail":
                 st["status"] = "fail"
             elif st["status"] != "fail":
                 st["status"] = "warn"
+    return row_status
 
-    metric_rows = []
+
+def metric_rows(verdict: Any, cmp: Any) -> list[dict]:
+    """One row per (variant, scenario, metric) delta, with its noise floor and status under the rubric."""
+    row_status = _row_status(verdict)
+    rows = []
     for d in cmp.deltas:
         nf = cmp.noise_floor(d.scenario, d.metric)
         st = row_status.get((d.variant, d.scenario, d.metric), {"status": "ok", "rules": []})
-        metric_rows.append(
+        rows.append(
             {
                 "variant": d.variant,
                 "noise_run": d.noise,
@@ -471,8 +474,11 @@ def build_report_data(
                 "flagged": st["status"] != "ok" or (bool(d.pass_to_fail) and not d.noise),
             }
         )
+    return rows
 
-    # flagged cases
+
+def flagged_cases(verdict: Any, cmp: Any, lr: LoadedRun) -> list[FlaggedCase]:
+    """Every (variant, case) a failing or warning rule names, and every pass->fail flip, most severe first."""
     flagged: dict[tuple[str, str], FlaggedCase] = {}
     scen_of: dict[str, tuple[str, str]] = {r.case_id: (r.scenario, r.kind) for r in lr.records}
     for cid, c in lr.cases.items():
@@ -491,8 +497,7 @@ def build_report_data(
         sev = "block" if r.status == "fail" else "warn"
         for v in r.violations:
             d = deltas.get((v.variant, v.scenario, v.metric))
-            cases = (d.pass_to_fail if d is not None and d.pass_fail else v.cases) or v.cases
-            for c in cases:
+            for c in (d.pass_to_fail if d is not None and d.pass_fail else v.cases) or v.cases:
                 add(v.variant, c, Reason(sev, r.rule, v.metric, v.reason))
     for d in cmp.deltas:
         if d.noise or d.variant not in cmp.variants:
@@ -502,63 +507,34 @@ def build_report_data(
             if fc is not None and any(r.metric == d.metric for r in fc.reasons):
                 continue  # a rule already names this flip
             add(d.variant, c, Reason("flip", None, d.metric, f"{d.scenario}/{d.metric}: passed on the baseline, fails on {d.variant}"))
+    order = {v: i for i, v in enumerate(cmp.variants)}
+    return sorted(flagged.values(), key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), order.get(f.variant, 99), f.scenario, f.case_id))
 
-    ordered = sorted(
-        flagged.values(),
-        key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), cmp.variants.index(f.variant) if f.variant in cmp.variants else 99, f.scenario, f.case_id),
-    )
-    total = len(ordered)
-    ordered = ordered[:MAX_FLAGGED]
-    if total > len(ordered):
-        notes.append(f"{total} flagged cases; the first {len(ordered)} (most severe first) are shown with their evidence")
 
-    if ordered:
-        gens = {(g.variant, g.case_id): g for g in lr.generations if g.sample == 0}
-        wanted = {(f.variant, f.case_id) for f in ordered} | {(cmp.baseline, f.case_id) for f in ordered}
-        recs: dict[tuple[str, str], dict[str, Any]] = {}
-        for r in lr.records:
-            if (r.variant, r.case_id) in wanted and r.sample in (0, None) and not r.metric.endswith(".scorer_error"):
-                recs.setdefault((r.variant, r.case_id), {})[r.metric] = r
-        for f in ordered:
-            gb, gv = gens.get((cmp.baseline, f.case_id)), gens.get((f.variant, f.case_id))
-            f.baseline_text = _clip(gb.text) if gb is not None else None
-            f.variant_text = _clip(gv.text) if gv is not None else None
-            f.baseline_error = gb.error if gb is not None else "no stored generation"
-            f.variant_error = gv.error if gv is not None else "no stored generation"
-            base_recs, var_recs = recs.get((cmp.baseline, f.case_id), {}), recs.get((f.variant, f.case_id), {})
-            f.scores = _score_rows(base_recs, var_recs)
-            case = lr.cases.get(f.case_id)
-            if f.scenario == "brand" or "json.parsed" in base_recs or "json.valid" in base_recs or (case is not None and case.json_schema):
-                f.json_drift = json_drift_rows(f.baseline_text, f.variant_text)
-            f.citations = citations_evidence(case, f.baseline_text, f.variant_text)
-            if f.scenario == "code" or (case is not None and case.expect.tests):
-                f.code = code_evidence(case, {"baseline": base_recs, "variant": var_recs})
-
-    perf = perf_rows(lr.summaries, cmp, cmp.baseline, lr.suite)
-    scenarios = list(cmp.scenarios)
-    return ReportData(
-        run_id=lr.store.run_id,
-        run_dir=str(lr.store.dir),
-        baseline=cmp.baseline,
-        variants=list(cmp.variants),
-        noise_runs=list(cmp.noise_runs),
-        scenarios=scenarios,
-        stage=stage,
-        rubric=rubric_path,
-        verdict=verdict,
-        verdict_problem=problem,
-        grid=verdict_grid(verdict, scenarios),
-        metric_rows=metric_rows,
-        perf=perf,
-        flagged=ordered,
-        flagged_total=total,
-        rule_lines=rule_lines(verdict),
-        signature=lr.signature,
-        models=_models(lr.suite, lr.signature),
-        notes=list(dict.fromkeys(notes)),
-        comparison=cmp,
-        loaded=lr,
-    )
+def add_evidence(flagged: Sequence[FlaggedCase], cmp: Any, lr: LoadedRun) -> None:
+    """Fill each flagged case's outputs, scores, JSON drift, citations and test results."""
+    if not flagged:
+        return
+    gens = {(g.variant, g.case_id): g for g in lr.generations if g.sample == 0}
+    wanted = {(f.variant, f.case_id) for f in flagged} | {(cmp.baseline, f.case_id) for f in flagged}
+    recs: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in lr.records:
+        if (r.variant, r.case_id) in wanted and r.sample in (0, None) and not r.metric.endswith(".scorer_error"):
+            recs.setdefault((r.variant, r.case_id), {})[r.metric] = r
+    for f in flagged:
+        gb, gv = gens.get((cmp.baseline, f.case_id)), gens.get((f.variant, f.case_id))
+        f.baseline_text = _clip(gb.text) if gb is not None else None
+        f.variant_text = _clip(gv.text) if gv is not None else None
+        f.baseline_error = gb.error if gb is not None else "no stored generation"
+        f.variant_error = gv.error if gv is not None else "no stored generation"
+        base_recs, var_recs = recs.get((cmp.baseline, f.case_id), {}), recs.get((f.variant, f.case_id), {})
+        f.scores = _score_rows(base_recs, var_recs)
+        case = lr.cases.get(f.case_id)
+        if f.scenario == "brand" or "json.parsed" in base_recs or "json.valid" in base_recs or (case is not None and case.json_schema):
+            f.json_drift = json_drift_rows(f.baseline_text, f.variant_text)
+        f.citations = citations_evidence(case, f.baseline_text, f.variant_text)
+        if f.scenario == "code" or (case is not None and case.expect.tests):
+            f.code = code_evidence(case, {"baseline": base_recs, "variant": var_recs})
 
 
 def quality_delta(rows: Sequence[Mapping], variant: str) -> float | None:

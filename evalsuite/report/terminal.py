@@ -1,15 +1,24 @@
-"""The terminal verdict a person can read: a headline, the verdict per variant and scenario, one
-line per failing or warning rule with its top three cases, and the report's path.
+"""The terminal view of a verdict: a headline, the verdict per variant and scenario, one line per
+failing or warning rule with its top three cases (or, verbose, every violation with its evidence).
 
-The full evidence (numbers, offending cases, diffs) stays in `--verbose`, the `--json` verdict and
-the HTML report; a run over full case sets would otherwise print thousands of lines.
+These functions build rich renderables and print nothing: the entry points (evalsuite.cli, the demo)
+print them. The full evidence (numbers, offending cases, diffs) stays in `--verbose`, the `--json`
+verdict and the HTML report; a run over full case sets would otherwise print thousands of lines.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
+from rich import box
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from ..verdict.outcome import violation_text
 from .model import rule_lines, verdict_grid
 
 CELL = {"fail": "[red]FAIL[/red]", "warn": "[yellow]warn[/yellow]", "ok": "[green]ok[/green]", "n/a": "[dim]n/a[/dim]", "cannot judge": "[yellow]?[/yellow]"}
@@ -19,17 +28,35 @@ VERDICT = {
     "pass": "[green]pass[/green]",
     "cannot judge": "[yellow]cannot judge[/yellow]",
 }
+RULE_STATUS = {
+    "pass": "[green]ok[/green]",
+    "fail": "[red]FAIL[/red]",
+    "warn": "[yellow]warn[/yellow]",
+    "skip": "[dim]n/a[/dim]",
+    "missing": "[yellow]missing[/yellow]",
+    "cannot_judge": "[yellow]cannot judge[/yellow]",
+}
+DEFAULT_HINT = "full evidence: --verbose, --json FILE, or `evalsuite report RUN`"
 
 
-def headline(verdict: Any) -> str:
+def _markup(s: str) -> Text:
+    return Text.from_markup(s)
+
+
+def headline(verdict: Any, stage_line: str | None = None) -> str:
+    """The first line of every verdict (rich markup): status, run, and the stage it was judged for."""
+    stage = escape(stage_line or f"stage {verdict.stage}")
     if not verdict.judgeable:
-        return f"[bold yellow]CANNOT JUDGE[/bold yellow] run {verdict.run_id} (stage {verdict.stage})"
+        return f"[bold yellow]CANNOT JUDGE[/bold yellow] run {verdict.run_id}, {stage}"
     if verdict.passed and verdict.needs_review:
-        return f"[bold yellow]NEEDS REVIEW[/bold yellow] run {verdict.run_id}: no rule failed, but {verdict.review.get('open')} flagged output(s) await review (max_open {verdict.review.get('max_open')}), stage {verdict.stage}"
+        return (
+            f"[bold yellow]NEEDS REVIEW[/bold yellow] run {verdict.run_id}: no rule failed, but {verdict.review.get('open')} flagged output(s) await review "
+            f"(max_open {verdict.review.get('max_open')}), {stage}"
+        )
     warn = f", {len(verdict.warnings)} warning(s)" if verdict.warnings else ""
     if verdict.passed:
-        return f"[bold green]PASS[/bold green] run {verdict.run_id}: {len(verdict.variants)} variant(s) vs {verdict.baseline}{warn}, stage {verdict.stage}, rubric {verdict.rubric}"
-    return f"[bold red]REGRESSION[/bold red] run {verdict.run_id}: {len(verdict.violations)} violation(s){warn}, stage {verdict.stage}, rubric {verdict.rubric}"
+        return f"[bold green]PASS[/bold green] run {verdict.run_id}: {len(verdict.variants)} variant(s) vs {verdict.baseline}{warn}, {stage}, rubric {verdict.rubric}"
+    return f"[bold red]REGRESSION[/bold red] run {verdict.run_id}: {len(verdict.violations)} violation(s){warn}, {stage}, rubric {verdict.rubric}"
 
 
 def rule_line(r: dict) -> str:
@@ -40,52 +67,130 @@ def rule_line(r: dict) -> str:
     return f"{head} {r['rule']} · {', '.join(r['variants'])} · {r['reason']}{more}" + (f" · top cases: {cases}" if cases else "")
 
 
-def print_verdict(
+def grid_table(verdict: Any, scenarios: Sequence[str] | None = None) -> Table | None:
+    """Variant x scenario (plus run-level rules): fail / warn / ok, with how many rules."""
+    grid = verdict_grid(verdict, scenarios)
+    if not grid:
+        return None
+    keys = list(grid[0]["cells"])
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), show_edge=False)
+    t.add_column("variant", no_wrap=True)
+    t.add_column("verdict", no_wrap=True)
+    for k in keys:
+        t.add_column("run-level" if k == "run" else k, no_wrap=True)
+    for row in grid:
+        cells = []
+        for k in keys:
+            c = row["cells"][k]
+            n = len(c["fail"]) or len(c["warn"])
+            cells.append(CELL.get(c["status"], c["status"]) + (f" ({n})" if n else ""))
+        t.add_row(escape(row["variant"]), VERDICT.get(row["status"], row["status"]), *cells)
+    return t
+
+
+def rules_table(verdict: Any) -> Table | None:
+    """Rule x variant: every rule's status for every variant (the verbose view)."""
+    if not (verdict.variants and verdict.results):
+        return None
+    t = Table(title="rules", title_justify="left", pad_edge=False)
+    t.add_column("rule", no_wrap=True)
+    for variant in verdict.variants:
+        t.add_column(variant, no_wrap=True)
+    for rule in dict.fromkeys(r.rule for r in verdict.results):
+        res = [verdict.result(variant, rule) for variant in verdict.variants]
+        t.add_row(rule, *[RULE_STATUS.get(r.status, r.status) if r else "" for r in res])
+    return t
+
+
+def _notes_and_problems(verdict: Any) -> list[RenderableType]:
+    out: list[RenderableType] = [_markup(f"[dim]note: {escape(n)}[/dim]") for n in verdict.notes]
+    return out + [_markup(f"[yellow]cannot judge:[/yellow] {escape(p)}") for p in verdict.problems]
+
+
+def verdict_view(
     verdict: Any,
-    console: Any,
     *,
     scenarios: Sequence[str] | None = None,
     report_path: Any = None,
     verbose: bool = False,
     top: int = 3,
-    hint: str | None = "full evidence: --verbose, --json FILE, or `evalsuite report RUN`",
-) -> None:
-    """The short verdict (or, with `verbose`, the gate's full evidence too)."""
-    from rich import box
-    from rich.markup import escape
-    from rich.table import Table
-
+    hint: str | None = DEFAULT_HINT,
+    stage_line: str | None = None,
+) -> Group:
+    """The verdict for a terminal: short (one line per failing or warning rule), or with `verbose`
+    the rules table and every violation with its numbers, cases and diffs."""
+    parts: list[RenderableType] = [_markup(headline(verdict, stage_line))]
+    if verbose and (table := rules_table(verdict)) is not None:
+        parts.append(table)
+    if (grid := grid_table(verdict, scenarios)) is not None:
+        parts.append(grid)
     if verbose:
-        from ..verdict.gate import format_verdict
-
-        format_verdict(verdict, console)
+        for v in verdict.violations + verdict.warnings:
+            color = "red" if v.severity == "block" else "yellow"
+            parts.append(_markup(f"[{color}]{escape(violation_text(v))}[/{color}]"))
     else:
-        console.print(headline(verdict), highlight=False)
-    grid = verdict_grid(verdict, scenarios)
-    if grid:
-        keys = list(grid[0]["cells"])
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), show_edge=False)
-        t.add_column("variant", no_wrap=True)
-        t.add_column("verdict", no_wrap=True)
-        for k in keys:
-            t.add_column("run-level" if k == "run" else k, no_wrap=True)
-        for row in grid:
-            cells = []
-            for k in keys:
-                c = row["cells"][k]
-                n = len(c["fail"]) or len(c["warn"])
-                cells.append(CELL.get(c["status"], c["status"]) + (f" ({n})" if n else ""))
-            t.add_row(escape(row["variant"]), VERDICT.get(row["status"], row["status"]), *cells)
-        console.print(t)
-    if not verbose:
         for r in rule_lines(verdict, top):
-            color = "red" if r["status"] == "fail" else "yellow"
-            console.print(f"[{color}]{escape(rule_line(r))}[/{color}]", highlight=False)
-        for n in verdict.notes:
-            console.print(f"[dim]note: {escape(n)}[/dim]", highlight=False)
-        for p in verdict.problems:
-            console.print(f"[yellow]cannot judge:[/yellow] {escape(p)}", highlight=False)
+            parts.append(_markup(f"[{'red' if r['status'] == 'fail' else 'yellow'}]{escape(rule_line(r))}[/]"))
+    parts += _notes_and_problems(verdict)
     if report_path is not None:
-        console.print(f"report: {report_path}", highlight=False, soft_wrap=True)
+        parts.append(Text(f"report: {report_path}"))
     elif hint and not verbose and (verdict.violations or verdict.warnings):
-        console.print(f"[dim]{escape(hint)}[/dim]", highlight=False)
+        parts.append(_markup(f"[dim]{escape(hint)}[/dim]"))
+    return Group(*parts)
+
+
+def judgment_view(judgment: Any, **kw: Any) -> Group:
+    """`verdict_view` of a Judgment, naming its stage and why that one."""
+    return verdict_view(judgment.verdict, stage_line=judgment.stage_line(), **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# the comparison (`evalsuite compare`)
+
+
+def _fmt(x: float | None, fmt: str = "{:.3f}") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return fmt.format(x)
+
+
+def _p(x: float) -> str:
+    return "-" if x is None or math.isnan(x) else ("<0.001" if x < 0.001 else f"{x:.3f}")
+
+
+def comparison_view(cmp: Any) -> Group:
+    """Rich tables: one per variant (metrics with noise floors beside), then performance, warnings and problems."""
+    from ..perf.verdict import ratio_cell
+
+    parts: list[RenderableType] = [Text(f"run {cmp.run_id}: baseline {cmp.baseline}, {len(cmp.variants)} variant(s), {len(cmp.noise_runs)} noise run(s)")]
+    for name in cmp.variants + cmp.noise_runs:
+        parts.append(_variant_table(cmp, name, noise=name in cmp.noise_runs))
+    t = Table(title="performance vs baseline (interleaved: ratio [95% CI])", title_justify="left")
+    for col in ("variant", "gens", "error rate", "timeout rate", "latency p95 x", "tokens/s x", "peak mem x", "exactness"):
+        t.add_column(col)
+    for p in cmp.perf:
+        t.add_row(
+            p.variant + (" (noise)" if p.noise else ""), str(p.generations), _fmt(p.error_rate), _fmt(p.timeout_rate), ratio_cell(p, "latency_p95_ratio"),
+            ratio_cell(p, "tokens_per_s_ratio"), _fmt(p.peak_memory_ratio, "{:.2f}"), _fmt(p.exactness) + (f" (n={p.exactness_n})" if p.exactness is not None else ""),
+        )  # fmt: skip
+    parts.append(t)
+    parts += [_markup(f"[yellow]warning:[/yellow] {escape(w)}") for w in cmp.warnings]
+    parts += [_markup(f"[red]cannot judge:[/red] {escape(p)}") for p in cmp.problems]
+    return Group(*parts)
+
+
+def _variant_table(cmp: Any, name: str, noise: bool) -> Table:
+    t = Table(title=f"{name} vs {cmp.baseline}" + (" (noise run)" if noise else ""), title_justify="left", pad_edge=False)
+    t.add_column("scenario/metric", no_wrap=True)
+    for col in ("n", "base", "var", "delta [95% CI]", "p", "flips -/+", "noise"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for d in cmp.deltas_for(name):
+        nf = cmp.noise_floor(d.scenario, d.metric)
+        bad = d.harm > 0 and d.p_worse < 0.05
+        delta = f"{_fmt(d.delta, '{:+.3f}')} [{_fmt(d.ci_low, '{:+.2f}')}, {_fmt(d.ci_high, '{:+.2f}')}]"
+        t.add_row(
+            f"{d.scenario}/{d.metric}" + ("" if d.pass_fail else " (mean)"), str(d.n), _fmt(d.baseline_mean), _fmt(d.variant_mean),
+            f"[red]{delta}[/red]" if bad else delta, _p(d.p_value), f"{len(d.pass_to_fail)}/{len(d.fail_to_pass)}" if d.pass_fail else "-",
+            "-" if noise or not nf.runs else f"{nf.flips}/{nf.harm:.2f}",
+        )  # fmt: skip
+    return t

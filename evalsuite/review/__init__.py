@@ -4,6 +4,7 @@ Everything goes through `evalsuite.review.api` (re-exported here), so the CLI, t
 tests share one path. The gate sees the queue only as data (`decisions.ReviewDecisions`).
 """
 
+from ..verdict.decisions import ReviewDecisions
 from .api import (
     FlagResult,
     annotate,
@@ -17,11 +18,10 @@ from .api import (
     next_item,
     open_queue,
     release,
-    reviews_for_run,
+    review_decisions,
     show,
     stats,
 )
-from .decisions import ReviewDecisions
 from .policy import ReviewPolicy, flag_comparison
 from .store import VERDICTS, ReviewStore
 
@@ -43,7 +43,7 @@ __all__ = [
     "next_item",
     "open_queue",
     "release",
-    "reviews_for_run",
+    "review_decisions",
     "show",
     "stats",
 ]

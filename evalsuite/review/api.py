@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .decisions import ReviewDecisions
+from ..verdict.decisions import ReviewDecisions
 from .policy import DEFAULT_POLICY, ReviewPolicy, flag_comparison
 from .store import DEFAULT_LEASE_S, DEFAULT_QUEUE, QueueError, ReviewStore, item_key, output_hash
 
@@ -134,13 +134,12 @@ def _run_store(run: Any, runs_dir: str | Path):
 
 
 def _policy(store: Any, rubric: Any) -> ReviewPolicy:
-    from ..verdict.gate import resolve_rubric_path
-    from ..verdict.rubric import Rubric, load_rubric
+    from ..verdict.rubric import Rubric, load_rubric, resolve_rubric_path
 
     if isinstance(rubric, ReviewPolicy):
         return rubric
     if not isinstance(rubric, Rubric):
-        rubric = load_rubric(resolve_rubric_path(store, rubric))
+        rubric = load_rubric(resolve_rubric_path(rubric, store.suite))
     return rubric.review or DEFAULT_POLICY
 
 
@@ -190,15 +189,11 @@ def decisions(cmp: Any, fingerprints: Mapping[str, str], queue: str | Path | Rev
     return ReviewDecisions(accepted, regressions, {v: tuple(sorted(ids)) for v, ids in open_items.items()}, max_open, source)
 
 
-def reviews_for_run(store: Any, cmp: Any, rubric: Any = None, queue: str | Path | None = None, *, flag: bool = False) -> ReviewDecisions | None:
-    """What the gate needs from the queue for a stored run; None when there is no queue (and no `flag`)."""
-    path = Path(queue) if queue is not None else default_queue_path(store)
-    policy = _policy(store, rubric)
-    if flag:
-        flag_run(store, queue=path, rubric=policy, cmp=cmp)
-    if not path.is_file():
-        return None
-    return decisions(cmp, (store.signature or {}).get("variants") or {}, path, policy.max_open)
+def review_decisions(store: Any, cmp: Any, policy: ReviewPolicy | None, queue: str | Path | ReviewStore | None = None) -> ReviewDecisions:
+    """What the gate needs from the queue for a stored run's comparison (`policy.max_open` sets when
+    open items mean "needs review")."""
+    max_open = (policy or DEFAULT_POLICY).max_open
+    return decisions(cmp, (store.signature or {}).get("variants") or {}, queue if queue is not None else default_queue_path(store), max_open)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -289,16 +284,3 @@ def export(out: str | Path, *, fmt: str | None = None, queue: str | Path | Revie
     finally:
         Path(tmp).unlink(missing_ok=True)
     return out
-
-
-def demo_footer(store: Any, console: Any) -> None:
-    """`make demo`'s last lines: flag the run's differences and say how to review them."""
-    try:
-        res = flag_run(store)
-        console.print(
-            f"review queue: {res.open} output(s) await review ({len(res.added)} new) in {res.queue}; "
-            f"open them with `make notebook` (notebooks/review.ipynb) or `evalsuite review list`",
-            highlight=False,
-        )
-    except Exception as exc:  # noqa: BLE001 - the demo's verdict is already printed; flagging must not hide it
-        console.print(f"[yellow]review queue not updated: {exc}[/yellow]", highlight=False)

@@ -136,3 +136,9 @@ def build_requests(cases: Sequence[Case], variant: Variant) -> list[Request]:
         for s in range(g.samples):
             out.append(Request(c.id, msgs, s, g.max_new_tokens, g.temperature, g.top_p, g.seed))
     return out
+
+
+def batches(requests: list[Request], size: int) -> list[list[Request]]:
+    # similar prompt lengths together: less padding, and batch composition stable across runs
+    ordered = sorted(requests, key=lambda r: (sum(len(m[1]) for m in r.messages), r.case_id, r.sample))
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]

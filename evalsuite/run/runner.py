@@ -25,10 +25,13 @@ from ..cases.suite import Suite, Variant
 from ..errors import EvalsuiteError
 from ..executors import Executor, make_executor
 from ..executors.local import LocalExecutor
-from .prompting import PROMPT_VERSION, build_requests
+from .progress import progress_bar
+from .prompting import PROMPT_VERSION, batches, build_requests
 from .store import DEFAULT_CACHE, GenerationCache, RunStore
 
 log = logging.getLogger("evalsuite")
+
+_batches, _progress = batches, progress_bar  # the names the benchmarks and the adaptive driver use
 
 _LIBRARIES = ("numpy", "torch", "transformers", "accelerate", "bitsandbytes", "gptqmodel", "jsonschema", "sacrebleu", "scipy", "statsmodels", "vllm")
 
@@ -42,7 +45,7 @@ class RunOptions:
     limit: int | None = None  #: at most this many cases per scenario
     resume: str | None = None  #: run id, run path, or "last"
     progress: bool = True
-    score: bool = True  #: score the run when generation is done
+    score: bool = True  #: score the run when generation is done (evalsuite.scoring.pipeline.run_suite)
     cache_path: str | None = None
     runs_dir: str | None = None
     backend_factory: Callable[[Variant], Backend] | None = None  #: for tests and wrappers
@@ -109,12 +112,6 @@ def select_cases(suite: Suite, scenarios: Sequence[str] | None = None, limit: in
     if not cases:
         raise EvalsuiteError("no cases selected (check the suite's casesets, tags and --scenarios)")
     return cases
-
-
-def _batches(requests: list[Request], size: int) -> list[list[Request]]:
-    # similar prompt lengths together: less padding, and batch composition stable across runs
-    ordered = sorted(requests, key=lambda r: (sum(len(m[1]) for m in r.messages), r.case_id, r.sample))
-    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
 def _build_backend(factory: Callable[[Variant], Backend], v: Variant, cases: Sequence[Case]) -> Backend:
@@ -228,8 +225,9 @@ def make_signature(suite: Suite, cases: Sequence[Case], fingerprints: dict[str, 
     }
 
 
-def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
-    """Run (or resume) a suite; return where the run was stored and what was done."""
+def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
+    """Generate (or resume) a suite's run; return where the run was stored and what was done.
+    Scoring is the next step (evalsuite.scoring.pipeline.run_suite does both)."""
     opts = options or RunOptions()
     cases = select_cases(suite, opts.scenarios, opts.limit)
     variants = list(suite.variants)
@@ -241,9 +239,10 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
     # the baseline first: later stages compare everything with it
     variants.sort(key=lambda v: (not v.baseline, v.noise))
 
-    from ..perf.timing import parse_timing, time_run
+    from ..cases.options import parse_timing
+    from .timing import time_run
 
-    timing = parse_timing(opts.timing if opts.timing is not None else (suite.raw or {}).get("timing"), f"{suite.path}: timing")
+    timing = parse_timing(opts.timing, f"{suite.path}: timing") if opts.timing is not None else suite.timing
     factory = opts.backend_factory or make_backend
     backends = {}
     fingerprints = {}
@@ -267,25 +266,25 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
         dropped = store.repair()
         if dropped:
             log.warning("run %s: dropped a partial last record (%d bytes) left by an interrupted write", store.run_id, dropped)
-        if not (store.dir / "cases.jsonl").is_file():  # killed between creating the run and writing its cases
-            from ..interop import to_jsonl
+        if not (store.dir / store.CASES).is_file():  # killed between creating the run and writing its cases
+            from ..cases.interop import to_jsonl
 
-            to_jsonl(cases, store.dir / "cases.jsonl")
+            to_jsonl(cases, store.dir / store.CASES)
         merged = dict(old)
         merged["variants"] = {**old.get("variants", {}), **fingerprints}
-        store.write_json("signature.json", merged)
+        store.write_json(store.SIGNATURE, merged)
     else:
         store = RunStore.create(runs_dir, suite.name, suite.resolved(), signature)
         # the resolved cases travel with the run, so it can be rescored after the files change
-        from ..interop import to_jsonl
+        from ..cases.interop import to_jsonl
 
-        to_jsonl(cases, store.dir / "cases.jsonl")
+        to_jsonl(cases, store.dir / store.CASES)
 
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
     executor = make_executor(getattr(suite, "executor", None))  # where batches run; storage stays here
     result = RunResult(store=store, cases=cases)
     done = {g.key() for g in store.generations() if g.ok}
-    summaries = store.read_json("variants.json", {}) or {}
+    summaries = store.read_json(store.VARIANTS, {}) or {}
 
     try:
         for v in variants:
@@ -293,7 +292,7 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
             summaries[v.name] = _run_variant(
                 v, backends[v.name], fingerprints[v.name], cases, store, cache, done, result, opts.progress, summaries.get(v.name), executor, build
             )
-            store.write_json("variants.json", summaries)
+            store.write_json(store.VARIANTS, summaries)
             if timing is None:
                 backends[v.name].close()
         if timing is not None:  # every backend still loaded: time them against each other in alternating blocks
@@ -306,15 +305,6 @@ def run_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
         cache.close()
     result.variants = summaries
     store.mark_complete(True, generated=result.generated, cached=result.cached, errors=result.errors)
-    if opts.score:
-        from ..scoring.run import score_run
-
-        score_cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)  # its scores table: unchanged outputs are not rescored
-        try:
-            with executor.scoring(cases, store):  # the ray executor sends sandbox jobs to the cluster
-                score_run(store, cases, cache=score_cache)  # the cases in hand, not reloaded from the run's copy
-        finally:
-            score_cache.close()
     return result
 
 
@@ -362,10 +352,10 @@ def _run_variant(
             log.debug("variant %s: loading before generation failed (%s); the first batch will record it", variant.name, exc)
         load_s = time.perf_counter() - t_load
     t_start = time.perf_counter()
-    batches = _batches(todo, variant.generation.batch_size)
-    progress_ctx = _progress(progress, variant.name, len(todo))
+    todo_batches = batches(todo, variant.generation.batch_size)
+    progress_ctx = progress_bar(progress, variant.name, len(todo))
     with progress_ctx as advance:
-        for batch, gens in (executor or LocalExecutor()).generate(variant, backend, build or (lambda: backend), batches, _generate_batch):
+        for batch, gens in (executor or LocalExecutor()).generate(variant, backend, build or (lambda: backend), todo_batches, _generate_batch):
             stamped = []
             for req, g in zip(batch, gens):
                 g = replace(g, case_id=req.case_id, sample=req.sample, variant=variant.name, request_hash=req.request_hash(), fingerprint=fp)
@@ -431,35 +421,3 @@ def summarize_generations(gens: Sequence[Generation]) -> dict:
         "tokens_per_s_median": statistics.median(tps) if tps else None,
         "new_tokens": total_tokens,
     }
-
-
-class _NoProgress:
-    def __enter__(self):
-        return lambda n: None
-
-    def __exit__(self, *exc):
-        return False
-
-
-class _RichProgress:
-    def __init__(self, label: str, total: int):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(), transient=False
-        )
-        self.label, self.total = label, total
-
-    def __enter__(self):
-        self.progress.__enter__()
-        task = self.progress.add_task(self.label, total=self.total)
-        return lambda n: self.progress.advance(task, n)
-
-    def __exit__(self, *exc):
-        return self.progress.__exit__(*exc)
-
-
-def _progress(enabled: bool, label: str, total: int):
-    if not enabled or total == 0:
-        return _NoProgress()
-    return _RichProgress(label, total)

@@ -23,6 +23,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,29 @@ DEFAULT_CACHE = Path("reports") / "cache" / "generations.sqlite"
 #: versions (scorer keys) of each scorer whose stored scores the cache keeps: switching between two
 #: versions (two branches) reuses both, and older versions' scores are dropped
 KEEP_SCORER_VERSIONS = 3
+
+
+@dataclass(frozen=True)
+class ScoreRecord:
+    """A stored score: who produced the output, for which case and sample, and the score."""
+
+    variant: str
+    case_id: str
+    sample: int | None  #: None for case-level metrics (pass@k, perturbation robustness)
+    scenario: str
+    kind: str
+    metric: str
+    value: float | None
+    passed: bool | None
+    higher_is_better: bool
+    details: dict
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ScoreRecord:
+        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
 
 
 class GenerationCache:
@@ -143,16 +167,53 @@ class GenerationCache:
             self._db.close()
 
 
+def _stat(path: Path) -> tuple:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return ()
+    return (st.st_size, st.st_mtime_ns)
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 class RunStore:
-    """One run directory: append-only generations, atomically replaced metadata."""
+    """One run directory: append-only generations, atomically replaced metadata.
+
+    The directory's file names are named here and nowhere else: code reads and writes a run's files
+    through these names (or the accessors below). `memo` hands out what is computed from the files
+    once per state of them: the run's comparison (evalsuite.verdict.compare.compare_run) is computed
+    once however many entry points ask for it, and again when a file it reads changes.
+    """
+
+    SUITE = "suite.yaml"  #: the resolved suite
+    SIGNATURE = "signature.json"  #: case-set digest, variant fingerprints, settings, versions, hardware
+    STATUS = "status.json"  #: complete or not
+    CASES = "cases.jsonl"  #: the cases as the run saw them
+    GENERATIONS = "generations.jsonl"  #: appended as each generation finishes
+    VARIANTS = "variants.json"  #: per-variant performance summaries
+    SCORES = "scores.jsonl"  #: per-case scores
+    TIMING = "timing.json"  #: interleaved timing blocks (evalsuite.run.timing)
+    ADAPTIVE = "adaptive.json"  #: an adaptive run's settings, order and decisions (evalsuite.adaptive)
+    #: the files a comparison reads: a change to any of them invalidates what `memo` holds
+    _MEMO_FILES = (SUITE, SIGNATURE, STATUS, GENERATIONS, VARIANTS, SCORES, TIMING)
 
     def __init__(self, run_dir: str | Path):
         self.dir = Path(run_dir)
-        self._gen_path = self.dir / "generations.jsonl"
+        self._gen_path = self.dir / self.GENERATIONS
+        self._memo: dict[Any, tuple[tuple, Any]] = {}
+
+    def memo(self, key: Any, compute: Any) -> Any:
+        """`compute()`, once per state of the run's files (their sizes and modification times)."""
+        state = tuple(_stat(self.dir / name) for name in self._MEMO_FILES)
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] == state:
+            return hit[1]
+        value = compute()
+        self._memo[key] = (state, value)
+        return value
 
     # -- creation and lookup -----------------------------------------------------------------
     @classmethod
@@ -166,9 +227,9 @@ class RunStore:
             run_dir = Path(f"{base}-{n}")
         run_dir.mkdir(parents=True)
         store = cls(run_dir)
-        atomic_write_text(run_dir / "suite.yaml", dump_yaml(resolved_suite))
-        store.write_json("signature.json", signature)
-        store.write_json("status.json", {"schema_version": SCHEMA_VERSION, "complete": False, "created": _now()})
+        atomic_write_text(run_dir / cls.SUITE, dump_yaml(resolved_suite))
+        store.write_json(cls.SIGNATURE, signature)
+        store.write_json(cls.STATUS, {"schema_version": SCHEMA_VERSION, "complete": False, "created": _now()})
         store._gen_path.touch()
         return store
 
@@ -177,12 +238,12 @@ class RunStore:
         """A run by path, by id under `runs_dir`, or `last` for the newest."""
         runs_dir = Path(runs_dir)
         if run == "last":
-            candidates = sorted((p for p in runs_dir.glob("*") if (p / "signature.json").is_file()), key=lambda p: p.name)
+            candidates = sorted((p for p in runs_dir.glob("*") if (p / cls.SIGNATURE).is_file()), key=lambda p: p.name)
             if not candidates:
                 raise EvalsuiteError(f"no runs under {runs_dir}")
             return cls(candidates[-1])
         for p in (Path(run), runs_dir / run):
-            if (p / "signature.json").is_file():
+            if (p / cls.SIGNATURE).is_file():
                 return cls(p)
         raise EvalsuiteError(f"run {run!r} not found (looked for {run} and {runs_dir / run}; a run directory holds signature.json)")
 
@@ -202,18 +263,18 @@ class RunStore:
 
     @property
     def signature(self) -> dict:
-        return self.read_json("signature.json", {})
+        return self.read_json(self.SIGNATURE, {})
 
     @property
     def suite(self) -> dict:
         import yaml
 
-        return yaml.safe_load((self.dir / "suite.yaml").read_text("utf-8"))
+        return yaml.safe_load((self.dir / self.SUITE).read_text("utf-8"))
 
     def mark_complete(self, complete: bool = True, **extra: Any) -> None:
-        status = self.read_json("status.json", {}) or {}
+        status = self.read_json(self.STATUS, {}) or {}
         status.update({"schema_version": SCHEMA_VERSION, "complete": complete, "updated": _now(), **extra})
-        self.write_json("status.json", status)
+        self.write_json(self.STATUS, status)
 
     # -- generations ---------------------------------------------------------------------------
     def repair(self) -> int:
@@ -267,7 +328,11 @@ class RunStore:
                 yield Generation.from_dict(json.loads(line))
 
     def generations(self) -> list[Generation]:
-        """Stored generations, one per (variant, case, sample): a later success replaces an error."""
+        """Stored generations, one per (variant, case, sample): a later success replaces an error
+        (read once per state of the run's files)."""
+        return list(self.memo("generations", self._read_generations))
+
+    def _read_generations(self) -> list[Generation]:
         out: dict[tuple, Generation] = {}
         for g in self.iter_generations():
             prev = out.get(g.key())
@@ -278,12 +343,14 @@ class RunStore:
     # -- scores --------------------------------------------------------------------------------
     def write_scores(self, records: Iterable[Any]) -> None:
         text = "".join(json.dumps(r.to_dict(), ensure_ascii=False, default=str) + "\n" for r in records)
-        atomic_write_text(self.dir / "scores.jsonl", text)
+        atomic_write_text(self.dir / self.SCORES, text)
 
-    def scores(self) -> list:
-        from ..scoring.base import ScoreRecord
+    def scores(self) -> list[ScoreRecord]:
+        """The stored score records (read once per state of the run's files)."""
+        return list(self.memo("scores", self._read_scores))
 
-        p = self.dir / "scores.jsonl"
+    def _read_scores(self) -> list[ScoreRecord]:
+        p = self.dir / self.SCORES
         if not p.is_file():
             return []
         return [ScoreRecord.from_dict(json.loads(line)) for line in p.read_text("utf-8").splitlines() if line.strip()]

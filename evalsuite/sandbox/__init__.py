@@ -49,21 +49,33 @@ environment) with the number of tests that ran, only after every test ran; `sys.
 executed an assertion; none is a failure ("no test ran"), and so is a program without the entry point.
 The harness also undoes the program's changes to builtins, sys.modules and unittest before each test,
 decides `==`/`!=`/`in` by the expected value when the program wrote the other side's `__eq__`, and
-runs unittest cases itself (see harness.py). This defends against early exits and the usual patches,
+runs unittest cases itself (see _harness_main.py). This defends against early exits and the usual patches,
 not against code that deliberately walks the harness's frames to forge a verdict (docs/security.md).
 
-Modules: `isolation` (inside the sandbox: bootstrap, namespaces, mounts, limits, the zygote),
-`process` (spawning one run and judging it: `run_python`), `harness` (the in-sandbox test harness),
-`pool` (`run_tests`, its cache and the worker pool of `run_tests_many`).
+Modules, each importing only those listed before it (the package itself imports them all):
+`isolation` (inside the sandbox: bootstrap, namespaces, mounts, limits, the zygote; stdlib only),
+`_harness_main` (inside the sandbox: the test harness; stdlib only), `mode` (the isolation mode this
+machine allows and each run's plan: interpreter, uid, limits), `judge` (how a run ended:
+`SandboxResult`), `spawn` (starting a run and waiting for it; the `unshare` path), `zygote` (the
+suite's handle on the zygote), `process` (one run, start to end: `run_python`), `harness` (the
+`main.py` of a test run), `pool` (`run_tests`, its cache and the worker pool of `run_tests_many`).
 """
 
 from __future__ import annotations
 
+import sys as _sys
+
 from .harness import build_harness
+from .judge import OUTPUT_LIMIT, STATUSES, SandboxResult
 
 # the private names (_cache, _UID_RANGE, _mode...) are re-exported for the tests
-from .pool import POOL_SIZE, _cache, _cache_lock, cache_key, clear_cache, run_tests, run_tests_cached, run_tests_many  # noqa: F401
-from .process import _UID_RANGE, OUTPUT_LIMIT, STATUSES, USE_ZYGOTE, Limits, SandboxResult, _Mode, _mode, helper_pids, isolation_summary, run_python  # noqa: F401
+from .mode import _UID_RANGE, Limits, _Mode, _mode, isolation_summary  # noqa: F401
+from .pool import POOL_SIZE, _cache, _cache_lock, _look_up_run_tests_in, cache_key, clear_cache, run_tests, run_tests_cached, run_tests_many  # noqa: F401
+from .process import USE_ZYGOTE, run_python
+from .zygote import helper_pids
+
+# `run_tests_cached` calls the package's `run_tests`, whatever replaced it (tests count runs that way)
+_look_up_run_tests_in(_sys.modules[__name__])
 
 __all__ = [
     "OUTPUT_LIMIT",

@@ -226,17 +226,33 @@ def _kill_uid(uid: int) -> None:
 
 def _boot(argv: list, status_fd: int | None = None) -> int:
     """Entry point inside the sandbox: set up, fork the program, report its status on the status fd."""
-    cfg_path = argv[0]
-    with open(cfg_path, "rb") as fh:
+    with open(argv[0], "rb") as fh:
         cfg = marshal.load(fh)
     status_fd = int(cfg["status_fd"]) if status_fd is None else status_fd
     os.set_inheritable(status_fd, False)
     warnings: list = []
+    workdir = _prepare_workdir(cfg, warnings)
+    pid = _fork_program(cfg, workdir, status_fd)
+    # We are PID 1 of the namespace (or a plain parent): reap everything, remember the program's status.
+    status, cpu_used = _reap_until(pid)
+    uid = cfg["uid"]
+    if uid is not None and not cfg["pidns"]:
+        _kill_uid(uid)  # no PID namespace to take leftovers down with us
+    elif cfg["pidns"] and os.getpid() == 1:
+        _kill_namespace()
+    rc = os.waitstatus_to_exitcode(status) if status is not None else None
+    _report(status_fd, {"returncode": rc, "workdir": workdir, "cpu_s": cpu_used, "warnings": warnings})
+    return 0
 
-    def report(**kw) -> None:
-        kw["warnings"] = warnings
-        os.write(status_fd, (repr(kw) + "\n").encode())
 
+def _report(status_fd: int, report: dict) -> None:
+    """One status line for the suite (read back with `ast.literal_eval`)."""
+    os.write(status_fd, (repr(report) + "\n").encode())
+
+
+def _prepare_workdir(cfg: dict, warnings: list) -> str:
+    """The program's working directory with its `main.py`, owned by the sandbox uid: `/tmp/work` in a
+    private file system where namespaces allow it, else the host temp dir."""
     with open(os.path.join(cfg["hostdir"], _MAIN), "rb") as fh:
         program = fh.read()
     workdir = cfg["hostdir"]
@@ -253,8 +269,12 @@ def _boot(argv: list, status_fd: int | None = None) -> int:
     if uid is not None:
         os.chown(workdir, uid, uid)
         os.chown(os.path.join(workdir, _MAIN), uid, uid)
+    return workdir
 
-    env = {
+
+def _program_env(workdir: str) -> dict:
+    """The program's whole environment: nothing of the suite's."""
+    return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": workdir,
         "TMPDIR": workdir,
@@ -263,47 +283,55 @@ def _boot(argv: list, status_fd: int | None = None) -> int:
         "PYTHONHASHSEED": "0",
         "PYTHONIOENCODING": "utf-8",
     }
+
+
+def _fork_program(cfg: dict, workdir: str, status_fd: int) -> int:
+    """Fork the program's process (limits, no new privileges, the uid drop, then `execve`); its pid.
+    The child never returns: what stops the exec goes to the status fd as a setup error."""
+    env = _program_env(workdir)
     ctypes, libc = _libc()
     import resource  # noqa: F401 - imported while the interpreter's files are still readable
 
     pid = os.fork()
     if pid == 0:
         try:
-            os.chdir(workdir)
-            _set_limits(cfg)
-            # before the uid drop: the interpreter's own files may be unreadable afterwards
-            if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-                raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-            if uid is not None:
-                os.setgroups([])
-                os.setgid(uid)
-                os.setuid(uid)
-            elif cfg["drop_caps"]:
-                _drop_all_caps()
-            py = cfg["python"]
-            os.execve(py, [py, "-I", "-S", "-B", _MAIN], env)
+            _exec_program(cfg, workdir, env, (ctypes, libc))
         except BaseException as exc:  # noqa: BLE001 - report anything that stops the exec
             try:
-                os.write(status_fd, (repr({"setup_error": f"{type(exc).__name__}: {exc}"}) + "\n").encode())
+                _report(status_fd, {"setup_error": f"{type(exc).__name__}: {exc}"})
             finally:
                 os._exit(126)
-    # We are PID 1 of the namespace (or a plain parent): reap everything, remember the program's status.
-    status, cpu_used = None, None
+    return pid
+
+
+def _exec_program(cfg: dict, workdir: str, env: dict, ctypes_libc: tuple) -> None:
+    """In the program's process: its limits and identity, then `python -I -S -B main.py` (no return)."""
+    ctypes, libc = ctypes_libc
+    os.chdir(workdir)
+    _set_limits(cfg)
+    # before the uid drop: the interpreter's own files may be unreadable afterwards
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    uid = cfg["uid"]
+    if uid is not None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    elif cfg["drop_caps"]:
+        _drop_all_caps()
+    py = cfg["python"]
+    os.execve(py, [py, "-I", "-S", "-B", _MAIN], env)
+
+
+def _reap_until(pid: int) -> tuple:
+    """Reap children until `pid` ends: its wait status and CPU seconds (None, None if it is gone)."""
     while True:
         try:
             done, st, ru = os.wait4(-1, 0)
         except ChildProcessError:
-            break
+            return None, None
         if done == pid:
-            status, cpu_used = st, ru.ru_utime + ru.ru_stime
-            break
-    if uid is not None and not cfg["pidns"]:
-        _kill_uid(uid)  # no PID namespace to take leftovers down with us
-    elif cfg["pidns"] and os.getpid() == 1:
-        _kill_namespace()
-    rc = os.waitstatus_to_exitcode(status) if status is not None else None
-    report(returncode=rc, workdir=workdir, cpu_s=cpu_used)
-    return 0
+            return st, ru.ru_utime + ru.ru_stime
 
 
 def _kill_namespace() -> None:
@@ -353,15 +381,11 @@ def zygote(sock_fd: int) -> int:
     import gc
     import resource  # noqa: F401 - loaded once here, not in every run's child
     import select
-    import signal
     import socket
 
     ctypes, libc = _libc()
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the select below
+    wake_r, wake_w = _wake_on_sigchld()
     pending: dict = {}  # run pid -> its status fd
     sock = socket.socket(fileno=sock_fd)
     gc.collect()
@@ -380,38 +404,64 @@ def zygote(sock_fd: int) -> int:
         if not msg:
             return 0  # the suite went away
         try:
-            if libc.unshare(_CLONE_NEWPID) != 0:
-                raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWPID)")
-            try:
-                pid = os.fork()
-            except OSError:
-                pid = -1
-                raise
-            finally:
-                # (here, not in the child) our own next children must be born in our namespace again
-                if pid != 0 and libc.setns(own_pidns, _CLONE_NEWPID) != 0:
-                    os._exit(70)  # cannot happen as root; never fork into a stale namespace
+            pid = _fork_in_new_pidns(ctypes, libc, own_pidns)
         except OSError as exc:
             for fd in fds:
                 os.close(fd)
             sock.send(repr(-(exc.errno or 1)).encode())
             continue
         if pid == 0:
-            code = 127
-            try:
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                gc.disable()
-                # other runs' status fds too: holding one would delay that run's end-of-file to ours
-                for fd in (sock_fd, wake_r, wake_w, own_pidns, *pending.values()):
-                    os.close(fd)
-                code = _zygote_child(msg, fds)
-            finally:
-                os._exit(code)
+            # other runs' status fds too: holding one would delay that run's end-of-file to ours
+            _run_pid_1(msg, fds, (sock_fd, wake_r, wake_w, own_pidns, *pending.values()))
         for fd in fds[:3]:
             os.close(fd)
         pending[pid] = fds[3]
         sock.send(repr(pid).encode())
+
+
+def _wake_on_sigchld() -> tuple:
+    """A pipe that becomes readable when a child ends (the zygote's select wakes on it)."""
+    import signal
+
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the select below
+    return wake_r, wake_w
+
+
+def _fork_in_new_pidns(ctypes, libc, own_pidns: int) -> int:
+    """Fork a child that is PID 1 of a new PID namespace (0 in the child, its pid in the zygote)."""
+    if libc.unshare(_CLONE_NEWPID) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWPID)")
+    try:
+        pid = os.fork()
+    except OSError:
+        pid = -1
+        raise
+    finally:
+        # (here, not in the child) our own next children must be born in our namespace again
+        if pid != 0 and libc.setns(own_pidns, _CLONE_NEWPID) != 0:
+            os._exit(70)  # cannot happen as root; never fork into a stale namespace
+    return pid
+
+
+def _run_pid_1(msg: bytes, fds: list, zygote_fds: tuple) -> None:
+    """In the zygote's child: let go of the zygote's signal handling and fds, run `_zygote_child`, exit
+    (never return: the zygote's loop must not go on in a child)."""
+    code = 127
+    try:
+        import gc
+        import signal
+
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        gc.disable()
+        for fd in zygote_fds:
+            os.close(fd)
+        code = _zygote_child(msg, fds)
+    finally:
+        os._exit(code)
 
 
 def _reap(pending: dict) -> None:

@@ -9,11 +9,14 @@ run records exactly how it was scored.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..cases.caseset import Case
 from ..registry import Registry
+from ..run.store import ScoreRecord  # the stored form of a score (the run directory owns its records)
+
+__all__ = ["SCORERS", "CaseScorer", "PerOutputScorer", "Score", "ScoreInput", "ScoreRecord", "ScorerSpec", "scorer"]
 
 
 @dataclass(frozen=True)
@@ -39,29 +42,6 @@ class ScoreInput:
     error: str | None = None  #: the generation's error, if it failed (text is then empty)
     tokens: tuple[int, ...] | None = None  #: generated token ids, when the backend recorded them
     baseline_tokens: tuple[int, ...] | None = None  #: the baseline's, for the same case and sample
-
-
-@dataclass(frozen=True)
-class ScoreRecord:
-    """A stored score: who produced the output, for which case and sample, and the score."""
-
-    variant: str
-    case_id: str
-    sample: int | None  #: None for case-level metrics (pass@k, perturbation robustness)
-    scenario: str
-    kind: str
-    metric: str
-    value: float | None
-    passed: bool | None
-    higher_is_better: bool
-    details: dict
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> ScoreRecord:
-        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
 
 
 PerOutputScorer = Callable[[ScoreInput], Sequence[Score]]

@@ -208,10 +208,10 @@ def _set_level(cases: Sequence[Case], gens: dict, variants: Sequence[str], specs
 
 def run_cases(store) -> list[Case]:
     """The cases a run was made with: its own copy (`cases.jsonl`), else the suite's current files."""
+    from ..cases.interop import from_jsonl
     from ..errors import EvalsuiteError
-    from ..interop import from_jsonl
 
-    own = store.dir / "cases.jsonl"
+    own = store.dir / store.CASES
     if own.is_file():
         return from_jsonl(own)
     from ..cases.caseset import suite_digest

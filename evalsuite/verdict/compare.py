@@ -22,23 +22,23 @@ order in which metrics are visited.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import EvalsuiteError
 from ..scoring.base import ScoreRecord
+from .stats import N_BOOTSTRAP, N_PERMUTATIONS, binom_worse_p, bootstrap_delta_ci, mcnemar_p, paired_test, perm_p_min, permutation_p, seed_for
+
+# the statistics live in verdict/stats.py; these names are kept for callers of this module
+_seed_for, _perm_p_min = seed_for, perm_p_min
+__all__ = ["N_BOOTSTRAP", "N_PERMUTATIONS", "binom_worse_p", "bootstrap_delta_ci", "mcnemar_p", "permutation_p"]
 
 DEFAULT_SEED = 20240601
-N_BOOTSTRAP = 2000
-N_PERMUTATIONS = 4999
 MAX_EVIDENCE = 25  #: offending case ids kept per metric (all of them are counted)
 
 
@@ -206,94 +206,6 @@ class Comparison:
 
 
 # ---------------------------------------------------------------------------------------------
-# statistics (scipy / statsmodels; nothing hand-rolled but the bookkeeping)
-
-
-def _seed_for(seed: int, *parts: str) -> int:
-    h = hashlib.sha256("\x1f".join([str(seed), *parts]).encode("utf-8")).digest()
-    return int.from_bytes(h[:8], "big")
-
-
-def mcnemar_p(table: Sequence[Sequence[int]]) -> float:
-    """Two-sided exact McNemar p-value of a 2x2 table [[a, b], [c, d]] (statsmodels)."""
-    from statsmodels.stats.contingency_tables import mcnemar
-
-    b, c = int(table[0][1]), int(table[1][0])
-    if b + c == 0:
-        return 1.0
-    return float(mcnemar(np.asarray(table, dtype=float), exact=True).pvalue)
-
-
-def binom_worse_p(pass_to_fail: int, fail_to_pass: int) -> float:
-    """One-sided exact p of "pass->fail flips outnumber fail->pass" (the McNemar test, one tail)."""
-    from scipy.stats import binomtest
-
-    n = pass_to_fail + fail_to_pass
-    if n == 0:
-        return 1.0
-    return float(binomtest(pass_to_fail, n, 0.5, alternative="greater").pvalue)
-
-
-def bootstrap_delta_ci(base: np.ndarray, var: np.ndarray, seed: int, n_resamples: int = N_BOOTSTRAP, level: float = 0.95) -> tuple[float, float]:
-    """Paired bootstrap CI of mean(var) - mean(base), resampling case ids (scipy, BCa)."""
-    from scipy.stats import bootstrap
-
-    diff = var - base
-    if len(diff) == 0:
-        return (math.nan, math.nan)
-    if len(diff) < 2 or np.all(diff == diff[0]):
-        d = float(diff[0]) if len(diff) else math.nan
-        return (d, d)
-
-    def stat(x, y, axis=-1):
-        return np.mean(y, axis=axis) - np.mean(x, axis=axis)
-
-    for method in ("BCa", "percentile"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            res = bootstrap(
-                (base, var), stat, paired=True, vectorized=True, n_resamples=n_resamples, confidence_level=level, method=method, rng=np.random.default_rng(seed)
-            )
-        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-        if math.isfinite(lo) and math.isfinite(hi):
-            return (lo, hi)
-    return (math.nan, math.nan)
-
-
-def permutation_p(base: np.ndarray, var: np.ndarray, higher_is_better: bool, seed: int, n_resamples: int = N_PERMUTATIONS) -> tuple[float, float]:
-    """Paired permutation test of the mean difference (sign flips; exact when 2^n <= n_resamples).
-
-    Returns (two-sided p, one-sided p of "the variant is worse").
-    """
-    from scipy.stats import permutation_test
-
-    diff = var - base
-    if len(diff) == 0 or np.all(diff == 0):
-        return (1.0, 1.0)
-
-    def stat(x, y, axis=-1):
-        return np.mean(y, axis=axis) - np.mean(x, axis=axis)
-
-    worse = "less" if higher_is_better else "greater"
-    res = permutation_test(
-        (base, var), stat, permutation_type="samples", vectorized=True, n_resamples=n_resamples, alternative=worse, rng=np.random.default_rng(seed)
-    )
-    p_worse = float(res.pvalue)
-    res2 = permutation_test(
-        (base, var), stat, permutation_type="samples", vectorized=True, n_resamples=n_resamples, alternative="two-sided", rng=np.random.default_rng(seed)
-    )
-    return (float(res2.pvalue), p_worse)
-
-
-def _perm_p_min(base: np.ndarray, var: np.ndarray, n_resamples: int = N_PERMUTATIONS) -> float:
-    """Smallest one-sided p a sign-flip permutation test can give: only nonzero differences flip."""
-    nz = int(np.count_nonzero(var - base))
-    if nz == 0:
-        return 1.0
-    return max(0.5**nz, 1.0 / (n_resamples + 1)) if nz > math.log2(n_resamples) else 0.5**nz
-
-
-# ---------------------------------------------------------------------------------------------
 # per-case reduction
 
 
@@ -340,95 +252,76 @@ def _compare_metric(
     variant: str, scenario: str, metric: str, base: dict[str, CaseAgg], var: dict[str, CaseAgg], *, noise: bool, seed: int, n_resamples: int
 ) -> MetricDelta | None:
     shared = sorted(set(base) & set(var))
-    missing_v = tuple(sorted(set(base) - set(var)))
-    missing_b = tuple(sorted(set(var) - set(base)))
-    pass_fail = all(base[c].passes for c in shared) and all(var[c].passes for c in shared) and bool(shared)
+    missing: dict[str, Any] = {"missing_in_variant": tuple(sorted(set(base) - set(var))), "missing_in_baseline": tuple(sorted(set(var) - set(base)))}
     if not shared:
-        return MetricDelta(
-            variant,
-            scenario,
-            metric,
-            False,
-            True,
-            0,
-            math.nan,
-            math.nan,
-            math.nan,
-            math.nan,
-            math.nan,
-            1.0,
-            1.0,
-            1.0,
-            missing_in_variant=missing_v,
-            missing_in_baseline=missing_b,
-            noise=noise,
-        )
-    s = _seed_for(seed, variant, scenario, metric)
-    if pass_fail:
-        b = np.array([base[c].pass_share for c in shared])
-        v = np.array([var[c].pass_share for c in shared])
-        hib = True
-        bpass, vpass = np.array([base[c].passed for c in shared]), np.array([var[c].passed for c in shared])
-        p2f = tuple(c for c, x, y in zip(shared, bpass, vpass) if x and not y)
-        f2p = tuple(c for c, x, y in zip(shared, bpass, vpass) if y and not x)
-        binary = bool(np.all(np.isin(b, (0.0, 1.0))) and np.all(np.isin(v, (0.0, 1.0))))
-        if binary:
-            table = [[int(np.sum(bpass & vpass)), len(p2f)], [len(f2p), int(np.sum(~bpass & ~vpass))]]
-            p_two, p_worse = mcnemar_p(table), binom_worse_p(len(p2f), len(f2p))
-            p_min = 0.5 ** (len(p2f) + len(f2p))  # conditional on the discordant pairs
-        else:  # several samples per case: pass shares are not 0/1, test them as continuous
-            p_two, p_worse = permutation_p(b, v, True, s)
-            p_min = _perm_p_min(b, v)
-        bv = [np.mean(base[c].values) for c in shared if base[c].values]
-        vv = [np.mean(var[c].values) for c in shared if var[c].values]
-        bvm = float(np.mean(bv)) if bv else None
-        vvm = float(np.mean(vv)) if vv else None
-        worse: tuple[str, ...] = ()
-        offending = p2f
-    else:
-        hib_votes = [base[c].hib for c in shared]
-        hib = sum(hib_votes) * 2 >= len(hib_votes)
-        b = np.array([np.mean(base[c].values) if base[c].values else np.mean(base[c].passes) for c in shared])
-        v = np.array([np.mean(var[c].values) if var[c].values else np.mean(var[c].passes) for c in shared])
-        p_two, p_worse = permutation_p(b, v, hib, s)
-        p_min = _perm_p_min(b, v)
-        harm = (b - v) if hib else (v - b)
-        order = np.argsort(-harm, kind="stable")
-        worse = tuple(shared[i] for i in order if harm[i] > 1e-12)
-        p2f, f2p, bvm, vvm = (), (), None, None
-        offending = worse
+        nan = math.nan
+        return MetricDelta(variant, scenario, metric, False, True, 0, nan, nan, nan, nan, nan, 1.0, 1.0, 1.0, noise=noise, **missing)
+    s = seed_for(seed, variant, scenario, metric)
+    pass_fail = all(base[c].passes for c in shared) and all(var[c].passes for c in shared)
+    p: dict[str, Any] = _pass_fail_values(base, var, shared, s) if pass_fail else _continuous_values(base, var, shared, s)
+    b, v = p.pop("b"), p.pop("v")
     ci = bootstrap_delta_ci(b, v, s, n_resamples)
+    offending = p["pass_to_fail"] if pass_fail else p["worse_cases"]
     details = {c: {k: val for k, val in (var[c].details or {}).items() if k != "_failed"} for c in offending[:MAX_EVIDENCE]}
     return MetricDelta(
         variant=variant,
         scenario=scenario,
         metric=metric,
         pass_fail=pass_fail,
-        higher_is_better=hib,
         n=len(shared),
         baseline_mean=float(np.mean(b)),
         variant_mean=float(np.mean(v)),
         delta=float(np.mean(v) - np.mean(b)),
         ci_low=ci[0],
         ci_high=ci[1],
-        p_value=p_two,
-        p_worse=p_worse,
-        p_min=p_min,
-        pass_to_fail=p2f,
-        fail_to_pass=f2p,
-        worse_cases=worse,
-        missing_in_variant=missing_v,
-        missing_in_baseline=missing_b,
-        baseline_value_mean=bvm,
-        variant_value_mean=vvm,
         noise=noise,
         details=details,
         paired={c: (float(x), float(y)) for c, x, y in zip(shared, b, v)},
+        **missing,
+        **p,
     )
+
+
+def _pass_fail_values(base: dict[str, CaseAgg], var: dict[str, CaseAgg], shared: list[str], seed: int) -> dict:
+    """Per-case pass shares, the flips, their tests, and the mean raw values of a pass/fail metric."""
+    b = np.array([base[c].pass_share for c in shared])
+    v = np.array([var[c].pass_share for c in shared])
+    bpass, vpass = np.array([base[c].passed for c in shared]), np.array([var[c].passed for c in shared])
+    p2f = tuple(c for c, x, y in zip(shared, bpass, vpass) if x and not y)
+    f2p = tuple(c for c, x, y in zip(shared, bpass, vpass) if y and not x)
+    # several samples per case give pass shares that are not 0/1: paired_test tests them as continuous
+    p_two, p_worse, p_min = paired_test(b, v, pass_fail=True, higher_is_better=True, flips=(len(p2f), len(f2p)), seed=seed)
+    bv = [np.mean(base[c].values) for c in shared if base[c].values]
+    vv = [np.mean(var[c].values) for c in shared if var[c].values]
+    return {
+        "b": b, "v": v, "higher_is_better": True, "p_value": p_two, "p_worse": p_worse, "p_min": p_min, "pass_to_fail": p2f, "fail_to_pass": f2p,
+        "baseline_value_mean": float(np.mean(bv)) if bv else None, "variant_value_mean": float(np.mean(vv)) if vv else None,
+    }  # fmt: skip
+
+
+def _continuous_values(base: dict[str, CaseAgg], var: dict[str, CaseAgg], shared: list[str], seed: int) -> dict:
+    """Per-case means, their direction (the baseline's records vote), tests, and the worse cases, worst first."""
+    hib_votes = [base[c].hib for c in shared]
+    hib = sum(hib_votes) * 2 >= len(hib_votes)
+    b = np.array([np.mean(base[c].values) if base[c].values else np.mean(base[c].passes) for c in shared])
+    v = np.array([np.mean(var[c].values) if var[c].values else np.mean(var[c].passes) for c in shared])
+    p_two, p_worse, p_min = paired_test(b, v, pass_fail=False, higher_is_better=hib, seed=seed)
+    harm = (b - v) if hib else (v - b)
+    order = np.argsort(-harm, kind="stable")
+    worse = tuple(shared[i] for i in order if harm[i] > 1e-12)
+    return {"b": b, "v": v, "higher_is_better": hib, "p_value": p_two, "p_worse": p_worse, "p_min": p_min, "worse_cases": worse}
 
 
 # ---------------------------------------------------------------------------------------------
 # comparison
+
+
+@dataclass(frozen=True)
+class Resampling:
+    """How the comparison's bootstrap is seeded and sized (the same seed reproduces every interval)."""
+
+    seed: int = DEFAULT_SEED
+    n_resamples: int = N_BOOTSTRAP
 
 
 @dataclass(frozen=True)
@@ -487,11 +380,11 @@ def compare_records(
     outputs: Mapping[tuple[str, str], str] | None = None,
     run_id: str = "",
     complete: bool = True,
-    seed: int = DEFAULT_SEED,
-    n_resamples: int = N_BOOTSTRAP,
     timing: Mapping | None = None,
+    resampling: Resampling | None = None,
 ) -> Comparison:
     """Compare every variant and noise run with the baseline (pure: records in, Comparison out)."""
+    rs = resampling or Resampling()
     baselines = [v for v in variants if v.baseline]
     problems: list[str] = []
     warn: list[str] = []
@@ -514,7 +407,9 @@ def compare_records(
         if records and not vkeys:
             problems.append(f"variant {info.name!r} has no scores")
         for s, m in scen_metrics:
-            d = _compare_metric(info.name, s, m, per[(baseline, s, m)], per.get((info.name, s, m), {}), noise=info.noise, seed=seed, n_resamples=n_resamples)
+            d = _compare_metric(
+                info.name, s, m, per[(baseline, s, m)], per.get((info.name, s, m), {}), noise=info.noise, seed=rs.seed, n_resamples=rs.n_resamples
+            )
             if d is not None:
                 deltas.append(d)
                 if d.missing_in_variant and d.n:
@@ -539,7 +434,7 @@ def compare_records(
         complete=complete,
         problems=tuple(problems),
         warnings=tuple(warn),
-        seed=seed,
+        seed=rs.seed,
         outputs=dict(outputs or {}),
     )
 
@@ -561,101 +456,28 @@ def variant_infos(store) -> list[VariantInfo]:
 
 
 def compare_run(store, *, seed: int = DEFAULT_SEED, n_resamples: int = N_BOOTSTRAP) -> Comparison:
-    """Compare a stored run (scores.jsonl, variants.json, generations.jsonl) with its baseline."""
+    """Compare a stored run (scores.jsonl, variants.json, generations.jsonl) with its baseline; computed
+    once per state of the run's files (the store hands the same comparison to every caller)."""
+    return store.memo(("comparison", seed, n_resamples), lambda: _compare_stored(store, seed, n_resamples))
+
+
+def _compare_stored(store, seed: int, n_resamples: int) -> Comparison:
     records = store.scores()
     infos = variant_infos(store)
-    present = {r.variant for r in records} | set(store.read_json("variants.json", {}) or {})
+    present = {r.variant for r in records} | set(store.read_json(store.VARIANTS, {}) or {})
     infos = [i for i in infos if i.baseline or i.name in present]  # variants not run (--variants) are not compared
     outputs: dict[tuple[str, str], str] = {}
     for g in store.generations():
         if g.sample == 0:
             outputs[(g.variant, g.case_id)] = g.text if g.ok else f"<error: {g.error}>"
-    status = store.read_json("status.json", {}) or {}
+    status = store.read_json(store.STATUS, {}) or {}
     return compare_records(
         records,
         infos,
-        perf=store.read_json("variants.json", {}) or {},
+        perf=store.read_json(store.VARIANTS, {}) or {},
         outputs=outputs,
         run_id=store.run_id,
         complete=bool(status.get("complete", False)),
-        seed=seed,
-        n_resamples=n_resamples,
-        timing=store.read_json("timing.json"),
+        timing=store.read_json(store.TIMING),
+        resampling=Resampling(seed, n_resamples),
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# printing
-
-
-def _fmt(x: float | None, fmt: str = "{:.3f}") -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    return fmt.format(x)
-
-
-def _p(x: float) -> str:
-    return "-" if x is None or math.isnan(x) else ("<0.001" if x < 0.001 else f"{x:.3f}")
-
-
-def format_comparison(cmp: Comparison, console) -> None:
-    """Rich tables: one per variant (metrics with noise floors beside), then performance."""
-    from rich.table import Table
-
-    for name in cmp.variants + cmp.noise_runs:
-        noise = name in cmp.noise_runs
-        t = Table(title=f"{name} vs {cmp.baseline}" + (" (noise run)" if noise else ""), title_justify="left", pad_edge=False)
-        t.add_column("scenario/metric", no_wrap=True)
-        for col in ("n", "base", "var", "delta [95% CI]", "p", "flips -/+", "noise"):
-            t.add_column(col, justify="right", no_wrap=True)
-        for d in cmp.deltas_for(name):
-            nf = cmp.noise_floor(d.scenario, d.metric)
-            bad = d.harm > 0 and d.p_worse < 0.05
-            delta = f"{_fmt(d.delta, '{:+.3f}')} [{_fmt(d.ci_low, '{:+.2f}')}, {_fmt(d.ci_high, '{:+.2f}')}]"
-            t.add_row(
-                f"{d.scenario}/{d.metric}" + ("" if d.pass_fail else " (mean)"),
-                str(d.n),
-                _fmt(d.baseline_mean),
-                _fmt(d.variant_mean),
-                f"[red]{delta}[/red]" if bad else delta,
-                _p(d.p_value),
-                f"{len(d.pass_to_fail)}/{len(d.fail_to_pass)}" if d.pass_fail else "-",
-                "-" if noise or not nf.runs else f"{nf.flips}/{nf.harm:.2f}",
-            )
-        console.print(t)
-    from ..perf.verdict import ratio_cell
-
-    t = Table(title="performance vs baseline (interleaved: ratio [95% CI])", title_justify="left")
-    for col in ("variant", "gens", "error rate", "timeout rate", "latency p95 x", "tokens/s x", "peak mem x", "exactness"):
-        t.add_column(col)
-    for p in cmp.perf:
-        t.add_row(
-            p.variant + (" (noise)" if p.noise else ""),
-            str(p.generations),
-            _fmt(p.error_rate),
-            _fmt(p.timeout_rate),
-            ratio_cell(p, "latency_p95_ratio"),
-            ratio_cell(p, "tokens_per_s_ratio"),
-            _fmt(p.peak_memory_ratio, "{:.2f}"),
-            _fmt(p.exactness) + (f" (n={p.exactness_n})" if p.exactness is not None else ""),
-        )
-    console.print(t)
-    for w in cmp.warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
-    for p in cmp.problems:
-        console.print(f"[red]cannot judge:[/red] {p}", highlight=False)
-
-
-def cli_compare(run: str, runs_dir: str | Path, console) -> int:
-    """`evalsuite compare RUN`: print the comparison; 0 when it could be computed, 2 otherwise."""
-    from ..run.store import RunStore
-
-    try:
-        store = RunStore.find(runs_dir, run)
-        cmp = compare_run(store)
-    except EvalsuiteError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
-        return 2
-    console.print(f"run {cmp.run_id}: baseline {cmp.baseline}, {len(cmp.variants)} variant(s), {len(cmp.noise_runs)} noise run(s)")
-    format_comparison(cmp, console)
-    return 2 if cmp.problems else 0

@@ -1,10 +1,6 @@
-"""The gate: rubric rules applied to a comparison, giving a verdict with evidence.
-
-Exit codes of `evalsuite gate`: 0 pass, 1 regression (a block rule failed), 2 cannot judge (bad
-rubric, missing data, run incomplete), 3 needs review (nothing failed, but more flagged outputs
-await human review than the rubric's `review.max_open`). Warn rules are reported and never fail the gate.
-Human verdicts from the review queue (evalsuite.review) waive accepted outputs and fail the
-`human-review` rule on outputs judged a regression (see evalsuite/review/decisions.py).
+"""The gate: a stage's rubric rules applied to a comparison and the decisions taken on it, giving a
+verdict with evidence. `gate(comparison, stage_rubric, decisions)` is pure: data in, a Verdict out;
+it opens no file and imports nothing above verdict/ (evalsuite.judge.judge_run gathers its inputs).
 
 Multiple testing: a variant is judged by several significance-gated block checks at once (one per
 rule and matching scenario/metric). Their one-sided p-values are corrected together, so the chance
@@ -13,144 +9,34 @@ The default is Tarone's modified Bonferroni, made for discrete tests: an exact M
 few discordant cases cannot reach a small p-value, so it is left out of the count, and a planted
 regression in one metric is not diluted by the metrics that did not move. `holm` and `bonferroni`
 (statsmodels' `multipletests`) are available too. Warn checks use the raw p-values.
+
+An adaptive run (`Decisions.adaptive`) is judged by its sequential decisions instead of a fixed-n
+test on the cases it happened to stop at (that test would be biased: the run stopped *because* of
+what those cases showed); variant-level rules (reliability, speed, memory, exactness) are judged on
+the generated cases as for a fixed-n run. Reviewers' regressions and open items count for both;
+accepted outputs waive only in a fixed-n run (verdict/waivers.py).
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import replace
 
-from ..errors import EvalsuiteError
-from .compare import Comparison, MetricDelta, compare_run
-from .rubric import MetricRule, Rubric, StageRubric, VariantRule, default_rubric_path, load_rubric
+from .compare import Comparison, MetricDelta
+from .decisions import AdaptiveDecisions, Decisions, SequentialCheck
+from .outcome import DIFF_WIDTH, Judgment, RuleResult, Verdict, Violation, short_diff, violation_text
+from .rubric import MetricRule, StageRubric, VariantRule
+from .stats import adjust_pvalues, tarone_k
+from .waivers import apply_reviews
+
+__all__ = ["DIFF_WIDTH", "Judgment", "RuleResult", "Verdict", "Violation", "adjust_pvalues", "gate", "short_diff", "tarone_k", "violation_text"]
 
 MAX_CASES_SHOWN = 10
 MAX_DIFFS = 3
-DIFF_WIDTH = 240
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One broken rule for one variant (and scenario/metric), with the evidence to act on it."""
-
-    rule: str
-    severity: str  #: block | warn
-    variant: str
-    scenario: str | None
-    metric: str | None
-    reason: str
-    numbers: dict = field(default_factory=dict)  #: baseline, variant, delta, CI, p, flips, noise floor...
-    cases: tuple[str, ...] = ()  #: offending case ids (pass->fail, or worst first)
-    diffs: tuple[str, ...] = ()  #: short baseline -> variant output diffs of the first offending cases
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class RuleResult:
-    """The outcome of one rule for one variant: pass, fail (block), warn, skip (not applicable), missing,
-    or cannot_judge (a performance interval straddles its limit; exit 2 unless another block rule fails)."""
-
-    variant: str
-    rule: str
-    severity: str
-    status: str
-    violations: tuple[Violation, ...] = ()
-    note: str = ""
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "violations": [v.to_dict() for v in self.violations]}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Did quality regress? `passed` is False when a block rule failed or the run cannot be judged."""
-
-    passed: bool
-    judgeable: bool
-    stage: str
-    rubric: str
-    run_id: str
-    baseline: str
-    variants: tuple[str, ...]
-    results: tuple[RuleResult, ...]
-    problems: tuple[str, ...] = ()  #: why the run cannot be judged
-    notes: tuple[str, ...] = ()
-    needs_review: bool = False  #: more open review items than the rubric's review.max_open (exit 3 when nothing failed)
-    review: dict = field(default_factory=dict)  #: what the review queue decided (evalsuite.review.decisions)
-
-    @property
-    def violations(self) -> tuple[Violation, ...]:
-        return tuple(v for r in self.results if r.status == "fail" for v in r.violations)
-
-    @property
-    def warnings(self) -> tuple[Violation, ...]:
-        return tuple(v for r in self.results if r.status == "warn" for v in r.violations)
-
-    @property
-    def exit_code(self) -> int:
-        if not self.judgeable:
-            return 2
-        return (3 if self.needs_review else 0) if self.passed else 1
-
-    def result(self, variant: str, rule: str) -> RuleResult | None:
-        return next((r for r in self.results if r.variant == variant and r.rule == rule), None)
-
-    def failed_rules(self, variant: str | None = None) -> list[str]:
-        return [r.rule for r in self.results if r.status == "fail" and (variant is None or r.variant == variant)]
-
-    def to_dict(self) -> dict:
-        return {
-            "passed": self.passed,
-            "judgeable": self.judgeable,
-            "exit_code": self.exit_code,
-            "stage": self.stage,
-            "rubric": self.rubric,
-            "run_id": self.run_id,
-            "baseline": self.baseline,
-            "variants": list(self.variants),
-            "problems": list(self.problems),
-            "notes": list(self.notes),
-            "needs_review": self.needs_review,
-            "review": self.review,
-            "violations": [v.to_dict() for v in self.violations],
-            "warnings": [v.to_dict() for v in self.warnings],
-            "results": [r.to_dict() for r in self.results],
-        }
 
 
 # ---------------------------------------------------------------------------------------------
 # evidence
-
-
-def short_diff(before: str | None, after: str | None, width: int = DIFF_WIDTH) -> str:
-    """A one-paragraph word diff, `[-removed-]{+added+}`, trimmed around the changes."""
-    if before is None or after is None:
-        return "(output not stored)"
-    a, b = before.split(), after.split()
-    sm = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
-    parts: list[str] = []
-    for op, i1, i2, j1, j2 in sm.get_opcodes():
-        if op == "equal":
-            seg = a[i1:i2]
-            if len(seg) > 8:
-                seg = seg[:3] + ["..."] + seg[-3:] if parts else ["..."] + seg[-4:]
-            parts.append(" ".join(seg))
-        else:
-            if i2 > i1:
-                parts.append("[-" + " ".join(a[i1:i2]) + "-]")
-            if j2 > j1:
-                parts.append("{+" + " ".join(b[j1:j2]) + "+}")
-    text = " ".join(p for p in parts if p)
-    if not any(op != "equal" for op, *_ in sm.get_opcodes()):
-        text = "(identical text)" if before == after else "(whitespace differs only)"
-    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _nan(x: float | None) -> float | None:
@@ -193,52 +79,36 @@ def _evidence(cmp: Comparison, d: MetricDelta) -> tuple[tuple[str, ...], tuple[s
 # the gate
 
 
-def tarone_k(p_min: Sequence[float], alpha: float) -> int:
-    """Tarone's K: the smallest K such that at most K tests can reach p <= alpha/K at all.
+def gate(comparison: Comparison, stage_rubric: StageRubric, decisions: Decisions | None = None, *, judge_noise: bool = False) -> Verdict:
+    """Apply one stage's rules to a comparison and the decisions taken on it; every (variant, rule) gets a result.
 
-    A discrete test that cannot reach a small p (an exact McNemar test with 2 discordant cases can
-    never go below 0.25) cannot cause a false alarm, so it need not use up the error budget
-    (Tarone 1990, Biometrics 46:515). With every test able to reach 0, K is the family size.
-    """
-    m = len(p_min)
-    for k in range(1, m + 1):
-        if sum(1 for p in p_min if p <= alpha / k) <= k:
-            return k
-    return max(m, 1)
-
-
-def adjust_pvalues(pvals: Sequence[float], p_min: Sequence[float], method: str, alpha: float) -> list[float]:
-    """Family-wise adjusted p-values: tarone (modified Bonferroni), holm, bonferroni (statsmodels) or none."""
-    if not pvals or method == "none":
-        return list(pvals)
-    if method == "tarone":
-        k = tarone_k(p_min, alpha)
-        return [min(1.0, p * k) if pm <= alpha / k else 1.0 for p, pm in zip(pvals, p_min)]
-    from statsmodels.stats.multitest import multipletests
-
-    return [float(x) for x in multipletests(list(pvals), method=method)[1]]
-
-
-def gate(comparison: Comparison, rubric: Rubric | StageRubric, stage: str = "production", *, judge_noise: bool = False, reviews=None) -> Verdict:
-    """Apply a rubric's rules for `stage` to a comparison; every (variant, rule) gets a result.
-
+    `decisions.review`: reviewers' verdicts (waivers, regressions, open items); `decisions.adaptive`:
+    an adaptive run's sequential decisions, which replace the fixed-n tests of metric rules.
     `judge_noise`: also judge the noise runs as if they were variants (a noise run that fails
-    shows the gate is more sensitive than the run-to-run noise).
-    `reviews`: human verdicts on this run's outputs (`evalsuite.review.api.reviews_for_run`).
+    shows the gate is more sensitive than the run-to-run noise; fixed-n runs only).
     """
-    sr = rubric if isinstance(rubric, StageRubric) else rubric.for_stage(stage)
-    if reviews is not None:  # human verdicts (evalsuite.review.decisions.ReviewDecisions): waive, fail, needs review
-        from ..review.decisions import apply_reviews
+    decisions = decisions or Decisions()
+    sr, reviews = stage_rubric, decisions.review
+    if decisions.adaptive is not None:
+        verdict = _adaptive_gate(comparison, sr, decisions.adaptive, judge_noise)
+        if reviews is None:
+            return verdict
+        merged = apply_reviews(comparison, replace(reviews, accepted={}), lambda _c: verdict, sr)
+        if reviews.accepted:  # the sequential decision was taken on every generated case, in order
+            n = sum(len(c) for c in reviews.accepted.values())
+            note = f"review: {n} accepted output(s) not waived: an adaptive run's sequential decision uses every generated case"
+            merged = replace(merged, notes=merged.notes + (note,))
+        return merged
+    if reviews is not None:
+        return apply_reviews(comparison, reviews, lambda c: _fixed_gate(c, sr, judge_noise), sr)
+    return _fixed_gate(comparison, sr, judge_noise)
 
-        return apply_reviews(comparison, reviews, lambda c: gate(c, sr, stage, judge_noise=judge_noise), sr)
+
+def _fixed_gate(comparison: Comparison, sr: StageRubric, judge_noise: bool) -> Verdict:
+    """The fixed-n gate: each metric rule's paired tests, corrected per variant over its significance family."""
     problems = list(comparison.problems)
-    notes: list[str] = []
     judged = list(comparison.variants) + (list(comparison.noise_runs) if judge_noise else [])
-    if not judged:
-        notes.append("no variant to judge besides the baseline" + (" (noise runs are only a noise floor)" if comparison.noise_runs else ""))
-    uses_noise = any(isinstance(r, MetricRule) and r.above_noise for r in sr.rules)
-    if uses_noise and not comparison.noise_runs:
-        notes.append("no noise run in this run: `above_noise` checks use a noise floor of 0 (add a `noise: true` rerun of the baseline)")
+    notes = _gate_notes(comparison, sr, judged)
     results: list[RuleResult] = []
     for variant in judged:
         deltas = comparison.deltas_for(variant)
@@ -257,6 +127,20 @@ def gate(comparison: Comparison, rubric: Rubric | StageRubric, stage: str = "pro
                 results.append(_judge_metric_rule(comparison, rule, variant, deltas, matches[ri], adjusted, ri, problems))
             else:
                 results.append(_judge_variant_rule(comparison, rule, variant, problems))
+    return _verdict(comparison, sr, judged, results, problems, notes)
+
+
+def _gate_notes(comparison: Comparison, sr: StageRubric, judged: list[str]) -> list[str]:
+    notes: list[str] = []
+    if not judged:
+        notes.append("no variant to judge besides the baseline" + (" (noise runs are only a noise floor)" if comparison.noise_runs else ""))
+    uses_noise = any(isinstance(r, MetricRule) and r.above_noise for r in sr.rules)
+    if uses_noise and not comparison.noise_runs:
+        notes.append("no noise run in this run: `above_noise` checks use a noise floor of 0 (add a `noise: true` rerun of the baseline)")
+    return notes
+
+
+def _verdict(comparison: Comparison, sr: StageRubric, judged: list[str], results: list[RuleResult], problems: list[str], notes: list[str]) -> Verdict:
     if not any(r.status == "fail" for r in results):  # a sure regression outranks a performance check that cannot be judged
         problems += [f"rule {r.rule}: {r.variant}: cannot judge: {r.note}" for r in results if r.status == "cannot_judge" and r.severity == "block"]
     judgeable = not problems
@@ -335,176 +219,53 @@ def _judge_variant_rule(cmp: Comparison, rule: VariantRule, variant: str, proble
 
 
 # ---------------------------------------------------------------------------------------------
-# front doors: the CLI, the demo and the pytest plugin
+# an adaptive run: its sequential decisions
 
 
-def resolve_rubric_path(store, rubric_path: str | Path | None) -> Path:
-    """The rubric to use: the one given, else the run's suite's, else rubrics/default.yaml."""
-    if rubric_path:
-        return Path(rubric_path)
-    suite_rubric = (store.suite or {}).get("rubric") if store is not None else None
-    if suite_rubric:
-        return Path(suite_rubric)
-    return default_rubric_path()
+def _adaptive_gate(comparison: Comparison, sr: StageRubric, adaptive: AdaptiveDecisions, judge_noise: bool) -> Verdict:
+    """Metric rules from the run's sequential checks; variant-level rules on the generated cases."""
+    problems = list(comparison.problems) + list(adaptive.problems)
+    notes = list(adaptive.notes)
+    if judge_noise and comparison.noise_runs:
+        notes.append("adaptive run: noise runs ran in full as the reference; they are not judged as variants")
+    judged = [v for v in comparison.variants if v in adaptive.checks]
+    results: list[RuleResult] = []
+    for variant in judged:
+        by_rule: dict[str, list[SequentialCheck]] = {}
+        for c in adaptive.checks[variant]:
+            by_rule.setdefault(c.rule, []).append(c)
+        for rule in sr.rules:
+            if not isinstance(rule, MetricRule):
+                results.append(_judge_variant_rule(comparison, rule, variant, problems))
+            elif by_rule.get(rule.name):
+                results.append(_sequential_rule(comparison, variant, rule, by_rule[rule.name], adaptive.verdicts.get(variant, "open")))
+            else:
+                results.append(_no_sequential_check(comparison, variant, rule, problems))
+    return _verdict(comparison, sr, judged, results, problems, notes)
 
 
-def gate_run(
-    store, rubric_path: str | Path | None = None, stage: str = "production", *, judge_noise: bool = False, queue: str | Path | None = None, flag: bool = False
-) -> Verdict:
-    """Compare a stored run and judge it, with the review queue's verdicts when a queue exists
-    (the demo's and the plugin's entry point); `flag`: first flag the run's differences into it."""
-    from ..review.api import reviews_for_run
-
-    rubric = load_rubric(resolve_rubric_path(store, rubric_path))
-    if (store.dir / "adaptive.json").is_file():  # an adaptive run: its sequential decisions, not a fixed-n test on a peeked sample
-        return _adaptive_gate_run(store, rubric, stage, judge_noise, queue, flag)
-    cmp = compare_run(store)
-    return gate(cmp, rubric, stage, judge_noise=judge_noise, reviews=reviews_for_run(store, cmp, rubric, queue, flag=flag))
+def _no_sequential_check(comparison: Comparison, variant: str, rule: MetricRule, problems: list[str]) -> RuleResult:
+    present = "*" in rule.scenarios or any(s in comparison.scenarios for s in rule.scenarios)
+    note = f"no baseline scores of {rule.metric} in {'/'.join(rule.scenarios)}"
+    if rule.required and present:
+        problems.append(f"rule {rule.name}: {note} for {variant}")
+        return RuleResult(variant, rule.name, rule.severity, "missing", note=note)
+    return RuleResult(variant, rule.name, rule.severity, "skip", note=note)
 
 
-def _adaptive_gate_run(store, rubric: Rubric, stage: str, judge_noise: bool, queue, flag: bool) -> Verdict:
-    """An adaptive run's verdict with the review queue's regressions and open items; accepted
-    outputs are not waived: the sequential decision was taken on every generated case, in order."""
-    from dataclasses import replace
-
-    from ..adaptive.gating import adaptive_gate
-    from ..review.api import reviews_for_run
-    from ..review.decisions import apply_reviews
-
-    verdict = adaptive_gate(store, rubric, stage, judge_noise=judge_noise)
-    cmp = compare_run(store, n_resamples=99)
-    reviews = reviews_for_run(store, cmp, rubric, queue, flag=flag)
-    if reviews is None:
-        return verdict
-    merged = apply_reviews(cmp, replace(reviews, accepted={}), lambda _c: verdict, rubric.for_stage(stage))
-    if reviews.accepted:
-        n = sum(len(c) for c in reviews.accepted.values())
-        merged = replace(
-            merged, notes=merged.notes + (f"review: {n} accepted output(s) not waived: an adaptive run's sequential decision uses every generated case",)
-        )
-    return merged
-
-
-def _fmt(x: Any) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float):
-        return f"{x:.4g}"
-    if isinstance(x, list):
-        return "[" + ", ".join(_fmt(i) for i in x) + "]"
-    return str(x)
-
-
-def violation_text(v: Violation) -> str:
-    """A violation as plain text (pytest failures, logs)."""
-    head = f"[{v.severity}] {v.rule} - {v.variant}: {v.reason}"
-    lines = [head]
-    keys = ("stat", "n", "baseline", "variant", "delta", "ci95", "p_worse", "p_adjusted", "pass_to_fail", "fail_to_pass", "noise_flips")
-    nums = ", ".join(f"{k}={_fmt(v.numbers[k])}" for k in keys if k in v.numbers)
-    if nums:
-        lines.append(f"    numbers: {nums}")
-    if v.cases:
-        lines.append(f"    offending cases ({len(v.cases)} shown): {', '.join(v.cases)}")
-    for d in v.diffs:
-        lines.append(f"    diff {d}")
-    return "\n".join(lines)
-
-
-def format_verdict(verdict: Verdict, console) -> None:
-    """Print the verdict: a headline, each violated rule with its evidence, warnings, problems."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    if not verdict.judgeable:
-        console.print(f"[bold yellow]CANNOT JUDGE[/bold yellow] run {verdict.run_id} (stage {verdict.stage})")
-    elif verdict.passed and verdict.needs_review:
-        console.print(
-            f"[bold yellow]NEEDS REVIEW[/bold yellow] run {verdict.run_id}: no rule failed, but {verdict.review.get('open')} flagged output(s) await review (max_open {verdict.review.get('max_open')}), stage {verdict.stage}"
-        )
-    elif verdict.passed:
-        console.print(
-            f"[bold green]PASS[/bold green] run {verdict.run_id}: {len(verdict.variants)} variant(s) vs {verdict.baseline}, stage {verdict.stage}, rubric {verdict.rubric}"
-        )
-    else:
-        console.print(
-            f"[bold red]REGRESSION[/bold red] run {verdict.run_id}: {len(verdict.violations)} violation(s), stage {verdict.stage}, rubric {verdict.rubric}"
-        )
-    t = Table(title="rules", title_justify="left", pad_edge=False)
-    t.add_column("rule", no_wrap=True)
-    for variant in verdict.variants:
-        t.add_column(variant, no_wrap=True)
-    style = {
-        "pass": "[green]ok[/green]",
-        "fail": "[red]FAIL[/red]",
-        "warn": "[yellow]warn[/yellow]",
-        "skip": "[dim]n/a[/dim]",
-        "missing": "[yellow]missing[/yellow]",
-        "cannot_judge": "[yellow]cannot judge[/yellow]",
-    }
-    for rule in dict.fromkeys(r.rule for r in verdict.results):
-        row = [rule]
-        for variant in verdict.variants:
-            res = verdict.result(variant, rule)
-            row.append(style.get(res.status, res.status) if res else "")
-        t.add_row(*row)
-    if verdict.variants and verdict.results:
-        console.print(t)
-    for v in verdict.violations + verdict.warnings:
-        color = "red" if v.severity == "block" else "yellow"
-        console.print(f"[{color}]{escape(violation_text(v))}[/{color}]", highlight=False)
-    for n in verdict.notes:
-        console.print(f"[dim]note: {escape(n)}[/dim]", highlight=False)
-    for p in verdict.problems:
-        console.print(f"[yellow]cannot judge:[/yellow] {escape(p)}", highlight=False)
-
-
-def write_verdict_json(verdict: Verdict, path: str | Path) -> None:
-    from ..yamlio import atomic_write_text
-
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(Path(path), json.dumps(verdict.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-def cli_gate(
-    run: str,
-    runs_dir: str | Path,
-    rubric_path: str | Path | None,
-    stage: str,
-    json_out: str | Path | None,
-    console,
-    *,
-    flag: bool = False,
-    queue: str | Path | None = None,
-    verbose: bool = True,
-) -> int:
-    """`evalsuite gate RUN`: print the verdict (the full evidence with `verbose`, else one line per
-    rule: evalsuite.report.terminal); 0 pass, 1 regression, 2 cannot judge, 3 needs review."""
-    from ..run.store import RunStore
-
-    def cannot(msg: str) -> int:
-        console.print(f"[bold yellow]CANNOT JUDGE[/bold yellow]: {msg}", highlight=False)
-        if json_out:
-            from ..yamlio import atomic_write_text
-
-            Path(json_out).parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(
-                Path(json_out), json.dumps({"passed": False, "judgeable": False, "exit_code": 2, "stage": stage, "problems": [msg]}, indent=2) + "\n"
-            )
-        return 2
-
-    try:
-        store = RunStore.find(runs_dir, run)
-        rubric = load_rubric(resolve_rubric_path(store, rubric_path))
-        rubric.for_stage(stage)
-        verdict = gate_run(store, rubric_path, stage, queue=queue, flag=flag)
-    except EvalsuiteError as exc:
-        return cannot(str(exc))
-    if verbose:
-        format_verdict(verdict, console)
-    else:
-        from ..report.terminal import print_verdict
-
-        print_verdict(verdict, console)
-    if json_out:
-        write_verdict_json(verdict, json_out)
-    return verdict.exit_code
+def _sequential_rule(cmp: Comparison, variant: str, rule: MetricRule, checks: list[SequentialCheck], verdict: str) -> RuleResult:
+    failed = [c for c in checks if c.status == "fail"]
+    checked = ", ".join(f"{c.scenario}/{c.metric}: {c.status} ({c.how or 'undecided'}, {c.seen}/{c.population} cases)" for c in checks)
+    if failed:
+        vs = []
+        for c in failed:
+            d = cmp.delta(variant, c.scenario, c.metric)
+            cases = tuple((d.offending if d is not None else ())[:MAX_CASES_SHOWN])
+            diffs = tuple(f"{x}: {short_diff(cmp.output(cmp.baseline, x), cmp.output(variant, x))}" for x in cases[:MAX_DIFFS])
+            numbers = {**c.numbers, "decided_at": c.decided_at, "how": c.how}
+            vs.append(Violation(rule.name, rule.severity, variant, c.scenario, c.metric, f"{c.scenario}/{c.metric}: {c.reason}", numbers, cases, diffs))
+        return RuleResult(variant, rule.name, rule.severity, "fail" if rule.severity == "block" else "warn", tuple(vs), note=f"adaptive: {checked}")
+    if all(c.status == "pass" for c in checks):
+        return RuleResult(variant, rule.name, rule.severity, "pass", note=f"adaptive: {checked}")
+    why = "the variant's verdict was decided by another rule first" if verdict != "open" else "undecided"
+    return RuleResult(variant, rule.name, rule.severity, "skip", note=f"adaptive: undecided ({why}): {checked}")

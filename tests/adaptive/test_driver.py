@@ -16,8 +16,9 @@ from verdict_synth import write_sets, write_suite  # noqa: E402
 from evalsuite.adaptive.driver import STATE_FILE, replay_run, run_adaptive  # noqa: E402
 from evalsuite.adaptive.verdict import AdaptiveSettings  # noqa: E402
 from evalsuite.backends.base import make_backend  # noqa: E402
-from evalsuite.verdict.gate import gate_run  # noqa: E402
-from evalsuite.run.runner import RunOptions, run_suite  # noqa: E402
+from evalsuite.judge import judge_run  # noqa: E402
+from evalsuite.run.runner import RunOptions  # noqa: E402
+from evalsuite.scoring.pipeline import run_suite
 from evalsuite.cases.suite import load_suite  # noqa: E402
 
 RUBRIC = {
@@ -67,7 +68,7 @@ def test_clean_variant_passes_within_half_the_cases(adaptive_run):
 
 
 def test_gate_uses_the_sequential_decision(adaptive_run):
-    v = gate_run(adaptive_run.store, stage="production")
+    v = judge_run(adaptive_run.store, stage="production").verdict
     assert v.judgeable and not v.passed and v.exit_code == 1
     assert v.failed_rules("broken") == ["brand-json-valid"] and v.failed_rules("clean") == []
     viol = v.violations[0]
@@ -82,14 +83,14 @@ def test_gate_on_an_adaptive_run_applies_reviews(adaptive_run, tmp_path):
     from evalsuite.review import api as review
 
     queue = tmp_path / "review.sqlite"
-    v = gate_run(adaptive_run.store, stage="production", queue=queue, flag=True)
+    v = judge_run(adaptive_run.store, stage="production", queue=queue, flag=True).verdict
     assert "human-review" not in v.failed_rules("broken")
     items = review.list_items(queue, status="open", variant="broken")
     assert len(items) >= 2, "the broken variant's corrupted outputs were flagged"
     review.annotate(items[0]["id"], "regression", note="broken JSON", reviewer="r1", queue=queue)
     for it in items[1:]:
         review.annotate(it["id"], "acceptable", reviewer="r1", queue=queue)
-    v = gate_run(adaptive_run.store, stage="production", queue=queue)
+    v = judge_run(adaptive_run.store, stage="production", queue=queue).verdict
     assert v.failed_rules("broken") == ["brand-json-valid", "human-review"] and v.exit_code == 1
     assert v.failed_rules("clean") == []
     assert any("not waived" in n for n in v.notes)
@@ -140,15 +141,14 @@ def test_replay_of_a_full_run_needs_fewer_generations_for_the_same_verdict(tmp_p
     suite = load_suite(make_suite(tmp_path, [BROKEN, CLEAN]))
     store = run_suite(suite, RunOptions(progress=False)).store
     states = replay_run(store, stage="production")
-    fixed = gate_run(store, stage="production")
+    fixed = judge_run(store, stage="production").verdict
     assert states["broken"].verdict == "fail" and "brand-json-valid" in fixed.failed_rules("broken")
     assert states["clean"].verdict == "pass" and fixed.failed_rules("clean") == []
     assert states["broken"].generated <= 40 and states["clean"].generated <= 40 and states["clean"].total == 80
-    from rich.console import Console
+    from evalsuite.adaptive.driver import replay_summary
+    from evalsuite.demo import adaptive_line
 
-    from evalsuite.adaptive.driver import demo_line
-
-    line = demo_line(store, Console(record=True, width=200), stage="production")
+    line = adaptive_line(replay_summary(store, {v: bool(fixed.failed_rules(v)) for v in fixed.variants}, "production"))
     need = states["broken"].generated + states["clean"].generated
     assert f": {need} of 160 variant generations" in line and "same verdict as the full run for 2 of 2 variant(s)" in line
 

@@ -529,7 +529,8 @@ def test_operational_options_leave_the_fingerprint_alone(server):
 def test_run_suite_with_an_http_baseline(server, write, tmp_path, monkeypatch, caplog):
     """A run through the backend: per-request errors recorded, never cached, asked again next time;
     the API key reaches the server and nothing else (records, signature, suite copy, cache, log)."""
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
     from evalsuite.run.store import GenerationCache
     from evalsuite.cases.suite import load_suite
 

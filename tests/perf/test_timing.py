@@ -15,9 +15,11 @@ from evalsuite.backends.fake import FakeBackend
 from evalsuite.verdict.compare import VariantInfo, compare_records, compare_run
 from evalsuite.errors import EvalsuiteError
 from evalsuite.verdict.gate import gate
-from evalsuite.perf.timing import TimingSettings, parse_timing, precise_enough, time_interleaved
+from evalsuite.cases.options import TimingSettings, parse_timing
+from evalsuite.run.timing import precise_enough, time_interleaved
 from evalsuite.verdict.rubric import parse_rubric
-from evalsuite.run.runner import RunOptions, run_suite
+from evalsuite.run.runner import RunOptions
+from evalsuite.scoring.pipeline import run_suite
 from evalsuite.scoring.base import ScoreRecord
 from evalsuite.cases.suite import load_suite
 
@@ -94,7 +96,7 @@ def test_verdicts_hold_on_a_loaded_machine(loaded_machine):
         assert loaded_machine.poll() is None  # still burning
         doc = time_interleaved(backends, requests, "base", settings)
         assert 6 <= doc["rounds"] <= 40
-        verdict = gate(compare_records(RECORDS, INFOS, perf=SUMMARY, timing=doc), rubric, "production")
+        verdict = gate(compare_records(RECORDS, INFOS, perf=SUMMARY, timing=doc), rubric.for_stage("production"))
         for name in outcomes:
             res = verdict.result(name, "speed")
             outcomes[name].append((res.status, doc["rounds"], res.note))
@@ -201,7 +203,7 @@ def test_run_suite_times_interleaved_and_the_gate_judges_it(write, tmp_path):
     slow = cmp.perf_for("slow")
     assert slow.timing == "interleaved" and slow.latency_p95_ratio_ci[0] > 1.5
     rubric = parse_rubric({"rules": [{"name": "speed", "max_latency_p95_ratio": 1.5}]}, "t.yaml")
-    assert gate(cmp, rubric, "production").result("slow", "speed").status == "fail"
+    assert gate(cmp, rubric.for_stage("production")).result("slow", "speed").status == "fail"
     # a second run of the same suite: outputs come from the cache, the timing blocks are fresh
     again = run_suite(load_suite(path), RunOptions(progress=False))
     assert again.cached == 9 and again.generated == 0

@@ -60,7 +60,7 @@ def judge(opt_walls: list[float], severity: str = "block", rerun_walls: list[flo
     doc = timing_doc({"base": base, "opt": opt_walls, "rerun": rerun_walls or [b * f for b, f in zip(base, (1.02, 0.98, 1.01, 0.99, 1.0, 1.0))]})
     cmp = compare_records(RECORDS, INFOS, perf=SUMMARY, timing=doc)
     rub = parse_rubric({"rules": [{"name": "speed", "max_latency_p95_ratio": 1.5, "min_tokens_per_s_ratio": 0.67, "severity": severity}]}, "t.yaml")
-    return cmp, gate(cmp, rub, "production")
+    return cmp, gate(cmp, rub.for_stage("production"))
 
 
 def test_comparison_carries_interleaved_ratios_with_intervals():
@@ -109,7 +109,7 @@ def test_sequential_runs_keep_point_ratios():
     summary = dict(SUMMARY, opt={**SUMMARY["opt"], "latency_p95_s": 2.0})
     cmp = compare_records(RECORDS, INFOS, perf=summary)
     rub = parse_rubric({"rules": [{"name": "speed", "max_latency_p95_ratio": 1.5}]}, "t.yaml")
-    verdict = gate(cmp, rub, "production")
+    verdict = gate(cmp, rub.for_stage("production"))
     assert cmp.perf_for("opt").timing == "sequential"
     assert verdict.result("opt", "speed").status == "fail"
 
@@ -119,12 +119,12 @@ def test_cannot_judge_is_shown_in_the_verdict_and_ratios_with_intervals_in_the_c
 
     from rich.console import Console
 
-    from evalsuite.verdict.gate import format_verdict
+    from evalsuite.report.terminal import verdict_view
     from evalsuite.perf.verdict import ratio_cell
 
     cmp, verdict = judge([1.0, 2.5, 0.9, 2.0, 1.05, 1.9])
     buf = io.StringIO()
-    format_verdict(verdict, Console(file=buf, width=300))
+    Console(file=buf, width=300).print(verdict_view(verdict, verbose=True))
     text = buf.getvalue()
     assert "CANNOT JUDGE" in text and "cannot judge" in text and "straddles max_latency_p95_ratio 1.5" in text
     assert [r["status"] for r in verdict.to_dict()["results"] if r["variant"] == "opt"] == ["cannot_judge"]

@@ -155,7 +155,8 @@ def test_ten_kills_in_a_row_then_resume_equal_an_uninterrupted_run(tmp_path):
 def _old_and_new_scores(tmp_path: Path) -> tuple[Path, bytes]:
     """A run scored when only its baseline was generated (the old scores.jsonl), then resumed with
     every variant without scoring: `evalsuite score` now writes a different, complete file."""
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
     from evalsuite.cases.suite import load_suite
 
     root = tmp_path / "scored"

@@ -13,7 +13,8 @@ import yaml
 from evalsuite.verdict.compare import compare_run
 from evalsuite.verdict.gate import gate
 from evalsuite.verdict.rubric import load_rubric
-from evalsuite.run.runner import RunOptions, run_suite
+from evalsuite.run.runner import RunOptions
+from evalsuite.scoring.pipeline import run_suite
 from evalsuite.run.store import GenerationCache
 from evalsuite.cases.suite import load_suite
 
@@ -118,7 +119,7 @@ def _rubric(path: Path, max_error_rate: float, max_timeout_rate: float) -> Path:
 )
 def test_gate_reports_error_rate_and_fails_past_the_rubric(faulty_run, tmp_path, max_error_rate, max_timeout_rate, passed, reasons):
     _, _, res = faulty_run
-    verdict = gate(compare_run(res.store), load_rubric(_rubric(tmp_path / "rubric.yaml", max_error_rate, max_timeout_rate)), "production")
+    verdict = gate(compare_run(res.store), load_rubric(_rubric(tmp_path / "rubric.yaml", max_error_rate, max_timeout_rate)).for_stage("production"))
     assert verdict.judgeable and verdict.passed is passed
     assert [v.reason for v in verdict.violations if v.variant == "faulty"] == reasons
     perf = compare_run(res.store).perf_for("faulty")

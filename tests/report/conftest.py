@@ -38,7 +38,8 @@ VARIANTS = [
 @pytest.fixture(scope="session")
 def report_run(tmp_path_factory):
     """(store, rubric path): the run, scored."""
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
     from evalsuite.cases.suite import load_suite
 
     root = tmp_path_factory.mktemp("reportrun")
@@ -59,7 +60,8 @@ def report_run(tmp_path_factory):
 @pytest.fixture(scope="session")
 def report(report_run, tmp_path_factory):
     """The written report (evalsuite.report.api.ReportResult)."""
+    from evalsuite.judge import judge_run
     from evalsuite.report import write_report
 
     store, rubric = report_run
-    return write_report(store, rubric, "production", out_dir=tmp_path_factory.mktemp("report"))
+    return write_report(judge_run(store, rubric, "production"), out_dir=tmp_path_factory.mktemp("report"))

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from evalsuite.cli import app
 from evalsuite.report.model import rule_lines
-from evalsuite.report.terminal import print_verdict, rule_line
+from evalsuite.report.terminal import rule_line, verdict_view
 from verdict_synth import write_sets, write_suite
 
 runner = CliRunner()
@@ -26,7 +26,7 @@ def _text(fn, width=160) -> str:
 
 def test_short_verdict_one_line_per_rule(report):
     v = report.data.verdict
-    text = _text(lambda c: print_verdict(v, c, scenarios=report.data.scenarios, report_path="R/report.html"))
+    text = _text(lambda c: c.print(verdict_view(v, scenarios=report.data.scenarios, report_path="R/report.html")))
     lines = text.rstrip("\n").splitlines()
     assert lines[0].startswith("REGRESSION run ") and lines[-1] == "report: R/report.html"
     rules = [ln for ln in lines if ln.startswith(("FAIL ", "warn "))]
@@ -37,7 +37,7 @@ def test_short_verdict_one_line_per_rule(report):
     assert "diff " not in text and "offending cases" not in text  # the evidence stays in --verbose / --json / the report
     grid = [ln for ln in lines if ln.split() and ln.split()[0] in ("clean", "nocite", "badjson", "badcode")]
     assert len(grid) == 4 and "REGRESSION" in next(g for g in grid if g.startswith("nocite"))
-    full = _text(lambda c: print_verdict(v, c, verbose=True))
+    full = _text(lambda c: c.print(verdict_view(v, verbose=True)))
     assert "offending cases" in full and len(full.splitlines()) > len(lines)
 
 
@@ -86,12 +86,12 @@ def demo_like_suite(tmp_path_factory):
 
 
 def test_demo_output_fits_one_screen_and_ends_with_the_report(demo_like_suite, monkeypatch):
-    from evalsuite.demo import run_demo
+    from evalsuite.demo import DemoOptions, run_demo
 
     root, suite = demo_like_suite
     monkeypatch.setenv("EVALSUITE_REVIEW_QUEUE", str(root / "review.sqlite"))
     buf = io.StringIO()
-    code = run_demo(suite, profile="quick", console=Console(file=buf, width=120, color_system=None), runs_dir=str(root / "reports" / "runs"), cache_path=str(root / "c.sqlite"))
+    code = run_demo(suite, DemoOptions(profile="quick", runs_dir=str(root / "reports" / "runs"), cache_path=str(root / "c.sqlite")), console=Console(file=buf, width=120, color_system=None)).exit_code
     lines = buf.getvalue().rstrip("\n").splitlines()
     assert code == 1
     assert len(lines) <= 60, "\n".join(lines)

@@ -57,7 +57,8 @@ def make_suite(root: Path) -> Path:
 
 
 def run_suite_at(suite: Path):
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
     from evalsuite.cases.suite import load_suite
 
     return run_suite(load_suite(suite), RunOptions(progress=False)).store

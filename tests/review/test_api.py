@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from evalsuite.verdict.gate import cli_gate, gate_run
+from evalsuite.judge import judge_run
 from evalsuite.review import api
-from evalsuite.review.decisions import REVIEW_RULE
+from evalsuite.verdict.decisions import REVIEW_RULE
 
 from .conftest import run_suite_at
 
@@ -66,9 +66,14 @@ def test_a_verdict_applies_to_the_identical_output_in_a_later_run(review_run, qu
 
 
 def _gate(store, rubric, queue, **kw):
-    buf, out = io.StringIO(), store.dir / "verdict.json"
-    code = cli_gate(str(store.dir), store.dir.parent, rubric, "production", out, Console(file=buf, width=200), queue=queue, **kw)
-    return code, buf.getvalue(), json.loads(out.read_text())
+    from typer.testing import CliRunner
+
+    from evalsuite.cli import app
+
+    out = store.dir / "verdict.json"
+    args = ["gate", str(store.dir), "--runs-dir", str(store.dir.parent), "--stage", "production", "--json", str(out), "--queue", str(queue), "--rubric", str(rubric), "--verbose"]
+    res = CliRunner().invoke(app, args + (["--flag"] if kw.get("flag") else []))
+    return res.exit_code, res.output, json.loads(out.read_text())
 
 
 def test_acceptable_verdicts_turn_the_failing_gate_into_a_passing_one(review_run, tmp_path):
@@ -91,7 +96,7 @@ def test_acceptable_verdicts_turn_the_failing_gate_into_a_passing_one(review_run
 def test_a_regression_verdict_turns_the_passing_gate_into_a_failing_one(review_run, tmp_path, write):
     store, q = review_run["store"], tmp_path / "q.sqlite"
     lenient = write("lenient.yaml", "rules:\n  - {name: kb-citation-recall, scenario: kb_qa, metric: citations.recall, max_flips: 5}\nreview: {max_open: 10}\n")
-    assert gate_run(store, lenient, queue=q, flag=True).exit_code == 0
+    assert judge_run(store, lenient, queue=q, flag=True).verdict.exit_code == 0
     spec = by_case(q, "spec")["kb-006"]
     api.annotate(spec["id"], "regression", note="the exclamation mark is not ours", reviewer="bob", queue=q)
     code, text, data = _gate(store, lenient, q)

@@ -8,9 +8,12 @@ import json
 import pytest
 from rich.console import Console
 
+from evalsuite.verdict.decisions import Decisions
 from evalsuite.verdict.compare import VariantInfo, compare_records
-from evalsuite.verdict.gate import format_verdict, gate
-from evalsuite.review.decisions import REVIEW_RULE, ReviewDecisions, waive_delta
+from evalsuite.report.terminal import verdict_view
+from evalsuite.verdict.gate import gate
+from evalsuite.verdict.decisions import REVIEW_RULE, ReviewDecisions
+from evalsuite.verdict.waivers import waive_delta
 from evalsuite.verdict.rubric import parse_rubric
 from evalsuite.scoring.base import ScoreRecord
 
@@ -51,9 +54,9 @@ def accept(*cases, variant="opt"):
 def test_acceptable_verdicts_turn_a_failing_gate_into_a_passing_one(k, accepted, rule, passed_after):
     cmp = compare_records(flips(100, k), INFOS)
     r = rubric(**rule)
-    before = gate(cmp, r, "production")
+    before = gate(cmp, r.for_stage("production"))
     assert not before.passed and before.exit_code == 1
-    after = gate(cmp, r, "production", reviews=accept(*accepted))
+    after = gate(cmp, r.for_stage("production"), Decisions(review=accept(*accepted)))
     assert after.passed is passed_after and after.exit_code == (0 if passed_after else 1)
     res = after.result("opt", "r")
     if passed_after:
@@ -69,9 +72,9 @@ def test_acceptable_verdicts_turn_a_failing_gate_into_a_passing_one(k, accepted,
 def test_regression_verdict_turns_a_passing_gate_into_a_failing_one():
     cmp = compare_records(flips(100, 1), INFOS)
     r = rubric(max_flips=2)
-    assert gate(cmp, r, "production").passed
+    assert gate(cmp, r.for_stage("production")).passed
     reviews = ReviewDecisions(regressions={"opt": {"c50": "item #7, bob: wrong unit"}}, source="q.sqlite")
-    v = gate(cmp, r, "production", reviews=reviews)
+    v = gate(cmp, r.for_stage("production"), Decisions(review=reviews))
     assert not v.passed and v.exit_code == 1 and v.result("opt", "r").status == "pass"
     hr = v.result("opt", REVIEW_RULE)
     assert hr.status == "fail" and hr.violations[0].cases == ("c50",) and "wrong unit" in hr.violations[0].diffs[0]
@@ -83,7 +86,7 @@ def test_regression_verdict_turns_a_passing_gate_into_a_failing_one():
 def test_an_accepted_case_can_still_be_overruled_by_a_regression_on_another():
     cmp = compare_records(flips(100, 2), INFOS)
     reviews = ReviewDecisions(accepted={"opt": {"c00": "a", "c01": "a"}}, regressions={"opt": {"c01x": "b"}})
-    v = gate(cmp, rubric(max_flips=0), "production", reviews=reviews)
+    v = gate(cmp, rubric(max_flips=0).for_stage("production"), Decisions(review=reviews))
     assert v.result("opt", "r").status == "pass" and v.result("opt", REVIEW_RULE).status == "fail" and not v.passed
 
 
@@ -91,18 +94,18 @@ def test_an_accepted_case_can_still_be_overruled_by_a_regression_on_another():
 def test_open_items_above_max_open_need_review_with_exit_code_3(n_open, max_open, code):
     cmp = compare_records(flips(50, 0), INFOS)
     reviews = ReviewDecisions(open_items={"opt": tuple(range(n_open))}, max_open=max_open, source="q.sqlite")
-    v = gate(cmp, rubric(max_flips=0), "production", reviews=reviews)
+    v = gate(cmp, rubric(max_flips=0).for_stage("production"), Decisions(review=reviews))
     assert v.passed and v.exit_code == code and v.needs_review is (code == 3)
     d = json.loads(json.dumps(v.to_dict()))
     assert d["needs_review"] is (code == 3) and d["exit_code"] == code and d["review"]["open"] == n_open
     buf = io.StringIO()
-    format_verdict(v, Console(file=buf, width=200))
+    Console(file=buf, width=200).print(verdict_view(v, verbose=True))
     assert ("NEEDS REVIEW" in buf.getvalue()) is (code == 3)
 
 
 def test_needs_review_does_not_hide_a_regression():
     cmp = compare_records(flips(50, 3), INFOS)
-    v = gate(cmp, rubric(max_flips=0), "production", reviews=ReviewDecisions(open_items={"opt": (1, 2, 3)}, max_open=0))
+    v = gate(cmp, rubric(max_flips=0).for_stage("production"), Decisions(review=ReviewDecisions(open_items={"opt": (1, 2, 3)}, max_open=0)))
     assert v.needs_review and v.exit_code == 1
 
 
@@ -117,8 +120,8 @@ def test_waiving_a_continuous_metric_recomputes_its_mean_and_worse_cases():
     nd, waived = waive_delta(d, {"c00": "ok"}, cmp.seed)
     assert waived == ("c00",) and nd.worse_cases == ("c01",) and nd.harm == pytest.approx(0.02) and nd.paired["c00"] == (0.9, 0.9)
     r = parse_rubric({"rules": [{"name": "r", "scenario": "kb_qa", "metric": "similarity.score", "max_drop": 0.03}]}, "t.yaml")
-    assert not gate(cmp, r, "production").passed
-    assert gate(cmp, r, "production", reviews=accept("c00")).passed
+    assert not gate(cmp, r.for_stage("production")).passed
+    assert gate(cmp, r.for_stage("production"), Decisions(review=accept("c00"))).passed
 
 
 def test_noise_runs_and_cases_that_do_not_offend_are_untouched():
@@ -127,7 +130,7 @@ def test_noise_runs_and_cases_that_do_not_offend_are_untouched():
     d = cmp.delta("opt", "kb_qa", "citations.recall")
     nd, waived = waive_delta(d, {"c10": "passes anyway"}, cmp.seed)
     assert nd is d and waived == ()
-    v = gate(cmp, rubric(max_flips=0), "production", judge_noise=True, reviews=ReviewDecisions(accepted={"opt": {"c00": "a", "c01": "a"}, "rerun": {"c00": "a", "c01": "a"}}))
+    v = gate(cmp, rubric(max_flips=0).for_stage("production"), Decisions(review=ReviewDecisions(accepted={"opt": {"c00": "a", "c01": "a"}, "rerun": {"c00": "a", "c01": "a"}})), judge_noise=True)
     assert v.result("opt", "r").status == "pass" and v.result("rerun", "r").status == "fail"
 
 
@@ -141,7 +144,7 @@ def test_an_accepted_speculative_mismatch_counts_as_identical_for_min_exactness(
     outputs = {("base", f"c{i:02d}"): "same" for i in range(10)} | {("opt", f"c{i:02d}"): ("other" if i == 4 else "same") for i in range(10)}
     cmp = replace(cmp, perf=(perf,), outputs=outputs)
     r = parse_rubric({"rules": [{"name": "exact", "min_exactness": 0.95}]}, "t.yaml")
-    assert gate(cmp, r, "production").result("opt", "exact").status == "fail"
-    v = gate(cmp, r, "production", reviews=accept("c04"))
+    assert gate(cmp, r.for_stage("production")).result("opt", "exact").status == "fail"
+    v = gate(cmp, r.for_stage("production"), Decisions(review=accept("c04")))
     assert v.passed and "waived by review" in v.result("opt", "exact").note
-    assert gate(cmp, r, "production", reviews=accept("c05")).result("opt", "exact").status == "fail"  # identical output: nothing to waive
+    assert gate(cmp, r.for_stage("production"), Decisions(review=accept("c05"))).result("opt", "exact").status == "fail"  # identical output: nothing to waive

@@ -7,7 +7,7 @@ import re
 
 from rich.console import Console
 
-from evalsuite.demo import run_demo
+from evalsuite.demo import DemoOptions, run_demo
 from evalsuite.review import api
 
 from .conftest import variant_outputs, write_sets, write_suite
@@ -18,7 +18,7 @@ def test_the_demo_flags_its_differences_into_the_queue(tmp_path):
     opt, _ = variant_outputs(base)
     suite = write_suite(tmp_path, base, [{"name": "opt", "backend": "fake", "options": {"outputs": opt, "default": "no output"}}])
     out = io.StringIO()
-    run_demo(suite, profile="full", console=Console(file=out, width=400), runs_dir=str(tmp_path / "runs"), cache_path=str(tmp_path / "c.sqlite"))
+    run_demo(suite, DemoOptions(profile="full", runs_dir=str(tmp_path / "runs"), cache_path=str(tmp_path / "c.sqlite")), console=Console(file=out, width=400))
     text = out.getvalue()
     m = re.search(r"review queue: (\d+) output\(s\) await review \((\d+) new\) in (\S+); open them with `make notebook` \(notebooks/review.ipynb\) or `evalsuite review list`", text)
     assert m, text[-2000:]

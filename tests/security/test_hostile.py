@@ -330,7 +330,7 @@ def campaign(request, tmp_path_factory):
     try:
         with pytest.MonkeyPatch.context() as mp:
             if request.param == "without namespaces":
-                mp.setattr(sandbox.process, "_mode", lambda network: degraded)
+                mp.setattr(sandbox.mode, "_mode", lambda network: degraded)
             # the zygote (the default where it applies) and the `unshare` path must hold the same line
             mp.setattr(sandbox.process, "USE_ZYGOTE", request.param != "this machine without the zygote")
             with ThreadPoolExecutor(max_workers=4) as pool:

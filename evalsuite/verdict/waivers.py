@@ -1,12 +1,10 @@
-"""Review decisions as plain data, and how the (pure) gate applies them.
-
-The gate never opens the queue: `evalsuite.review.api.reviews_for_run` reads the queue and builds a
-`ReviewDecisions` for one run's outputs, and `gate(..., reviews=...)` calls `apply_reviews` here:
+"""How the gate applies reviewers' verdicts (verdict/decisions.py's ReviewDecisions):
 
 - `acceptable`: a reviewer says the variant's output for that case is fine. Its per-case value is
   set to the baseline's (it is no longer a pass->fail flip or a worse case), the delta's statistics
-  are recomputed from the paired per-case values with compare's own tests (and an accepted output of
-  a speculative variant counts as identical for `min_exactness`), and the rules are judged again. A rule that failed only because of accepted cases passes, with the waiver in its note and
+  are recomputed from the paired per-case values with the comparison's own tests (and an accepted
+  output of a speculative variant counts as identical for `min_exactness`), and the rules are judged
+  again. A rule that failed only because of accepted cases passes, with the waiver in its note and
   in the verdict's notes; accepted cases leave the violation's evidence.
 - `regression`: a reviewer says the output is worse. The variant fails the `human-review` rule
   (severity block) with those cases as evidence, whatever the statistics say.
@@ -17,48 +15,19 @@ The gate never opens the queue: `evalsuite.review.api.reviews_for_run` reads the
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-REVIEW_RULE = "human-review"
+import numpy as np
 
-
-@dataclass(frozen=True)
-class ReviewDecisions:
-    """The current human verdicts on one run's outputs (only the outputs that were flagged)."""
-
-    accepted: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  #: variant -> case id -> "item #N, reviewer: note"
-    regressions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  #: variant -> case id -> "item #N, reviewer: note"
-    open_items: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  #: variant -> ids of items still open
-    max_open: int | None = None  #: more open items than this: "needs review" (None: never)
-    source: str = ""  #: where the decisions came from (the queue file)
-
-    @property
-    def n_open(self) -> int:
-        return sum(len(v) for v in self.open_items.values())
-
-    @property
-    def needs_review(self) -> bool:
-        return self.max_open is not None and self.n_open > self.max_open
-
-    def summary(self) -> dict:
-        return {
-            "source": self.source,
-            "accepted": {v: sorted(c) for v, c in self.accepted.items() if c},
-            "regressions": {v: sorted(c) for v, c in self.regressions.items() if c},
-            "open": self.n_open,
-            "open_items": {v: list(ids) for v, ids in self.open_items.items() if ids},
-            "max_open": self.max_open,
-            "needs_review": self.needs_review,
-        }
+from .decisions import REVIEW_RULE, ReviewDecisions
+from .outcome import RuleResult, Violation, short_diff
+from .stats import bootstrap_delta_ci, paired_test, seed_for
 
 
 def waive_delta(d: Any, accepted: Mapping[str, str], seed: int) -> tuple[Any, tuple[str, ...]]:
-    """The delta with the accepted offending cases counted as equal to the baseline; and those cases."""
-    import numpy as np
-
-    from ..verdict.compare import _perm_p_min, _seed_for, binom_worse_p, bootstrap_delta_ci, mcnemar_p, permutation_p
-
+    """The delta with the accepted offending cases counted as equal to the baseline; and those cases.
+    Its statistics are recomputed with the comparison's own `paired_test` and bootstrap."""
     acc = tuple(c for c in d.offending if c in accepted and c in d.paired)
     if not acc:
         return d, ()
@@ -66,21 +35,14 @@ def waive_delta(d: Any, accepted: Mapping[str, str], seed: int) -> tuple[Any, tu
     paired = {c: (d.paired[c][0], d.paired[c][0]) if c in acc else d.paired[c] for c in shared}
     b = np.array([paired[c][0] for c in shared])
     v = np.array([paired[c][1] for c in shared])
-    s = _seed_for(seed, d.variant, d.scenario, d.metric)
+    s = seed_for(seed, d.variant, d.scenario, d.metric)
     changes: dict[str, Any] = {}
     if d.pass_fail:
-        p2f = tuple(c for c in d.pass_to_fail if c not in acc)
-        binary = bool(np.all(np.isin(b, (0.0, 1.0))) and np.all(np.isin(v, (0.0, 1.0))))
-        if binary:
-            bp, vp = b >= 0.5, v >= 0.5
-            table = [[int(np.sum(bp & vp)), len(p2f)], [len(d.fail_to_pass), int(np.sum(~bp & ~vp))]]
-            p_two, p_worse, p_min = mcnemar_p(table), binom_worse_p(len(p2f), len(d.fail_to_pass)), 0.5 ** (len(p2f) + len(d.fail_to_pass))
-        else:
-            (p_two, p_worse), p_min = permutation_p(b, v, True, s), _perm_p_min(b, v)
-        changes["pass_to_fail"] = p2f
+        changes["pass_to_fail"] = p2f = tuple(c for c in d.pass_to_fail if c not in acc)
+        p_two, p_worse, p_min = paired_test(b, v, pass_fail=True, higher_is_better=True, flips=(len(p2f), len(d.fail_to_pass)), seed=s)
     else:
-        (p_two, p_worse), p_min = permutation_p(b, v, d.higher_is_better, s), _perm_p_min(b, v)
         changes["worse_cases"] = tuple(c for c in d.worse_cases if c not in acc)
+        p_two, p_worse, p_min = paired_test(b, v, pass_fail=False, higher_is_better=d.higher_is_better, seed=s)
     lo, hi = bootstrap_delta_ci(b, v, s)
     new = replace(
         d,
@@ -126,8 +88,6 @@ def apply_reviews(cmp: Any, reviews: ReviewDecisions, judge: Callable[[Any], Any
     """Judge `cmp` with and without the waivers (`judge(comparison) -> Verdict`; `rules` the
     StageRubric) and merge: notes on
     waived rules, a `human-review` result per variant, `needs_review` and a `review` summary."""
-    from ..verdict.gate import RuleResult, Violation, short_diff
-
     plain = judge(cmp)
     waived_cmp, waived = waive(cmp, reviews)
     verdict = judge(waived_cmp) if waived else plain
@@ -148,17 +108,17 @@ def apply_reviews(cmp: Any, reviews: ReviewDecisions, judge: Callable[[Any], Any
         regs = reviews.regressions.get(variant) or {}
         n_open = len(reviews.open_items.get(variant) or ())
         if regs:
-            cases = tuple(sorted(regs))
-            diffs = tuple(f"{c}: {short_diff(cmp.output(cmp.baseline, c), cmp.output(variant, c))}  [{regs[c][:160]}]" for c in cases[:3])
+            regressed = tuple(sorted(regs))
+            diffs = tuple(f"{c}: {short_diff(cmp.output(cmp.baseline, c), cmp.output(variant, c))}  [{regs[c][:160]}]" for c in regressed[:3])
             v = Violation(
                 REVIEW_RULE,
                 "block",
                 variant,
                 None,
                 None,
-                f"{len(cases)} output(s) judged a regression by a reviewer",
-                {"regressions": len(cases), "open": n_open},
-                cases[:10],
+                f"{len(regressed)} output(s) judged a regression by a reviewer",
+                {"regressions": len(regressed), "open": n_open},
+                regressed[:10],
                 diffs,
             )
             results.append(RuleResult(variant, REVIEW_RULE, "block", "fail", (v,), note=f"reviewed in {reviews.source}"))

@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from .cases.caseset import KINDS, Case, Document, Glossary, _schema_problems, load_caseset
-from .errors import MissingExtraError, Problem, ValidationError
-from .yamlio import LineMap, atomic_write_text, load_jsonl
+from ..errors import MissingExtraError, Problem, ValidationError
+from ..yamlio import LineMap, atomic_write_text, load_jsonl
+from .caseset import KINDS, Case, Document, Glossary, _schema_problems, load_caseset
 
 RECORD_VERSION = 1  #: version of the record format written by `to_records`
 EXTRA_KEYS = ("_version", "_glossary", "_source", "_line")

@@ -1,32 +1,27 @@
-"""`evalsuite review ...`: thin typer commands over evalsuite.review.api."""
+"""`evalsuite review ...`: thin typer commands over evalsuite.review.api (the notebook's API too)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..errors import EvalsuiteError
+from ..review import api
+from ..verdict.outcome import short_diff
+from ._app import app, console, guarded
 
 review_app = typer.Typer(no_args_is_help=True, help="Human review queue: flag differences, annotate them, export verdicts.")
-console = Console() if sys.stdout.isatty() else Console(width=160)
-err = Console(stderr=True)
+app.add_typer(review_app, name="review", help="Human review queue: flag, list, show, annotate, next, export, stats.")
 
 QueueOpt = typer.Option(None, "--queue", help="queue file (default: $EVALSUITE_REVIEW_QUEUE, else reports/review.sqlite)")
 ReviewerOpt = typer.Option(None, "--reviewer", help="who decides (default: $EVALSUITE_REVIEWER, else your login name)")
 
 
-def _fail(exc: Exception) -> None:
-    err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
-    raise typer.Exit(1)
-
-
 @review_app.command("flag")
+@guarded()
 def flag_cmd(
     run: str = typer.Argument(..., help="run id, run directory, or 'last'"),
     rubric: Path | None = typer.Option(None, help="rubric whose `review:` section sets the policy (default: the suite's)"),
@@ -34,12 +29,7 @@ def flag_cmd(
     runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live"),
 ) -> None:
     """Flag a run's differences (flips, low similarity, JSON drift, citations, leaks, speculative mismatches, scorer disagreements)."""
-    from . import api
-
-    try:
-        res = api.flag_run(run, runs_dir=runs_dir, queue=queue, rubric=rubric)
-    except EvalsuiteError as exc:
-        _fail(exc)
+    res = api.flag_run(run, runs_dir=runs_dir, queue=queue, rubric=rubric)
     why = ", ".join(f"{k} {v}" for k, v in res.reasons.items()) or "nothing"
     console.print(
         f"run {res.run_id}: {res.flagged} output(s) flagged ({why}); {len(res.added)} new item(s), {len(res.existing)} already queued", highlight=False
@@ -48,6 +38,7 @@ def flag_cmd(
 
 
 @review_app.command("list")
+@guarded()
 def list_cmd(
     status: str = typer.Option("open", help="open, reviewed, all, acceptable, regression, unsure"),
     run: str | None = typer.Option(None, help="only items seen in this run id"),
@@ -57,12 +48,7 @@ def list_cmd(
     queue: Path | None = QueueOpt,
 ) -> None:
     """List queued items with their current verdict."""
-    from . import api
-
-    try:
-        rows = api.list_items(queue, status=status, run=run, variant=variant, limit=limit)
-    except EvalsuiteError as exc:
-        _fail(exc)
+    rows = api.list_items(queue, status=status, run=run, variant=variant, limit=limit)
     if as_json:
         for r in rows:
             print(
@@ -89,15 +75,10 @@ def list_cmd(
 
 
 @review_app.command("show")
+@guarded()
 def show_cmd(item_id: int = typer.Argument(..., help="item id"), queue: Path | None = QueueOpt) -> None:
     """One item: reasons, both outputs with a word diff, scores, and the verdict history."""
-    from ..verdict.gate import short_diff
-    from . import api
-
-    try:
-        it = api.show(item_id, queue)
-    except EvalsuiteError as exc:
-        _fail(exc)
+    it = api.show(item_id, queue)
     console.print(
         f"[bold]item #{it['id']}[/bold] {escape(it['case_id'])} on {escape(it['variant'])} ({it['scenario']}), current verdict: {it['verdict'] or 'open'}",
         highlight=False,
@@ -117,6 +98,7 @@ def show_cmd(item_id: int = typer.Argument(..., help="item id"), queue: Path | N
 
 
 @review_app.command("annotate")
+@guarded()
 def annotate_cmd(
     item_id: int = typer.Argument(..., help="item id"),
     verdict: str = typer.Option(..., "--verdict", help="acceptable, regression or unsure"),
@@ -125,28 +107,19 @@ def annotate_cmd(
     queue: Path | None = QueueOpt,
 ) -> None:
     """Record a verdict on an item (appended to its history; the latest one counts)."""
-    from . import api
-
-    try:
-        row = api.annotate(item_id, verdict, note=note, reviewer=reviewer, queue=queue)
-    except EvalsuiteError as exc:
-        _fail(exc)
+    row = api.annotate(item_id, verdict, note=note, reviewer=reviewer, queue=queue)
     console.print(f"item #{row['item_id']}: {row['verdict']} by {row['reviewer']} (verdict #{row['id']})", highlight=False)
 
 
 @review_app.command("next")
+@guarded()
 def next_cmd(
     reviewer: str | None = ReviewerOpt,
     lease: float = typer.Option(1800.0, help="seconds the claim lasts before someone else may take the item"),
     queue: Path | None = QueueOpt,
 ) -> None:
     """Claim the next open item for you (nobody else gets it while the lease lasts) and show it."""
-    from . import api
-
-    try:
-        it = api.next_item(reviewer, lease_s=lease, queue=queue)
-    except EvalsuiteError as exc:
-        _fail(exc)
+    it = api.next_item(reviewer, lease_s=lease, queue=queue)
     if it is None:
         console.print("nothing left to review")
         return
@@ -154,6 +127,7 @@ def next_cmd(
 
 
 @review_app.command("export")
+@guarded()
 def export_cmd(
     out: Path = typer.Option(..., "--out", help="file to write"),
     fmt: str | None = typer.Option(None, "--format", help="csv or parquet (default: from --out's suffix)"),
@@ -161,24 +135,15 @@ def export_cmd(
     queue: Path | None = QueueOpt,
 ) -> None:
     """Export the items and their current verdicts as csv or parquet."""
-    from . import api
-
-    try:
-        path = api.export(out, fmt=fmt, queue=queue, status=status)
-    except EvalsuiteError as exc:
-        _fail(exc)
+    path = api.export(out, fmt=fmt, queue=queue, status=status)
     console.print(f"wrote {path}")
 
 
 @review_app.command("stats")
+@guarded()
 def stats_cmd(queue: Path | None = QueueOpt, as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Counts: items, verdicts, open items, live claims, per variant and reason."""
-    from . import api
-
-    try:
-        s = api.stats(queue)
-    except EvalsuiteError as exc:
-        _fail(exc)
+    s = api.stats(queue)
     if as_json:
         print(json.dumps(s, indent=2))
         return

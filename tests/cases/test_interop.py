@@ -1,4 +1,4 @@
-"""evalsuite.interop: lossless JSONL / datasets round trips, the HumanEval import, missing extras."""
+"""evalsuite.cases.interop: lossless JSONL / datasets round trips, the HumanEval import, missing extras."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from evalsuite import interop
+from evalsuite.cases import interop
 from evalsuite.cases.caseset import all_cases, load_caseset, load_cases
 from evalsuite.errors import MissingExtraError, ValidationError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _jsonl(cases, tmp_path):

@@ -1,0 +1,202 @@
+"""The suite file's option blocks, each parsed into a typed dataclass when the suite loads.
+
+`generation:`, `timing:` and `executor:` live here, beneath every layer that uses them (backends,
+executors, the runner), so that `evalsuite validate` and `load_suite` report a bad block with its
+file, line and field, as one list of problems, before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..errors import EvalsuiteError, Problem
+from ..registry import EXECUTORS
+
+#: the release stages, in order (a suite's `stage:`, a rubric's `stages:`)
+STAGES = ("dev", "pilot", "production")
+
+#: (path inside the suite file) -> line, for problems
+LineOf = Callable[[tuple], "int | None"]
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Decoding settings shared by the variants of a suite (a variant may override some)."""
+
+    max_new_tokens: int = 256
+    temperature: float = 0.0  #: 0 means greedy
+    top_p: float = 1.0
+    samples: int = 1  #: samples per case, for pass@k
+    seed: int = 1234
+    batch_size: int = 1
+    timeout_s: float | None = None  #: per-batch wall limit; a generation past it is recorded as a timeout
+
+    def request_part(self) -> dict:
+        """The settings that belong to a request (batching and timeouts do not change what is asked)."""
+        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# -- timing: ---------------------------------------------------------------------------------
+
+MODES = ("interleaved", "sequential")
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    """How to time variants against the baseline (`timing:` in a suite file)."""
+
+    mode: str = "interleaved"  #: interleaved | sequential (sequential: the run's own timings, no intervals)
+    rounds: int = 8  #: paired rounds (each times one block of every variant)
+    block: int = 6  #: requests per block (sample 0 of the first cases by id)
+    warmup: int = 1  #: rounds run first and not counted (lazy initialisation, caches, page faults)
+    level: float = 0.95  #: confidence level of the ratio intervals
+    max_rounds: int | None = None  #: keep timing past `rounds`, two rounds at a time, up to this many ...
+    precision: float = 0.10  #: ... until every interval is within ratio x/÷ (1 + precision)
+
+    @property
+    def interleaved(self) -> bool:
+        return self.mode == "interleaved"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_timing(raw: Any, where: str = "timing") -> TimingSettings | None:
+    """The suite's `timing:` value as settings, None when absent or sequential; raises naming the field
+    (`where.field: ...`). `load_suite` uses `parse_timing_block`, which collects every problem."""
+    problems: list[Problem] = []
+    settings = parse_timing_block(raw, "", lambda _p: None, problems)
+    if problems:
+        first = problems[0]
+        raise EvalsuiteError(f"{where}{first.field[len('timing') :]}: {first.message}")
+    return settings
+
+
+def parse_timing_block(raw: Any, file: str, line_of: LineOf, problems: list[Problem]) -> TimingSettings | None:
+    """The suite's `timing:` block as settings (None when absent or sequential); each fault becomes a
+    Problem naming the file, the line and the field."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        raw = {"mode": raw}
+    if not isinstance(raw, dict):
+        problems.append(
+            Problem(
+                file,
+                line_of(("timing",)),
+                None,
+                "timing",
+                f"expected 'interleaved', 'sequential' or a mapping (mode, rounds, block, warmup, level), got {raw!r}",
+            )
+        )
+        return None
+    n = len(problems)
+
+    def bad(key: str, message: str) -> None:
+        problems.append(Problem(file, line_of(("timing", key)), None, f"timing.{key}", message))
+
+    known = set(TimingSettings.__dataclass_fields__)
+    for key in sorted(set(raw) - known, key=str):
+        bad(str(key), f"unknown setting (known: {', '.join(sorted(known))})")
+    vals: dict[str, Any] = {"mode": raw.get("mode", "interleaved")}
+    if vals["mode"] not in MODES:
+        bad("mode", f"must be one of {', '.join(MODES)}, got {vals['mode']!r}")
+    for key, lo in (("rounds", 2), ("block", 1), ("warmup", 0), ("max_rounds", 2)):
+        v = raw.get(key)
+        if key in raw and (isinstance(v, bool) or not isinstance(v, int) or v < lo):
+            bad(key, f"expected an integer of at least {lo}, got {v!r}")
+        elif key in raw:
+            vals[key] = v
+    for key, ok, what in (("level", lambda x: 0.5 <= x < 1, "a number in [0.5, 1)"), ("precision", lambda x: 0 < x <= 1, "a number in (0, 1]")):
+        v = raw.get(key)
+        if key in raw and (isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v)):
+            bad(key, f"expected {what}, got {v!r}")
+        elif v is not None:
+            vals[key] = float(v)
+    rounds = vals.get("rounds", TimingSettings.rounds)
+    if vals.get("max_rounds") is not None and vals["max_rounds"] < rounds:
+        bad("max_rounds", f"must be at least rounds ({rounds}), got {vals['max_rounds']}")
+    if len(problems) > n:
+        return None
+    settings = TimingSettings(**vals)
+    return settings if settings.interleaved else None
+
+
+# -- executor: -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """The suite file's `executor:` entry, validated."""
+
+    kind: str = "local"  #: "local" or "ray"
+    options: dict = field(default_factory=dict)  #: kind-specific settings (see RAY_OPTIONS)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, **self.options}
+
+
+def _nonneg_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+
+
+def _int_at_least(n: int) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= n
+
+
+#: option -> (check, what it must be)
+RAY_OPTIONS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "address": (lambda v: isinstance(v, str) and bool(v), "a Ray address (ray://host:10001, host:6379 or auto)"),
+    "num_actors": (_int_at_least(1), "an integer of at least 1 (model replicas per variant)"),
+    "num_cpus": (_nonneg_number, "a number of CPUs per actor (>= 0)"),
+    "num_gpus": (_nonneg_number, "a number of GPUs per actor (>= 0)"),
+    "max_restarts": (_int_at_least(-1), "an integer (-1: restart a dead actor without limit)"),
+    "max_task_retries": (_int_at_least(-1), "an integer (-1: retry without limit)"),
+    "sandbox": (lambda v: isinstance(v, bool), "true or false (run code-scoring sandbox jobs as Ray tasks)"),
+    "sandbox_num_cpus": (_nonneg_number, "a number of CPUs per sandbox task (>= 0)"),
+    "llm_processor": (lambda v: v in ("auto", True, False), "auto, true or false (vllm variants through ray.data.llm)"),
+    "runtime_env": (lambda v: isinstance(v, dict), "a mapping (Ray runtime_env: pip, working_dir, env_vars...)"),
+    "object_store_mb": (_int_at_least(50), "an integer of at least 50 (object store of a Ray started here)"),
+}
+
+
+def parse_executor(raw: Any, file: str, line_of: Callable[[tuple], int | None], problems: list[Problem]) -> ExecutorSpec:
+    """Validate the suite's `executor:` entry; append a Problem naming file, line and field for each fault.
+
+    Accepted: `executor: local`, `executor: ray`, or a mapping `{kind: ray, address: ..., num_actors: 2}`.
+    """
+    if raw is None:
+        return ExecutorSpec()
+    if isinstance(raw, str):
+        raw = {"kind": raw}
+    if not isinstance(raw, dict):
+        problems.append(Problem(file, line_of(("executor",)), None, "executor", "expected `local`, `ray` or a mapping with `kind`"))
+        return ExecutorSpec()
+    kind = raw.get("kind", "local")
+    if kind not in EXECUTORS:
+        import difflib
+
+        close = difflib.get_close_matches(str(kind), EXECUTORS.names(), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        where = ("executor", "kind") if "kind" in raw else ("executor",)
+        problems.append(Problem(file, line_of(where), None, "executor.kind", f"unknown executor {kind!r}{hint}; available: {', '.join(EXECUTORS.names())}"))
+        return ExecutorSpec()
+    options = {k: v for k, v in raw.items() if k != "kind"}
+    known = RAY_OPTIONS if kind == "ray" else {}
+    ok: dict = {}
+    for k, v in options.items():
+        if k not in known:
+            listing = ", ".join(sorted(known)) or "none"
+            problems.append(Problem(file, line_of(("executor", k)), None, f"executor.{k}", f"unknown {kind} executor option (known: {listing})"))
+            continue
+        check, what = known[k]
+        if not check(v):
+            problems.append(Problem(file, line_of(("executor", k)), None, f"executor.{k}", f"expected {what}, got {v!r}"))
+            continue
+        ok[k] = v
+    return ExecutorSpec(kind, ok)

@@ -1,0 +1,78 @@
+"""The command line's shared pieces: the typer app, one console (and one for errors), logging, the
+exit codes, and the one error boundary every command goes through."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from collections.abc import Callable
+from enum import IntEnum
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from ..errors import EvalsuiteError, ValidationError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="evalsuite: did quality regress, where, and is it more than noise?")
+# piped output (CI logs, files) gets wide tables instead of rich's 80-column default
+console = Console() if sys.stdout.isatty() else Console(width=160)
+err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=160)
+
+
+class ExitCode(IntEnum):
+    """Every exit code of `evalsuite`, in one place (a verdict's own code is `Verdict.exit_code`)."""
+
+    OK = 0
+    FAILED = 1  #: a regression (gate, demo), or bad input (validate, run, review ...)
+    CANNOT_JUDGE = 2  #: gate, report: a bad rubric, missing data, an incomplete run
+    NEEDS_REVIEW = 3  #: gate: nothing failed, but more flagged outputs await review than `max_open`
+    INTERRUPTED = 130  #: Ctrl-C (finished generations are kept)
+
+
+def setup_logging(verbose: bool = False) -> None:
+    """evalsuite's log lines on stderr through rich; one INFO line per HTTP request would bury them."""
+    from rich.logging import RichHandler
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(message)s",
+        handlers=[RichHandler(console=err, show_path=False, show_time=False)],
+        force=True,
+    )
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+def print_error(exc: BaseException) -> None:
+    """How every command reports an EvalsuiteError: validation problems one per line, plain and
+    unwrapped (editors and CI parse `file:line`), anything else as one `error:` line."""
+    if isinstance(exc, ValidationError):
+        for p in exc.problems:
+            print(str(p), file=sys.stderr)
+        err.print(f"[red]{len(exc.problems)} problem(s)[/red]")
+    else:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(code: ExitCode = ExitCode.FAILED) -> Callable[[F], F]:
+    """The error boundary of a command: an EvalsuiteError is printed by `print_error` and ends the
+    command with `code`; anything else is a bug and keeps its traceback."""
+
+    def deco(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except EvalsuiteError as exc:
+                print_error(exc)
+                raise typer.Exit(int(code)) from None
+
+        return wrapper  # type: ignore[return-value]
+
+    return deco

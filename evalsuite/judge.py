@@ -1,0 +1,57 @@
+"""The one judging path: `judge_run` loads the rubric once, computes the comparison once, gathers the
+review queue's and an adaptive run's decisions, and hands them to the pure gate.
+
+`evalsuite gate`, `evalsuite report` (HTML and markdown), the pytest plugin, the demo, the notebooks
+and `evalsuite run --adaptive` all call it and render its `Judgment`; none assembles a verdict of its
+own, so they cannot disagree. The stage is chosen by one rule everywhere
+(evalsuite.verdict.rubric.resolve_stage: the one given, else the suite's `stage:`, else production).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .adaptive.gating import adaptive_decisions, is_adaptive
+from .review.api import default_queue_path, flag_run, review_decisions
+from .verdict.compare import compare_run
+from .verdict.decisions import Decisions
+from .verdict.gate import gate
+from .verdict.outcome import Judgment
+from .verdict.rubric import Rubric, load_rubric, resolve_rubric_path, resolve_stage
+
+__all__ = ["Judgment", "judge_run", "load_run_rubric"]
+
+
+def load_run_rubric(store: Any, rubric: str | Path | Rubric | None = None) -> Rubric:
+    """The rubric a run is judged by: the one given, else its suite's, else rubrics/default.yaml."""
+    return rubric if isinstance(rubric, Rubric) else load_rubric(resolve_rubric_path(rubric, store.suite))
+
+
+def judge_run(
+    store: Any,
+    rubric: str | Path | Rubric | None = None,
+    stage: str | None = None,
+    queue: str | Path | None = None,
+    *,
+    flag: bool = False,
+    judge_noise: bool = False,
+) -> Judgment:
+    """Judge a stored run: the verdict and what it was judged on.
+
+    `queue`: the review queue (default reports/review.sqlite beside the run's folder); its verdicts
+    count when it exists. `flag`: first flag the run's differences into it (`gate --flag`, the demo).
+    Raises EvalsuiteError for a bad rubric or an unknown stage.
+    """
+    suite = store.suite
+    rub = load_run_rubric(store, rubric)
+    stage_name, source = resolve_stage(stage, suite)
+    sr = rub.for_stage(stage_name)
+    cmp = compare_run(store)
+    path = Path(queue) if queue is not None else default_queue_path(store)
+    flagged = flag_run(store, queue=path, rubric=rub, cmp=cmp) if flag else None
+    review = review_decisions(store, cmp, rub.review, path) if path.is_file() else None
+    adaptive = adaptive_decisions(store, sr, cmp) if is_adaptive(store) else None
+    decisions = Decisions(review=review, adaptive=adaptive)
+    verdict = gate(cmp, sr, decisions, judge_noise=judge_noise)
+    return Judgment(verdict, cmp, store, rub, stage_name, source, decisions, flagged)

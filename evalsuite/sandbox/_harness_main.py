@@ -1,0 +1,411 @@
+"""The test harness as it runs inside the sandbox: the program, then its tests, then the verdict line.
+
+`harness.build_harness` writes a `main.py` that executes this module's code (compiled once by the
+suite, or from this source by another interpreter version) in a namespace of its own named
+`_SANDBOX_NAME`, not `__main__`: the program cannot reach the harness's functions or the token
+through `import __main__`. The suite imports the module only for `instrument`; importing it runs nothing.
+
+Stdlib only and nothing a run does not need (the sandbox interpreter runs with -S, and start-up is
+paid once per sample): unittest is imported only when the trusted tests name it (before the program,
+so its snapshot is clean), `ast` only when the tests did not arrive compiled. No `from __future__`
+import: `compile` of the program and the shim would inherit it.
+
+Why each step:
+- the token is read from stdin and stdin closed before the program runs: it is in no file or env;
+- the program runs first, in its own namespace; whatever it changed in builtins, sys.modules and
+  unittest is put back before the tests and before each test (a patched assertEqual or `abs`
+  cannot make a test pass);
+- the builtins the harness itself calls are taken when it starts, before the program runs;
+- the tests run in a copy of the program's names with their own copy of the builtins;
+- every assert, assert*/raises/fail call of the tests file counts as a hit, and a test counts
+  as run only if it hit one: zero tests run is a failure ("no test ran"), as is a missing entry point;
+- `==`, `!=`, `in` in the tests are decided by the expected value's own equality when the other side's
+  equality was written by the program (an object whose __eq__ is always true proves nothing);
+- unittest cases are run method by method by the harness itself, so no reporting hook can swallow
+  a failure: a failing test raises straight through to the interpreter (exit 1, no verdict).
+"""
+
+import builtins
+import itertools
+import marshal
+import os
+import sys
+
+#: the `__name__` main.py runs this code under (anything else, an import included, only defines it)
+_SANDBOX_NAME = "__evalsuite_harness__"
+
+# taken when the harness starts, before the program can replace them
+_type, _isinstance, _issubclass, _getattr, _callable, _vars = type, isinstance, issubclass, getattr, callable, vars
+_len, _all, _any, _zip, _list, _dict, _tuple, _sorted = len, all, any, zip, list, dict, tuple, sorted
+_set, _frozenset, _NotImplemented, _BaseException = set, frozenset, NotImplemented, BaseException
+_Function = _type(lambda: None)
+_STDLIB = os.path.dirname(os.__file__) + os.sep
+_HEAP = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set on classes written in Python, not on C types
+
+#: unittest assertions that get the harness's equality check on top of their own
+_GUARDED = (
+    "assertEqual",
+    "assertNotEqual",
+    "assertListEqual",
+    "assertTupleEqual",
+    "assertDictEqual",
+    "assertSequenceEqual",
+    "assertSetEqual",
+    "assertIn",
+    "assertNotIn",
+)
+
+
+def instrument(tests, ast):
+    """The tests compiled with every assert and assert*/raises/fail/warns call counted (`__es_hit__`)
+    and single `==`, `!=`, `in`, `not in` comparisons judged by the harness (`__es_cmp__`).
+
+    Shared by the suite (which compiles the trusted tests once, `harness._compiled_tests`) and the
+    harness (its fallback on another interpreter version); `ast` is passed in so that neither imports it
+    before it is needed."""
+
+    class Instrument(ast.NodeTransformer):
+        def _hit(self, node):
+            return ast.copy_location(ast.Call(ast.Name("__es_hit__", ast.Load()), [], []), node)
+
+        def visit_Assert(self, node):
+            self.generic_visit(node)
+            return [ast.copy_location(ast.Expr(self._hit(node)), node), node]
+
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            f = node.func
+            if isinstance(f, ast.Attribute) and (f.attr.startswith("assert") or f.attr in ("raises", "fail", "warns")):
+                return ast.copy_location(ast.BoolOp(ast.Or(), [self._hit(node), node]), node)
+            return node
+
+        def visit_Compare(self, node):
+            self.generic_visit(node)
+            op = type(node.ops[0]).__name__
+            if len(node.ops) == 1 and op in ("Eq", "NotEq", "In", "NotIn"):
+                return ast.copy_location(ast.Call(ast.Name("__es_cmp__", ast.Load()), [ast.Constant(op), node.left, node.comparators[0]], []), node)
+            return node
+
+    tree = Instrument().visit(ast.parse(tests, "tests.py"))
+    return compile(ast.fix_missing_locations(tree), "tests.py", "exec", dont_inherit=True)
+
+
+class _Run:
+    """What the steps of one run share, all taken before the program runs."""
+
+    __slots__ = ("token", "out", "write", "unittest", "test_case", "skip_test", "entry_point", "snapshot", "hits")
+
+    def __init__(self, channel, unittest, entry_point):
+        #: the token, stdout as it was (the program may close or redirect fd 1) and os.write as it was
+        self.token, self.out, self.write = channel
+        self.unittest, self.entry_point = unittest, entry_point
+        self.test_case, self.skip_test = (unittest.TestCase, unittest.SkipTest) if unittest is not None else (None, None)
+        self.snapshot = _snapshot(unittest)
+        self.hits = [0]  #: assertions run so far
+
+
+def _read_token():
+    """The run's token, the first line of stdin; stdin then reads /dev/null (the program never sees it)."""
+    t = sys.stdin.readline().strip()
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(fd, 0)
+    os.close(fd)
+    return t
+
+
+def _verdict(run, text):
+    """The last line of stdout: the token and the number of tests run, or FAIL and why."""
+    try:
+        sys.stdout.flush()
+    except _BaseException:
+        pass
+    run.write(run.out, ("\n" + run.token + " " + text + "\n").encode())
+
+
+def _show_sources(program, tests):
+    """Tracebacks show the lines of solution.py and tests.py, where linecache is loaded anyway (with
+    unittest: traceback needs it); not worth its import otherwise."""
+    linecache = sys.modules.get("linecache")
+    for fn, text in (("solution.py", program), ("tests.py", tests)):
+        if linecache is not None:
+            linecache.cache[fn] = (_len(text), None, text.splitlines(True), fn)
+
+
+def _snapshot(unittest):
+    """The builtins, sys.modules and unittest's classes and modules as they are before the program runs."""
+    ut = []
+    if unittest is not None:
+        ut = [
+            unittest,
+            unittest.case,
+            unittest.result,
+            unittest.runner,
+            unittest.loader,
+            unittest.suite,
+            unittest.TestCase,
+            unittest.TestResult,
+            unittest.TestLoader,
+            unittest.TestSuite,
+            unittest.FunctionTestCase,
+        ]
+    return _dict(_vars(builtins)), _dict(sys.modules), [(o, _dict(_vars(o))) for o in ut]
+
+
+def _restore(run):
+    """Undo what the program changed in the builtins, sys.modules and unittest."""
+    b_snap, mod_snap, ut_snap = run.snapshot
+    b = _vars(builtins)
+    for k in [k for k in b if k not in b_snap]:
+        del b[k]
+    b.update(b_snap)
+    mods = sys.modules
+    for k, v in mod_snap.items():
+        if mods.get(k) is not v:
+            mods[k] = v
+    for o, snap in ut_snap:
+        _restore_attributes(o, snap)
+
+
+def _restore_attributes(o, snap):
+    cur = _vars(o)
+    # names added to a class may override its bases; names added to a module are submodules
+    # the tests imported (unittest.mock) and must stay
+    for k in [k for k in cur if k not in snap and _isinstance(o, _type)]:
+        try:
+            delattr(o, k)
+        except (AttributeError, TypeError):
+            pass
+    for k, v in snap.items():
+        if cur.get(k) is not v:
+            try:
+                setattr(o, k, v)
+            except (AttributeError, TypeError):
+                pass
+
+
+def _program_eq(t):
+    """Whether equality of type t was written by the program (not a C type or the stdlib)."""
+    for k in t.__mro__:
+        d = _vars(k)
+        if "__eq__" in d or "__ne__" in d:
+            if not k.__flags__ & _HEAP:
+                return False
+            f = d["__eq__"] if "__eq__" in d else d["__ne__"]
+            code = _getattr(f, "__code__", None)
+            if code is not None:
+                return not code.co_filename.startswith(_STDLIB)
+            return _getattr(f, "__objclass__", None) is not k
+    return False
+
+
+def _eq(a, b, depth=0):
+    """`a == b`, unless one side's equality is the program's: then the other side's must agree too."""
+    r = a == b
+    if not r or depth > 50:
+        return r
+    pa, pb = _program_eq(_type(a)), _program_eq(_type(b))
+    if pa and pb:
+        return r
+    if pa or pb:
+        plain, other = (b, a) if pa else (a, b)
+        r2 = _type(plain).__eq__(plain, other)
+        if r2 is _NotImplemented or not r2:
+            return False
+    if _isinstance(a, (_list, _tuple)) and _isinstance(b, (_list, _tuple)):
+        return _all(_eq(x, y, depth + 1) for x, y in _zip(a, b))
+    if _isinstance(a, _dict) and _isinstance(b, _dict):
+        return _all(k in b and _eq(v, b[k], depth + 1) for k, v in a.items())
+    if _isinstance(a, (_set, _frozenset)) and _isinstance(b, (_set, _frozenset)):
+        if _any(_program_eq(_type(x)) for x in a) or _any(_program_eq(_type(x)) for x in b):
+            return _all(_any(_eq(x, y, depth + 1) for y in b) for x in a) and _all(_any(_eq(y, x, depth + 1) for x in a) for y in b)
+    return r
+
+
+def _contains(x, c):
+    r = x in c
+    if r and _isinstance(c, (_list, _tuple, _set, _frozenset, _dict)):
+        return _any(y is x or _eq(y, x) for y in c)
+    return r
+
+
+def _compare(op, a, b):
+    """The tests' `==`, `!=`, `in` and `not in` (`__es_cmp__` in the instrumented tests)."""
+    if op == "Eq":
+        return _eq(a, b)
+    if op == "NotEq":
+        if not (_program_eq(_type(a)) or _program_eq(_type(b))):
+            return a != b
+        return not _eq(a, b)
+    if op == "In":
+        return _contains(a, b)
+    return not _contains(a, b)
+
+
+def _hit_counter(hits):
+    def hit():
+        hits[0] += 1
+
+    return hit
+
+
+def _load_tests(tests, tests_code, version):
+    """The instrumented tests: as the suite compiled them, or instrumented here on another interpreter version."""
+    if tests_code is not None and version == sys.hexversion:
+        return marshal.loads(tests_code)
+    import ast
+
+    return instrument(tests, ast)
+
+
+def _tests_namespace(run, ns):
+    """The program's names for the tests, less those that shadow a builtin, and a copy of the builtins."""
+    ep, b_snap = run.entry_point, run.snapshot[0]
+    tns = {k: v for k, v in ns.items() if k == ep or k not in b_snap}
+    tns.update({"__name__": "__solution__", "__builtins__": _dict(b_snap), "__es_hit__": _hit_counter(run.hits), "__es_cmp__": _compare})
+    return tns
+
+
+def _from_tests(f):
+    return _isinstance(f, _Function) and f.__code__.co_filename == "tests.py"
+
+
+def _counted(run, /, f, *args, **kw):
+    """Call one test; 1 if it hit an assertion, else 0."""
+    _restore(run)
+    before = run.hits[0]
+    f(*args, **kw)
+    return 1 if run.hits[0] > before else 0
+
+
+def _run_params(run, f):
+    """One test function, once per combination of its `mark.parametrize` values."""
+    params = _getattr(f, "_es_params", None)
+    if not params:
+        return _counted(run, f)
+    grids = [[_dict(_zip(names, v if _len(names) > 1 else (v,))) for v in values] for names, values in params]
+    n = 0
+    for combo in itertools.product(*grids):
+        kw = {}
+        for d in combo:
+            kw.update(d)
+        n += _counted(run, f, **kw)
+    return n
+
+
+def _guarded(inst, name):
+    """`inst.<name>` (an assertEqual or assertIn relative), and then the harness's own equality check."""
+    orig = _getattr(inst, name)
+    negate = "Not" in name
+
+    def check(first, second, *a, **k):
+        orig(first, second, *a, **k)
+        same = _contains(first, second) if name.endswith("In") else _eq(first, second)
+        if same == negate:
+            raise inst.failureException(f"{name}: the program's own __eq__ decided this comparison")
+
+    return check
+
+
+def _run_unittest(run, cls):
+    """A unittest.TestCase, method by method; the number of test methods that hit an assertion."""
+    if _getattr(cls, "__unittest_skip__", False):
+        return 0
+    n = 0
+    _restore(run)
+    cls.setUpClass()
+    try:
+        for name in run.unittest.TestLoader().getTestCaseNames(cls):
+            n += _run_unittest_method(run, cls, name)
+    finally:
+        cls.tearDownClass()
+    return n
+
+
+def _run_unittest_method(run, cls, name):
+    """One test method with its setUp, tearDown and cleanups: 1 if it hit an assertion, else 0.
+    A failure raises (an expected failure that passes too), a skip counts 0."""
+    inst = cls(name)
+    for g in _GUARDED:
+        setattr(inst, g, _guarded(inst, g))
+    method = _getattr(inst, name)
+    if _getattr(method, "__unittest_skip__", False):
+        return 0
+    expecting = _getattr(method, "__unittest_expecting_failure__", False)
+    _restore(run)
+    before = run.hits[0]
+    try:
+        inst.setUp()
+        try:
+            method()
+        finally:
+            inst.tearDown()
+            inst.doCleanups()
+    except run.skip_test:
+        return 0
+    except _BaseException:
+        if not expecting:
+            raise
+        return 0
+    if expecting:
+        raise AssertionError(f"{cls.__name__}.{name}: expected to fail, passed")
+    return 1 if run.hits[0] > before else 0
+
+
+def _run_test_class(run, cls):
+    """A pytest-style `Test*` class: a fresh instance per `test*` method (with its `setup_method`)."""
+    n = 0
+    for m in _sorted(_vars(cls)):
+        if m.startswith("test") and _callable(_getattr(cls, m)):
+            inst = cls()
+            if hasattr(inst, "setup_method"):
+                inst.setup_method(_getattr(inst, m))
+            n += _run_params(run, _getattr(inst, m))
+    return n
+
+
+def _run_tests(run, tests_code, tns, ns):
+    """The tests file's body, `check(candidate)`, then its test functions and classes; the number of
+    tests that hit an assertion (a failing one raises)."""
+    _restore(run)
+    before = run.hits[0]
+    exec(tests_code, tns)
+    n = 1 if run.hits[0] > before else 0
+    ep, check = run.entry_point, tns.get("check")
+    if ep is not None and _from_tests(check):
+        n += _counted(run, check, ns[ep])
+    test_case = run.test_case
+    for name, obj in _list(tns.items()):
+        if name.startswith("test") and _from_tests(obj):
+            n += _run_params(run, obj)
+        elif test_case is not None and _isinstance(obj, _type) and _issubclass(obj, test_case):
+            if _any(_from_tests(v) for v in _vars(obj).values()):
+                n += _run_unittest(run, obj)
+        elif name.startswith("Test") and _isinstance(obj, _type) and _any(_from_tests(v) for v in _vars(obj).values()):
+            n += _run_test_class(run, obj)
+    return n
+
+
+def main(payload):
+    """Run the program, then its tests; the verdict line comes last, and only if the harness got there."""
+    channel = (_read_token(), os.dup(1), os.write)  # first of all: the verdict's token and way out
+    program, tests, tests_code, version, ep, shim, use_unittest = payload
+    unittest = None
+    if use_unittest:
+        import unittest
+    _show_sources(program, tests)
+    run = _Run(channel, unittest, ep)
+    tests_code = _load_tests(tests, tests_code, version)
+    ns = {"__name__": "__solution__", "__builtins__": builtins}
+    exec(compile(program, "solution.py", "exec"), ns)
+    _restore(run)
+    if ep is not None and ep not in ns:
+        _verdict(run, f"FAIL entry point {ep!r} not defined")
+        return
+    if shim:
+        exec(compile(shim, "pytest_shim.py", "exec"), {})
+    n = _run_tests(run, tests_code, _tests_namespace(run, ns), ns)
+    _verdict(run, str(n) if n else "FAIL no test ran")
+
+
+if __name__ == _SANDBOX_NAME:
+    main(globals()["_es_payload"])

@@ -1,0 +1,164 @@
+"""How a run ended: what came back from the sandbox (`_Outcome`) judged into a `SandboxResult`.
+
+A pass needs exit status 0 and, when the run had a verdict token, that token as the last line of
+stdout with a test count that is not 0; the first rule of `_judge` that matches decides.
+"""
+
+from __future__ import annotations
+
+import ast
+import signal
+from dataclasses import dataclass
+
+from .mode import Limits, _Plan
+
+#: statuses a run can end with
+STATUSES = ("passed", "failed", "timeout", "error")
+OUTPUT_LIMIT = 8000  #: characters of stdout/stderr kept (head and tail)
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """How one sandboxed program ended."""
+
+    status: str  #: "passed", "failed", "timeout" or "error" (the sandbox itself failed)
+    stdout: str  #: truncated to OUTPUT_LIMIT characters (head and tail kept)
+    stderr: str  #: truncated likewise
+    returncode: int | None  #: negative: killed by that signal
+    duration_s: float
+    verdict_seen: bool  #: the per-run token was printed after the tests (False when none was asked for)
+    reason: str = ""  #: why it failed: "exit 1", "signal 9", "wall timeout", "cpu limit", "exited before the verdict", ...
+    warnings: tuple[str, ...] = ()  #: protections that were missing on this machine
+    isolation: str = ""  #: e.g. "namespaces(mount,net,pid)+uid 1234567" or "rlimits only"
+    workdir: str = ""  #: the host temp dir (already deleted)
+    tests_run: int | None = None  #: tests that ran and executed an assertion (run_tests only)
+    cpu_s: float | None = None  #: CPU seconds the program used
+    uid: int | None = None  #: the uid the program ran as (None: the caller's)
+    pgid: int | None = None  #: the run's process group and session (all killed when it ends)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What came back from the bootstrap, before it is judged."""
+
+    stdout: bytes
+    stderr: bytes
+    status_lines: list[str]
+    wall_timeout: bool
+    bootstrap_rc: int | None
+    duration_s: float
+    pgid: int
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    seen: bool = False  #: the token was the last line
+    tests_run: int | None = None
+    failure: str | None = None  #: the harness's own reason for failing ("no test ran", ...)
+
+
+def _truncate(b: bytes) -> str:
+    s = b.decode("utf-8", "replace")
+    if len(s) <= OUTPUT_LIMIT:
+        return s
+    half = OUTPUT_LIMIT // 2
+    return s[:half] + f"\n...[{len(s) - OUTPUT_LIMIT} characters cut]...\n" + s[-half:]
+
+
+def _parse_status(lines: list[str]) -> tuple[dict, str | None]:
+    """The bootstrap's final report and the setup error, if any, from its status lines."""
+    boot: dict = {}
+    setup_error = None
+    for line in lines:
+        try:
+            d = ast.literal_eval(line)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if not isinstance(d, dict):
+            continue
+        if "setup_error" in d:
+            setup_error = d["setup_error"]
+        else:
+            boot = d
+    return boot, setup_error
+
+
+def _split_verdict(stdout: bytes, token: str | None) -> tuple[bytes, _Verdict]:
+    """Take the harness's last line ("<token> <tests run>" or "<token> FAIL <reason>") off stdout."""
+    if token is None:
+        return stdout, _Verdict()
+    text = stdout.decode("utf-8", "replace")
+    body, _, last = text.rstrip("\n").rpartition("\n")
+    if not (last.startswith(token + " ") or last == token):
+        return stdout, _Verdict()  # absent, or something was printed after it: it was not last
+    rest = last[len(token) :].strip()
+    if rest.startswith("FAIL "):
+        return body.encode(), _Verdict(False, None, rest[5:])
+    return body.encode(), _Verdict(True, int(rest) if rest.isdigit() else None)
+
+
+def _signal_name(rc: int) -> str:
+    return f"signal {signal.Signals(-rc).name}" if -rc in signal.valid_signals() else f"signal {-rc}"
+
+
+def _judge(out: _Outcome, boot: dict, setup_error: str | None, verdict: _Verdict, token: str | None, lim: Limits) -> tuple[str, str]:
+    """(status, reason) of one run; the first matching rule wins."""
+    rc = boot.get("returncode")
+    tail = out.stderr[-4000:]
+    if out.wall_timeout:
+        return "timeout", f"wall timeout ({lim.timeout_s:g} s)"
+    if setup_error:
+        return "error", f"sandbox setup failed: {setup_error}"
+    if rc is None:
+        ended = "without a report" if out.bootstrap_rc is None else f"with {out.bootstrap_rc}"  # zygote: no exit status here
+        return "error", f"sandbox bootstrap ended {ended}: {_truncate(out.stderr)[-500:]}"
+    if rc == -signal.SIGXCPU or (rc == -signal.SIGKILL and (boot.get("cpu_s") or 0) >= lim.resolved_cpu_s() - 0.05):
+        return "timeout", f"cpu limit ({lim.resolved_cpu_s()} s)"
+    if verdict.failure:
+        return "failed", verdict.failure
+    if rc != 0:
+        reason = _signal_name(rc) if rc < 0 else f"exit {rc}"
+        cap = lim.max_file_mb * 1024 * 1024
+        if rc == -signal.SIGXFSZ or b"File too large" in tail or max(len(out.stdout), len(out.stderr)) >= cap:
+            reason += " (file size limit)"
+        if b"MemoryError" in tail:
+            reason += " (MemoryError: memory limit)"
+        return "failed", reason
+    if token is not None and not verdict.seen:
+        return "failed", "exited before the verdict (the tests did not all run)"
+    if verdict.tests_run == 0:
+        return "failed", "no test ran"
+    return "passed", ""
+
+
+def _result(plan: _Plan, out: _Outcome, token: str | None, hostdir: str) -> SandboxResult:
+    """The run's result: its status and reason, output (verdict line taken off, truncated) and records."""
+    boot, setup_error = _parse_status(out.status_lines)
+    stdout, verdict = _split_verdict(out.stdout, token)
+    status, reason = _judge(out, boot, setup_error, verdict, token, plan.limits)
+    warnings = tuple(dict.fromkeys(list(plan.warnings) + list(boot.get("warnings", []))))
+    return SandboxResult(
+        status=status,
+        stdout=_truncate(stdout),
+        stderr=_truncate(out.stderr),
+        returncode=boot.get("returncode"),
+        duration_s=round(out.duration_s, 4),
+        verdict_seen=verdict.seen,
+        reason=reason,
+        warnings=warnings,
+        isolation=plan.mode.label + (f"+uid {plan.uid}" if plan.uid is not None else ""),
+        workdir=hostdir,
+        tests_run=verdict.tests_run,
+        uid=plan.uid,
+        cpu_s=None if boot.get("cpu_s") is None else round(boot["cpu_s"], 4),
+        pgid=out.pgid,
+    )

@@ -1,0 +1,152 @@
+"""What a run runs under: the isolation mode this machine allows (probed once), and each run's plan
+(that mode, an interpreter the program can reach, a uid of its own as root, the limits).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .isolation import _blocking_ancestor
+
+_UID_RANGE = (1_100_000, 1_900_000)  #: unprivileged uids nobody else uses (see the package docstring)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandboxed run."""
+
+    timeout_s: float = 10.0  #: wall clock, the whole process group is killed after it
+    memory_mb: int = 512  #: RLIMIT_AS
+    cpu_s: int | None = None  #: RLIMIT_CPU; default: the wall timeout rounded up
+    max_procs: int = 32  #: RLIMIT_NPROC (processes and threads of the sandbox uid)
+    max_file_mb: int = 16  #: RLIMIT_FSIZE, also bounds stdout/stderr and the private /tmp
+    network: bool = False  #: allow network (no network namespace)
+
+    def resolved_cpu_s(self) -> int:
+        import math
+
+        return int(self.cpu_s) if self.cpu_s is not None else max(1, math.ceil(self.timeout_s))
+
+
+@dataclass(frozen=True)
+class _Mode:
+    prefix: tuple[str, ...]
+    namespaces: bool
+    pidns: bool
+    root: bool
+    warnings: tuple[str, ...]
+    label: str
+
+
+def _try(cmd: Sequence[str]) -> bool:
+    try:
+        return subprocess.run(list(cmd) + ["--", "true"], stdin=subprocess.DEVNULL, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@lru_cache(maxsize=4)
+def _mode(network: bool) -> _Mode:
+    """The strongest isolation this machine allows (probed once)."""
+    root = os.geteuid() == 0
+    unshare = shutil.which("unshare")
+    warns: list[str] = []
+    if not root:
+        warns.append("not root: no uid drop; the program runs as the caller's uid (capabilities dropped), RLIMIT_NPROC binds that uid")
+    if unshare:
+        base = [unshare] + ([] if root else ["--user", "--map-root-user"]) + ["--mount"] + ([] if network else ["--net"])
+        full = base + ["--pid", "--fork", "--kill-child", "--mount-proc"]
+        if _try(full):
+            label = "namespaces(mount,%spid)" % ("" if network else "net,")
+            return _Mode(tuple(full), True, True, root, tuple(warns), label)
+        if _try(base):
+            warns.append("no PID namespace: leftover processes are killed by uid/process group only")
+            return _Mode(tuple(base), True, False, root, tuple(warns), "namespaces(mount%s)" % ("" if network else ",net"))
+        warns.append(f"`{unshare}` failed here (no namespaces allowed?)")
+    else:
+        warns.append("`unshare` (util-linux) not found")
+    if not network:
+        warns.append("network NOT isolated")
+    warns.append("no private /tmp, no read-only root: the program can write wherever its uid may")
+    return _Mode((), False, False, root, tuple(warns), "rlimits only")
+
+
+def isolation_summary() -> dict:
+    """What this machine gives the sandbox, for run signatures and reports."""
+    m = _mode(False)
+    return {"isolation": m.label, "root": m.root, "warnings": list(m.warnings)}
+
+
+def _reachable_by_others(path: str) -> bool:
+    import stat
+
+    real = os.path.realpath(path)
+    try:
+        if not os.stat(real).st_mode & stat.S_IXOTH:
+            return False
+    except OSError:
+        return False
+    return _blocking_ancestor(os.path.dirname(real)) is None
+
+
+@lru_cache(maxsize=4)
+def _program_python(mode: _Mode) -> tuple[str, str | None]:
+    """The interpreter the program runs with: the suite's own, unless the dropped uid cannot reach it."""
+    own = os.path.realpath(sys.executable)
+    if mode.namespaces or not mode.root or (_reachable_by_others(own) and _blocking_ancestor(os.path.realpath(sys.base_prefix)) is None):
+        return own, None
+    for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.path.exists(cand) and _reachable_by_others(cand):
+            return os.path.realpath(cand), f"the suite's interpreter {own} is not reachable by the sandbox uid: programs run with {cand}"
+    return own, f"the suite's interpreter {own} is not reachable by the sandbox uid and no other python3 was found"
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Who and how one run executes: the isolation mode, interpreter, uid and limits."""
+
+    mode: _Mode
+    limits: Limits
+    python: str
+    uid: int | None
+    warnings: tuple[str, ...]
+
+
+def _plan(lim: Limits) -> _Plan:
+    """The strongest isolation available, the interpreter the program can reach, a fresh uid as root."""
+    mode = _mode(lim.network)
+    warnings = list(mode.warnings)
+    python, pywarn = _program_python(mode)
+    if pywarn:
+        warnings.append(pywarn)
+    uid = _claim_uid() if mode.root else None
+    return _Plan(mode, lim, python, uid, tuple(warnings))
+
+
+_uids_in_use: set[int] = set()
+_uids_lock = threading.Lock()
+
+
+def _claim_uid() -> int:
+    """A random uid of the range that no run of this process holds now: runs in flight never share
+    one (a kill by uid, or a process limit per uid, must reach one run only). `_release_uid` frees it."""
+    with _uids_lock:
+        while True:
+            uid = secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0]) + _UID_RANGE[0]
+            if uid not in _uids_in_use:
+                _uids_in_use.add(uid)
+                return uid
+
+
+def _release_uid(uid: int | None) -> None:
+    if uid is not None:
+        with _uids_lock:
+            _uids_in_use.discard(uid)

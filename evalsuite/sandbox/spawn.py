@@ -1,0 +1,239 @@
+"""Starting one run and collecting what it left: its inputs in the host temp dir, its stdin fed
+without blocking, the wait for its end or its wall timeout, its process group killed; and the run
+itself through `unshare` and a bootstrap interpreter (`_execute_unshare`; the zygote's way is in `zygote`).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from functools import lru_cache
+
+from .isolation import _MAIN
+from .judge import _Outcome
+from .mode import _Plan
+
+_ISOLATION_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "isolation.py")
+
+
+def _read_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        b = os.read(fd, 65536)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+
+
+def _kill_uid_from_host(uid: int, python: str) -> None:
+    """Kill every process of `uid` (kill(-1) as that uid), with an interpreter that uid can reach
+    (`_program_python`: the suite's own may live under a directory it cannot enter, such as /root)."""
+    try:
+        subprocess.run([python, "-I", "-S", "-c", "import os; os.kill(-1, 9)"], user=uid, group=uid, extra_groups=[], timeout=10, capture_output=True)
+    except (OSError, subprocess.SubprocessError):
+        pass
+
+
+def _write_inputs(plan: _Plan, hostdir: str, code: str, status_fd: int) -> str:
+    """The program and the bootstrap's config in the host temp dir; returns the config's path."""
+    lim = plan.limits
+    with open(os.path.join(hostdir, _MAIN), "w", encoding="utf-8") as fh:
+        fh.write(code)
+    cfg = {
+        "hostdir": hostdir,
+        "status_fd": status_fd,
+        "namespaces": plan.mode.namespaces,
+        "pidns": plan.mode.pidns,
+        "drop_caps": plan.mode.namespaces and not plan.mode.root,
+        "uid": plan.uid,
+        "python": plan.python,
+        "prefix": os.path.realpath(sys.base_prefix),
+        "cpu_s": lim.resolved_cpu_s(),
+        "memory_mb": lim.memory_mb,
+        "max_file_mb": lim.max_file_mb,
+        "max_procs": lim.max_procs,
+    }
+    cfg_path = os.path.join(hostdir, "sandbox.cfg")
+    with open(cfg_path, "wb") as fh:
+        marshal.dump(cfg, fh)  # the bootstrap runs this very interpreter (sys.executable)
+    if plan.uid is not None and not plan.mode.namespaces:
+        os.chown(hostdir, plan.uid, plan.uid)
+        os.chown(os.path.join(hostdir, _MAIN), plan.uid, plan.uid)
+    return cfg_path
+
+
+# The bootstrap's code object travels as a marshal file (same interpreter: sys.executable), so no
+# run compiles isolation.py (no cached bytecode is written with PYTHONDONTWRITEBYTECODE).
+_BOOT_CODE = "import marshal, sys; g = {'__name__': 'isolation'}; exec(marshal.loads(open(sys.argv[1], 'rb').read()), g); sys.exit(g['main'](sys.argv[2:]))"
+_BOOT_BIN = "boot.bin"
+
+
+@lru_cache(maxsize=1)
+def _boot_code() -> bytes:
+    """isolation.py compiled, marshalled: what the bootstrap (and the zygote) runs."""
+    with open(_ISOLATION_FILE, encoding="utf-8") as fh:
+        return marshal.dumps(compile(fh.read(), _ISOLATION_FILE, "exec", dont_inherit=True))
+
+
+def _bootstrap_cmd(plan: _Plan, cfg_path: str) -> list[str]:
+    prefix = list(plan.mode.prefix)
+    boot = os.path.join(os.path.dirname(cfg_path), _BOOT_BIN)
+    return prefix + (["--"] if prefix else []) + [sys.executable, "-I", "-S", "-B", "-c", _BOOT_CODE, boot, cfg_path]
+
+
+class _Stdin:
+    """The write end of a run's stdin pipe, fed without blocking by the loop that waits for the run:
+    a program that never reads its stdin cannot hold the wall timeout up (a blocking write of more
+    than the pipe holds would wait for the program, however long it sleeps)."""
+
+    def __init__(self, fd: int, data: bytes) -> None:
+        os.set_blocking(fd, False)
+        self.fd, self.view = fd, memoryview(data)
+        if not self.view:
+            self.close()
+
+    def feed(self) -> None:
+        """Write what the pipe takes now; close it once everything is written or the reader is gone."""
+        if self.fd < 0:
+            return
+        try:
+            while self.view:
+                self.view = self.view[os.write(self.fd, self.view) :]
+        except BlockingIOError:
+            return  # the pipe is full: more when it has room
+        except OSError:
+            pass  # the run ended without reading it all: as with Popen's stdin, nothing more to give
+        self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _poll_until(fd: int, deadline: float, stdin: _Stdin) -> bool:
+    """Wait until `fd` is readable or hung up (True) or the deadline passes (False), feeding `stdin`."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    fed = stdin.fd
+    if fed >= 0:
+        poller.register(fed, select.POLLOUT)
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        events = dict(poller.poll(max(1, int(remaining * 1000) + 1)))
+        if fed >= 0 and fed in events:
+            stdin.feed()
+            if stdin.fd < 0:
+                poller.unregister(fed)
+                fed = -1
+        if fd in events:
+            return True
+
+
+def _exited_within(proc: subprocess.Popen, timeout_s: float, stdin: _Stdin) -> bool:
+    """Whether the bootstrap ended within `timeout_s` (its stdin fed meanwhile).
+
+    A pidfd wakes us the moment it exits: `Popen.wait(timeout=...)` polls with sleeps of up to 50 ms,
+    which added about 25 ms of latency to every sample. Falls back to that where pidfds are missing.
+    """
+    deadline = time.monotonic() + timeout_s
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        while stdin.fd >= 0 and proc.poll() is None:  # feed stdin as the pipe takes it, looking in now and then
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            poller = select.poll()
+            poller.register(stdin.fd, select.POLLOUT)
+            if poller.poll(min(50, int(remaining * 1000) + 1)):
+                stdin.feed()
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        return _poll_until(fd, deadline, stdin) or proc.poll() is not None
+    finally:
+        os.close(fd)
+
+
+def _wait_or_kill(proc: subprocess.Popen, timeout_s: float, stdin: _Stdin) -> bool:
+    """Wait for the bootstrap; past the wall timeout kill its whole process group. True if killed."""
+    if _exited_within(proc, timeout_s, stdin):
+        proc.wait()
+        return False
+    _killpg(proc.pid)
+    proc.wait()
+    return True
+
+
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _read_until_eof(fd: int, timeout_s: float, stdin: _Stdin) -> tuple[bytes, bool]:
+    """Everything written to the pipe `fd` until its writers are all gone (True) or the timeout (False),
+    feeding the run's `stdin` meanwhile."""
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if not _poll_until(fd, deadline, stdin):
+            return b"".join(chunks), False
+        b = os.read(fd, 65536)
+        if not b:
+            return b"".join(chunks), True
+        chunks.append(b)
+
+
+def _execute_unshare(plan: _Plan, hostdir: str, code: str, stdin: bytes) -> _Outcome:
+    """One run through `unshare` (or a plain process): the bootstrap in its own session, its stdin fed,
+    waited for (or killed at the wall timeout), its output and status collected."""
+    r_status, w_status = os.pipe()
+    r_in, w_in = os.pipe()
+    feed = _Stdin(w_in, stdin)
+    start = time.monotonic()
+    try:
+        cfg_path = _write_inputs(plan, hostdir, code, w_status)
+        with open(os.path.join(hostdir, _BOOT_BIN), "wb") as fh:
+            fh.write(_boot_code())
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(
+                _bootstrap_cmd(plan, cfg_path),
+                stdin=r_in,
+                stdout=out,
+                stderr=err,
+                pass_fds=(w_status,),
+                env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
+                cwd=hostdir,
+                start_new_session=True,
+            )
+            for fd in (r_in, w_status):
+                os.close(fd)
+            r_in = w_status = -1
+            wall_timeout = _wait_or_kill(proc, plan.limits.timeout_s, feed)
+            feed.close()
+            if plan.uid is not None and not plan.mode.pidns:
+                _kill_uid_from_host(plan.uid, plan.python)  # stragglers outside the process group
+            duration = time.monotonic() - start
+            status_lines = _read_all(r_status).decode("utf-8", "replace").splitlines()
+            out.seek(0)
+            err.seek(0)
+            return _Outcome(out.read(), err.read(), status_lines, wall_timeout, proc.returncode, duration, proc.pid)
+    finally:
+        feed.close()
+        for fd in (r_status, w_status, r_in):
+            if fd >= 0:
+                os.close(fd)

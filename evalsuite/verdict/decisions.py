@@ -1,0 +1,92 @@
+"""The decisions the gate takes as input besides the comparison, as plain data.
+
+The gate never opens the review queue or an adaptive run's state: `evalsuite.review` builds a
+`ReviewDecisions` from the queue and `evalsuite.adaptive` an `AdaptiveDecisions` from `adaptive.json`;
+`evalsuite.judge.judge_run` gathers them into one `Decisions` and hands it to the pure
+`gate(comparison, stage_rubric, decisions)`. How the gate applies them: verdict/waivers.py (reviews)
+and verdict/gate.py (adaptive decisions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+REVIEW_RULE = "human-review"
+
+
+@dataclass(frozen=True)
+class ReviewDecisions:
+    """The current human verdicts on one run's outputs (only the outputs that were flagged)."""
+
+    accepted: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  #: variant -> case id -> "item #N, reviewer: note"
+    regressions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  #: variant -> case id -> "item #N, reviewer: note"
+    open_items: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  #: variant -> ids of items still open
+    max_open: int | None = None  #: more open items than this: "needs review" (None: never)
+    source: str = ""  #: where the decisions came from (the queue file)
+
+    @property
+    def n_open(self) -> int:
+        return sum(len(v) for v in self.open_items.values())
+
+    @property
+    def needs_review(self) -> bool:
+        return self.max_open is not None and self.n_open > self.max_open
+
+    def summary(self) -> dict:
+        return {
+            "source": self.source,
+            "accepted": {v: sorted(c) for v, c in self.accepted.items() if c},
+            "regressions": {v: sorted(c) for v, c in self.regressions.items() if c},
+            "open": self.n_open,
+            "open_items": {v: list(ids) for v, ids in self.open_items.items() if ids},
+            "max_open": self.max_open,
+            "needs_review": self.needs_review,
+        }
+
+
+@dataclass(frozen=True)
+class SequentialCheck:
+    """One anytime-valid check of an adaptive run (one rule on one scenario and metric), where it stands."""
+
+    rule: str
+    scenario: str
+    metric: str
+    severity: str
+    status: str  #: pass | fail | open
+    how: str = ""  #: sequential | exact | final look
+    seen: int = 0  #: the check's cases read (its prefix of the run's order)
+    population: int = 0  #: the check's cases in all
+    decided_at: int | None = None  #: cases read when it was decided
+    reason: str = ""
+    numbers: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AdaptiveDecisions:
+    """An adaptive run's sequential decisions for one stage, re-evaluated on its generated prefix."""
+
+    stage: str
+    checks: Mapping[str, tuple[SequentialCheck, ...]] = field(default_factory=dict)  #: variant -> its checks
+    verdicts: Mapping[str, str] = field(default_factory=dict)  #: variant -> fail | pass | open
+    problems: tuple[str, ...] = ()  #: why the run cannot be judged for this stage (unfinished, undecided, changed)
+    notes: tuple[str, ...] = ()  #: where each variant stopped, and which rule decided
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return tuple(self.checks)
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """Everything the gate applies besides the comparison and the rubric."""
+
+    review: ReviewDecisions | None = None  #: None: no review queue
+    adaptive: AdaptiveDecisions | None = None  #: None: a fixed-n run
+
+    def to_dict(self) -> dict:
+        return {
+            "review": self.review.summary() if self.review else None,
+            "adaptive": None if self.adaptive is None else {"stage": self.adaptive.stage, "verdicts": dict(self.adaptive.verdicts)},
+        }
