@@ -213,8 +213,8 @@ class TransformersBackend:
                 ident["draft"] = {"model": models.model_dir_identity(draft_dir, self.cache_dir), "quantization": draft_q}
                 if draft_source:
                     ident["draft"]["source"] = draft_source
-                if models.quantization_method(draft_q):
-                    libs.extend(formats.LIBRARIES[models.quantization_method(draft_q)])
+                if draft_method := models.quantization_method(draft_q):
+                    libs.extend(formats.LIBRARIES[draft_method])
             ident["libraries"] = models.library_identity(*dict.fromkeys(libs))
             self._identity = ident
         return self._identity
@@ -241,7 +241,7 @@ class TransformersBackend:
                 f"variant {self.variant.name!r}: loading the {method} model {source} on {self.device} failed: {type(exc).__name__}: {exc}"
             ) from exc
         if method == "hqq":
-            ondemand.apply_hqq(model, ondemand.hqq_settings(quantization), self.dtype, self.device if self.device != "cuda" else "cuda:0")
+            ondemand.apply_hqq(model, ondemand.hqq_settings(quantization or {}), self.dtype, self.device if self.device != "cuda" else "cuda:0")
         model.eval()
         return model
 

@@ -236,6 +236,8 @@ def _resolve_paths(d: Any, keys: tuple[str, ...], rel, models: tuple[str, ...] =
     out = dict(d)
     for k in keys:
         v = out.get(k)
+        if k not in out:
+            continue
         if k in models:
             out[k] = model_ref(v, rel)
         elif isinstance(v, str) and v and not v.startswith(("~", "embedded")) and ("/" in v or Path(rel(v)).exists()):

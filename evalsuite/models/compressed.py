@@ -29,12 +29,13 @@ from ..errors import EvalsuiteError, MissingExtraError
 log = logging.getLogger("evalsuite")
 
 LLMCOMPRESSOR_PIN = "llmcompressor==0.14.0.1"
-#: preset schemes tested here: weights bits, weight strategy, default group size, activations, what a CPU does with it
+#: preset schemes tested here: weights bits, weight strategy, default group size, activations, what a CPU does with it.
+#: Not offered: W4A16_ASYM (builds, but its packed zero points do not load in transformers 5.24 with
+#: compressed-tensors 0.20: weight_zero_point size mismatch); NVFP4/MXFP4 and static-activation schemes (untested here).
 SCHEMES: dict[str, dict] = {
     "W8A8": {"bits": 8, "strategy": "channel", "group_size": None, "activations": "int8 dynamic per token", "cpu": "emulated"},
-    "W4A16": {"bits": 4, "strategy": "group", "group_size": 128, "activations": None, "cpu": "emulated"},
-    "W4A16_ASYM": {"bits": 4, "strategy": "group", "group_size": 128, "activations": None, "cpu": "emulated"},
-    "W8A16": {"bits": 8, "strategy": "group", "group_size": 128, "activations": None, "cpu": "emulated"},
+    "W4A16": {"bits": 4, "strategy": "group", "group_size": 128, "activations": None, "cpu": "dequantized"},
+    "W8A16": {"bits": 8, "strategy": "group", "group_size": 128, "activations": None, "cpu": "dequantized"},
     "FP8_DYNAMIC": {"bits": 8, "strategy": "channel", "group_size": None, "activations": "fp8 dynamic per token", "cpu": "emulated"},
 }
 ALGORITHMS = ("rtn", "gptq")

@@ -74,10 +74,9 @@ def hub_offline() -> bool:
 
 
 def fetch_command(repo_id: str, revision: str | None) -> str:
-    """The command that puts a hub model into the local cache."""
+    """The command that puts a hub model into the local cache (huggingface_hub's CLI)."""
     rev = f" --revision {revision}" if revision and revision != "main" else ""
-    include = " ".join(f"--include '{p}'" for p in ALLOW_PATTERNS)
-    return f"HF_HUB_OFFLINE=0 hf download {repo_id}{rev} {include}"
+    return f"HF_HUB_OFFLINE=0 hf download {repo_id}{rev}"
 
 
 def cached_repo_ids(cache: Path | None = None) -> list[str]:
