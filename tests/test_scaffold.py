@@ -113,3 +113,9 @@ def test_cli_writes_prints_next_commands_and_keeps_an_existing_file(project):
     assert again.exit_code == 1 and "--force" in again.output
     bad = runner.invoke(app, ["init", "--model", "Org/M", "--variants", "bnb-nf5", "--out", "suites/y.yaml", "--force"])
     assert bad.exit_code == 1 and "bnb-nf4" in bad.output
+
+
+def test_the_formats_suite_validates_one_variable_each():
+    suite = load_suite(REPO / "suites" / "formats.yaml")
+    assert not suite.warnings
+    assert all(len(v.changes) == 1 for v in suite.variants if not v.baseline and not v.noise)

@@ -227,3 +227,17 @@ def test_awq_non_gemm_packing_is_refused_on_cpu_with_the_reason(awq_ckpt, tiny, 
     be = _backend(_variant(tiny, cache, quantization={"method": "awq", "checkpoint": str(gemv)}))
     with pytest.raises(EvalsuiteError, match=r"packed as 'gemv_fast'.*CUDA/ROCm only.*GEMM packing only"):
         be.generate(_requests(1))
+
+
+def test_vllm_takes_compressed_tensors_checkpoints_and_llmcompressor_builds():
+    from evalsuite.backends.vllm import quantization_args
+
+    assert quantization_args({"method": "compressed-tensors", "checkpoint": "Org/M-W8A8", "revision": "v1"}) == (
+        {"quantization": "compressed-tensors"},
+        "Org/M-W8A8",
+    )
+    assert quantization_args({"method": "llm-compressor", "scheme": "W8A8"}) == ({"quantization": "compressed-tensors"}, None)
+    with pytest.raises(EvalsuiteError, match="unknown llm-compressor scheme"):
+        quantization_args({"method": "llm-compressor", "scheme": "W9A9"})
+    with pytest.raises(EvalsuiteError, match="unknown vllm quantization setting"):
+        quantization_args({"method": "compressed-tensors", "scheme": "W8A8"})
