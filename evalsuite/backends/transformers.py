@@ -21,8 +21,10 @@ generation supports batch size 1 only) and sample with transformers' own sampler
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import glob
+import io
 import logging
 import os
 import sys
@@ -230,10 +232,15 @@ class TransformersBackend:
         if method == "gptq":
             return self._load_gptq(model_dir, quantization)
         source, kwargs = self._load_kwargs(model_dir, quantization, method)
+        bars = io.StringIO()  # compressed-tensors draws its own progress bars (dispatch, decompress)
         try:
-            with warnings.catch_warnings():  # compressed-tensors: "loading attributes ... will be overwritten" is what we ask for
+            with warnings.catch_warnings(), contextlib.redirect_stderr(bars):
+                # compressed-tensors: "loading attributes ... will be overwritten" is what we ask for
                 warnings.filterwarnings("ignore", message=r".*already has a `quantization_config` attribute.*")
                 model = AutoModelForCausalLM.from_pretrained(str(source), **kwargs)
+                if hasattr(model, "ct_decompress_hook"):  # decompress now (it would on the first forward): load time and memory are the model's
+                    with torch.inference_mode():
+                        model(input_ids=torch.zeros((1, 1), dtype=torch.long, device=model.device))
         except Exception as exc:
             if method not in formats.CHECKPOINT_METHODS and method != "torchao":
                 raise
