@@ -239,8 +239,9 @@ class TransformersBackend:
                 warnings.filterwarnings("ignore", message=r".*already has a `quantization_config` attribute.*")
                 model = AutoModelForCausalLM.from_pretrained(str(source), **kwargs)
                 if hasattr(model, "ct_decompress_hook"):  # decompress now (it would on the first forward): load time and memory are the model's
-                    with torch.inference_mode():
-                        model(input_ids=torch.zeros((1, 1), dtype=torch.long, device=model.device))
+                    t = _torch()
+                    with t.inference_mode():
+                        model(input_ids=t.zeros((1, 1), dtype=t.long, device=model.device))
         except Exception as exc:
             if method not in formats.CHECKPOINT_METHODS and method != "torchao":
                 raise

@@ -43,14 +43,15 @@ def _quantized(method: str, q: dict) -> dict:
         if ckpt:
             return _row(method, q.get("bits"), "published checkpoint", None, ckpt, rev)
         bits, group = int(q.get("bits", 4)), int(q.get("group_size", 128))
-        return _row(method, bits, "GEMM, zero point" if method == "awq" else f"{'sym' if q.get('sym', True) else 'asym'}", group)
+        if method == "awq":
+            return _row(method, bits, "GEMM, " + ("symmetric" if q.get("sym", False) else "zero point"), group)
+        return _row(method, bits, "sym" if q.get("sym", True) else "asym", group)
     if method == "compressed-tensors":
         return _row(method, None, "published checkpoint", None, ckpt, rev)
     if method == "llm-compressor":
         scheme = str(q.get("scheme", "")).upper()
         info = LLMC_SCHEMES.get(scheme, {})
-        group = q.get("group_size", info.get("group_size"))
-        return _row(method, info.get("bits"), f"{scheme} ({q.get('algorithm', 'rtn')})", group)
+        return _row(method, info.get("bits"), f"{scheme} ({q.get('algorithm', 'rtn')})", q.get("group_size", info.get("group_size")))
     if method == "torchao":
         scheme = str(q.get("scheme", "int8_weight_only"))
         return _row(method, _TORCHAO_BITS.get(scheme), scheme, q.get("group_size"))
