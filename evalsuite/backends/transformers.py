@@ -232,9 +232,9 @@ class TransformersBackend:
         if method == "gptq":
             return self._load_gptq(model_dir, quantization)
         source, kwargs = self._load_kwargs(model_dir, quantization, method)
-        bars = io.StringIO()  # compressed-tensors draws its own progress bars (dispatch, decompress)
+        bars = io.StringIO()  # compressed-tensors draws progress bars (dispatch, decompress); gptqmodel (AWQ) a banner and its kernel choice
         try:
-            with warnings.catch_warnings(), contextlib.redirect_stderr(bars):
+            with warnings.catch_warnings(), contextlib.redirect_stderr(bars), contextlib.redirect_stdout(bars):
                 # compressed-tensors: "loading attributes ... will be overwritten" is what we ask for
                 warnings.filterwarnings("ignore", message=r".*already has a `quantization_config` attribute.*")
                 model = AutoModelForCausalLM.from_pretrained(str(source), **kwargs)
