@@ -245,8 +245,10 @@ class TransformersBackend:
         except Exception as exc:
             if method not in formats.CHECKPOINT_METHODS and method != "torchao":
                 raise
+            tail = bars.getvalue()[-1500:]
             raise EvalsuiteError(
                 f"variant {self.variant.name!r}: loading the {method} model {source} on {self.device} failed: {type(exc).__name__}: {exc}"
+                + (f"\n--- its output (tail) ---\n{tail}" if tail.strip() else "")
             ) from exc
         if method == "hqq":
             ondemand.apply_hqq(model, ondemand.hqq_settings(quantization or {}), self.dtype, self.device if self.device != "cuda" else "cuda:0")
