@@ -184,6 +184,45 @@ def sentence_support(case: Case, text: str, min_overlap: float = SUPPORT_MIN_OVE
     return out
 
 
+def _sentence_bounds(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of `text` (offsets into `text` itself), surrounding space left out."""
+    bounds, pos = [], 0
+    for m in _SENT_END.finditer(text):
+        if m.end() > pos:
+            bounds.append((pos, m.start() if m.start() > pos else m.end()))
+            pos = m.end()
+    if pos < len(text):
+        bounds.append((pos, len(text)))
+    out = []
+    for s, e in bounds:
+        seg = text[s:e]
+        lead = len(seg) - len(seg.lstrip())
+        out.append((s + lead, s + len(seg.rstrip())))
+    return [(s, e) for s, e in out if e > s]
+
+
+def cited_spans(case: Case, text: str) -> dict[str, list[tuple[int, int]]]:
+    """Where in each cited document an output's claims come from: document id -> character spans.
+
+    For every citing sentence of the output and every document it cites, the document's sentence
+    sharing the most content units with it (none when they share none), so a reviewer sees which
+    passage each side rests on rather than only which document it names.
+    """
+    docs = {d.id: d for d in case.context}
+    out: dict[str, list[tuple[int, int]]] = {}
+    for sent, cits in citing_sentences(text, list(docs)):
+        su = content_units(sent)
+        for c in cits:
+            doc = docs.get(c.doc_id) if c.doc_id is not None else None
+            if doc is None or not su:
+                continue
+            scored = [(len(su & content_units(doc.text[s:e])), -(e - s), (s, e)) for s, e in _sentence_bounds(doc.text)]
+            best = max(scored, default=None)
+            if best is not None and best[0] > 0 and best[2] not in out.get(doc.id, []):
+                out.setdefault(doc.id, []).append(best[2])
+    return {k: sorted(v) for k, v in out.items()}
+
+
 # ---------------------------------------------------------------------------------------------
 # scorers
 

@@ -41,6 +41,8 @@ pytest-benchmark compare-fail shape: `fails(...) -> reason | None`.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -257,6 +259,7 @@ class Rubric:
     path: str
     stages: Mapping[str, StageRubric] = field(default_factory=dict)
     review: Any = None  #: the `review:` section: an evalsuite.review.policy.ReviewPolicy (flagging, max_open)
+    digest: str = ""  #: sha256 of the rubric's content: a waiver given "until the rubric changes" lapses when it differs
 
     def for_stage(self, stage: str) -> StageRubric:
         if stage not in self.stages:
@@ -512,7 +515,12 @@ def parse_rubric(data: Any, file: str = "<rubric>", lines: LineMap | None = None
     review = parse_review_policy(data.get("review"), ctx.add)
     if ctx.problems:
         raise RubricError(ctx.problems)
-    return Rubric(str(data.get("name", Path(file).stem)), file, stages, review)
+    return Rubric(str(data.get("name", Path(file).stem)), file, stages, review, content_digest(data))
+
+
+def content_digest(data: Any) -> str:
+    """sha256 of a loaded document's content (key order and formatting do not count)."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")).hexdigest()
 
 
 def load_rubric(path: str | Path) -> Rubric:

@@ -106,7 +106,7 @@ def test_a_stored_version_1_file_is_migrated_without_losing_anything(tmp_path):
     db.executescript((Path(__file__).parent / "fixtures" / "queue-v1.sql").read_text("utf-8"))
     db.close()
     q = ReviewStore(path)
-    assert q.schema_version == 2 and q.integrity() == "ok"
+    assert q.schema_version == SCHEMA_VERSION and q.integrity() == "ok"
     it = q.item(1)
     assert (it["verdict"], it["reviewer"], it["current_verdict"], it["n_verdicts"]) == ("acceptable", "bob", "acceptable", 2)  # backfilled
     assert [h["verdict"] for h in q.history(1)] == ["unsure", "acceptable"] and q.sightings(1)[0]["run_id"] == "20261130-100000-demo"
