@@ -413,17 +413,30 @@ def undo(item_id: int, reviewer: str | None = None, queue: str | Path | ReviewSt
         return q.retract(int(item_id), reviewer or default_reviewer(), note)
 
 
-def back(reviewer: str | None = None, queue: str | Path | ReviewStore | None = None, *, steps: int = 1, lease_s: float = DEFAULT_LEASE_S) -> dict | None:
-    """`review back`: the item you answered `steps` verdicts ago, claimed again so you can change your
-    verdict (a new verdict is appended; undo retracts). None when you answered fewer items."""
-    who = reviewer or default_reviewer()
+def answered(reviewer: str | None = None, queue: str | Path | ReviewStore | None = None, limit: int = 50) -> list[int]:
+    """The items you gave a verdict on, most recent first."""
     with _open(queue, create=False) as q:
-        done = q.answered(who, limit=max(1, steps))
-        if len(done) < steps:
-            return None
-        iid = done[steps - 1]
-        q.claim_item(iid, who, lease_s)
-        return q.item(iid)
+        return q.answered(reviewer or default_reviewer(), limit)
+
+
+def claim(item_id: int, reviewer: str | None = None, queue: str | Path | ReviewStore | None = None, *, lease_s: float = DEFAULT_LEASE_S) -> dict:
+    """Claim one item to work on it again (after back or undo); `claimed` says whether you hold it
+    (False: another reviewer's lease is live, and your verdict may cross theirs)."""
+    with _open(queue, create=False) as q:
+        ok = q.claim_item(int(item_id), reviewer or default_reviewer(), lease_s)
+        return {**q.item(int(item_id)), "claimed": ok}
+
+
+def back(
+    reviewer: str | None = None, queue: str | Path | ReviewStore | None = None, *, steps: int = 1, lease_s: float = DEFAULT_LEASE_S, exclude: int | None = None
+) -> dict | None:
+    """`review back`: the item you answered `steps` items ago (leaving out `exclude`, the one you are
+    on), claimed again so you can change your verdict (a new verdict is appended; undo retracts).
+    None when you answered fewer items."""
+    done = [i for i in answered(reviewer, queue, limit=steps + 1) if i != exclude]
+    if len(done) < steps:
+        return None
+    return claim(done[steps - 1], reviewer, queue, lease_s=lease_s)
 
 
 def stats(queue: str | Path | ReviewStore | None = None, *, run: str | None = None) -> dict:
