@@ -108,7 +108,7 @@ def show_cmd(item_id: int = typer.Argument(..., help="item id"), queue: Path | N
     console.print(f"[dim]diff:[/dim]     {escape(short_diff(it['baseline_output'], it['variant_output'], width=2000))}", highlight=False)
     for h in it["history"]:
         what = f"retracts #{h['retracts']}" if h["role"] == "retraction" else h["verdict"] + (" (adjudication)" if h["role"] == "adjudication" else "")
-        gone = " [retracted]" if h["retracted"] else ""
+        gone = " (retracted)" if h["retracted"] else ""
         console.print(f"  verdict #{h['id']} {h['created']} {h['reviewer']}: {what}{gone}" + (f" ({escape(h['note'])})" if h["note"] else ""), highlight=False)
     if it["claim"]:
         console.print(f"  claimed by {it['claim']['reviewer']}", highlight=False)

@@ -50,6 +50,8 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
             lines.append(f"- {mark} **{r['rule']}** ({', '.join(r['variants'])}): {_cell(r['reason'])}" + (f"; top cases {cases}" if cases else ""))
         if len(data.rule_lines) > max_rules:
             lines.append(f"- ... and {len(data.rule_lines) - max_rules} more rule(s) in the HTML report")
+    if data.audit:
+        lines += ["", f"**Audit of the review flags:** {_cell(data.audit['line'])}"]
     lines += [
         "",
         "### Performance",

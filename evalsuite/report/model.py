@@ -103,6 +103,12 @@ class ReportData:
         """Why the verdict is for this stage (evalsuite.verdict.outcome.Judgment.stage_reason)."""
         return self.judgment.stage_reason if self.judgment is not None else ""
 
+    @property
+    def audit(self) -> dict:
+        """The review queue's audit of its flags for this run: the random share of unflagged outputs
+        queued and the estimate of the regressions the flags miss (evalsuite.review.api.audit_estimate), or {}."""
+        return dict((self.verdict.review or {}).get("audit") or {}) if self.verdict is not None else {}
+
 
 # ---------------------------------------------------------------------------------------------
 # the verdict at a glance

@@ -488,9 +488,9 @@ class ReviewStore:
         return out
 
     def answered(self, reviewer: str, limit: int = 50) -> list[int]:
-        """Items the reviewer gave a verdict on, most recent first (what `back` walks through)."""
+        """Items the reviewer gave a verdict on that still stands, most recent first (what `back` and undo walk through)."""
         rows = self.db.execute(
-            "SELECT item_id, MAX(id) AS last FROM verdicts WHERE reviewer=? AND role != 'retraction' GROUP BY item_id ORDER BY last DESC LIMIT ?",
+            "SELECT v.item_id, MAX(v.id) AS last FROM verdicts v WHERE v.reviewer=? AND " + STANDING_SQL + " GROUP BY v.item_id ORDER BY last DESC LIMIT ?",
             (reviewer, int(limit)),
         ).fetchall()
         return [int(r["item_id"]) for r in rows]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import difflib
 import html
+import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -133,10 +134,25 @@ def diff_html(left: str | None, right: str | None, labels: Sequence[str] = ("bas
     return f'{note}<table class="sbs">{cols}{head}<tbody>{body}</tbody></table>'
 
 
+def _indented(a: str | None, b: str | None) -> tuple[str | None, str | None, bool]:
+    """Both outputs pretty-printed when each is a JSON document as a whole (so the diff aligns key by
+    key); else unchanged."""
+    try:
+        ja, jb = json.loads(a or ""), json.loads(b or "")
+    except ValueError:
+        return a, b, False
+    if not isinstance(ja, (dict, list)) or not isinstance(jb, (dict, list)):
+        return a, b, False
+    return json.dumps(ja, indent=2, ensure_ascii=False), json.dumps(jb, indent=2, ensure_ascii=False), True
+
+
 def item_diff(item: Mapping[str, Any], blind: bool = False) -> str:
-    """The item's two outputs as `diff_html`, in the order and under the names of the review mode."""
+    """The item's two outputs as `diff_html`, in the order and under the names of the review mode
+    (JSON documents indented, and said so)."""
     (la, ta, _), (lb, tb, _) = sides(item, blind)
-    return diff_html(ta, tb, (la, lb))
+    ta, tb, indented = _indented(ta, tb)
+    note = '<p class="muted">both outputs are JSON: shown indented, key by key</p>' if indented else ""
+    return note + diff_html(ta, tb, (la, lb))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,7 +320,7 @@ def _json_html(j: Mapping[str, Any] | None, schema: str | None, names: Mapping[s
             if j.get(f"{role}_error"):
                 parts.append(f'<p class="warn">{esc(names[role])}: {esc(j[f"{role}_error"])}</p>')
         rows = "".join(
-            f'<tr class="{esc(r["change"])}"><td><code>{esc(r["path"])}</code></td><td>{esc(r["baseline"])}</td><td>{esc(r["variant"])}</td><td>{esc(r["change"])}</td></tr>'
+            f'<tr class="{esc(r["change"])}"><td><code>{esc(r["path"])}</code></td><td>{esc(r["baseline"])}</td><td>{esc(r["variant"])}</td><td class="st">{esc(r["change"])}</td></tr>'
             for r in j["rows"]
         )
         parts.append(f'<table class="grid"><tr><th>key</th><th>{esc(names["baseline"])}</th><th>{esc(names["variant"])}</th><th></th></tr>{rows}</table>')
@@ -317,7 +333,7 @@ def _terms_html(t: Mapping[str, Any] | None, names: Mapping[str, str]) -> str:
     if not t:
         return ""
     rows = "".join(
-        f'<tr class="{esc(r["status"])}"><td>{esc(r["term"])}</td><td>{esc(r["baseline"] or "–")}</td><td>{esc(r["variant"] or "–")}</td><td>{esc(r["status"])}</td></tr>'
+        f'<tr class="{esc(r["status"])}"><td>{esc(r["term"])}</td><td>{esc(r["baseline"] or "–")}</td><td>{esc(r["variant"] or "–")}</td><td class="st">{esc(r["status"])}</td></tr>'
         for r in t["rows"]
     )
     forb = t.get("forbidden") or {}

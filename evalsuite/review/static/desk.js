@@ -107,6 +107,7 @@ function render({ model, el }) {
     const msg = { action: b.action, value: b.value || null, note: note.value, expires: q(".expires").value || null };
     armed = null;
     drawButtons();
+    if (shadow.activeElement === note) root.focus({ preventScroll: true }); // the keys work again at once
     model.send(msg);
   }
 
@@ -166,7 +167,8 @@ function render({ model, el }) {
     model.on(`change:${name}`, () => { if (!pending) draw(); });
   }
   draw();
-  if (model.get("autofocus")) setTimeout(() => root.focus({ preventScroll: true }), 0);
+  // the panel is where the work is: bring it into view and take the keys when it first appears
+  if (model.get("autofocus")) setTimeout(() => { root.scrollIntoView({ block: "nearest" }); root.focus({ preventScroll: true }); }, 200);
 }
 
 export default { render };
