@@ -227,14 +227,12 @@ def _classify(row: Mapping[str, Any], hist: Sequence[Mapping[str, Any]], now_iso
     if lapsed:
         return "expired", f"{_who(row)}; {lapsed}", f"review: the waiver on {where} by {row['reviewer']} {lapsed}: the output counts as open again"
     if row["verdict"] == "disputed":
-        note = f"review: {where} is disputed ({_votes(hist)}): open until adjudicated (`evalsuite review next --adjudicate`)"
-        return "disputed", "disputed", note
+        return "disputed", "disputed", f"review: {where} is disputed ({_votes(hist)}): open until adjudicated (`evalsuite review next --adjudicate`)"
     if row["verdict"] in ("acceptable", "regression"):
         kind = "accepted" if row["verdict"] == "acceptable" else "regression"
-        note = None
-        if row.get("verdict_role") == "adjudication":
-            note = f"review: {where} adjudicated by {row['reviewer']}: {row['verdict']} (independent reviews: {_votes(hist) or 'retracted'})"
-        return kind, _who(row), note
+        if row.get("verdict_role") != "adjudication":
+            return kind, _who(row), None
+        return kind, _who(row), f"review: {where} adjudicated by {row['reviewer']}: {row['verdict']} (independent reviews: {_votes(hist) or 'retracted'})"
     return "open", "", None
 
 

@@ -22,7 +22,7 @@ import json
 import random
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,7 +272,7 @@ class ReviewStore:
             for it in items:
                 row = db.execute("SELECT id FROM items WHERE item_key=?", (it.key,)).fetchone()
                 if row is None:
-                    iid = int(db.execute(_INSERT_ITEM, _item_values(it, ts)).lastrowid)
+                    iid = int(db.execute(_INSERT_ITEM, _item_values(it, ts)).lastrowid or 0)
                     added.append(iid)
                 else:
                     iid = int(row[0])
@@ -318,7 +318,15 @@ class ReviewStore:
             state = self._settle(db, int(item_id), int(item["reviews_needed"]), fast=(cur.lastrowid, verdict, x))
             db.execute("DELETE FROM claims WHERE item_id=?", (int(item_id),))
             db.execute("DELETE FROM skips WHERE item_id=? AND reviewer=?", (int(item_id), reviewer))
-        return {"id": int(cur.lastrowid), "item_id": int(item_id), "verdict": verdict, "reviewer": reviewer, "note": note or "", "created": ts, "state": state}
+        return {
+            "id": int(cur.lastrowid or 0),
+            "item_id": int(item_id),
+            "verdict": verdict,
+            "reviewer": reviewer,
+            "note": note or "",
+            "created": ts,
+            "state": state,
+        }
 
     def retract(self, item_id: int, reviewer: str, note: str = "") -> dict:
         """Undo: append a retraction of the reviewer's latest standing verdict on the item (the history
@@ -341,19 +349,26 @@ class ReviewStore:
                 (int(item_id), reviewer, note or "", ts, int(row["id"])),
             )
             state = self._settle(db, int(item_id), int(item["reviews_needed"]))
-        return {"id": int(cur.lastrowid), "item_id": int(item_id), "retracts": int(row["id"]), "undone": row["verdict"], "reviewer": reviewer, "state": state}
+        return {
+            "id": int(cur.lastrowid or 0),
+            "item_id": int(item_id),
+            "retracts": int(row["id"]),
+            "undone": row["verdict"],
+            "reviewer": reviewer,
+            "state": state,
+        }
 
     def _settle(self, db: sqlite3.Connection, item_id: int, needed: int, fast: tuple | None = None) -> str | None:
         """Mirror the item's settled state (settle.settle over its history) into its row. `fast`: the
         (row id, verdict, extra) just appended, which alone decides a single-review item."""
         if fast is not None and needed <= 1 and fast[2].role == "review":
             rid, state, x = fast
-            row = {"id": rid, "expires": x.expires, "expires_rubric": x.expires_rubric}
+            row: Mapping[str, Any] | None = {"id": rid, "expires": x.expires, "expires_rubric": x.expires_rubric}
         else:
             rows = [dict(r) for r in db.execute(f"SELECT {HISTORY_COLUMNS} FROM verdicts WHERE item_id=? ORDER BY id", (item_id,))]
             settled = settle(rows, needed)
             state, row = settled.state, settled.row
-        waiver = row if state == "acceptable" and row is not None else {}
+        waiver: Mapping[str, Any] = row if state == "acceptable" and row is not None else {}
         db.execute(
             "UPDATE items SET current_verdict=?, current_row=?, waiver_until=?, waiver_rubric=? WHERE id=?",
             (state, None if row is None else row["id"], waiver.get("expires"), waiver.get("expires_rubric"), item_id),
@@ -445,7 +460,8 @@ class ReviewStore:
         | unsure | pending | disputed | expired; `audit`: True/False for audit items only / flagged only;
         `limit`; `now` (epoch) for lapsed waivers."""
         now = _now_iso(kw.get("now"))
-        where, args = [], [now]
+        where: list[str] = []
+        args: list[Any] = [now]
         cond = _status_sql(status)
         if cond is not None:
             where.append(cond[0])
@@ -515,9 +531,9 @@ class ReviewStore:
 
     def audits(self, run_id: str | None = None) -> list[dict]:
         """The recorded audit populations (of one run, or all)."""
-        sql, args = "SELECT * FROM audits", ()
+        sql, args = "SELECT * FROM audits", []
         if run_id:
-            sql, args = sql + " WHERE run_id=?", (run_id,)
+            sql, args = sql + " WHERE run_id=?", [run_id]
         return [dict(r) for r in self.db.execute(sql + " ORDER BY run_id, variant", args)]
 
     def counts(self, *, now: float | None = None) -> dict:

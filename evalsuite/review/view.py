@@ -171,7 +171,7 @@ def _json_words(det: Mapping[str, Any]) -> str:
 
 def reason_words(r: Mapping[str, Any], item: Mapping[str, Any], blind: bool = False) -> str:
     """One reason in plain words (neutral about the sides in a blind review)."""
-    code, det, m = r.get("code"), r.get("detail") or {}, r.get("metric") or ""
+    code, det, m = str(r.get("code") or ""), r.get("detail") or {}, r.get("metric") or ""
     if blind:
         return _BLIND.get(code, "the automatic checks flagged a difference") + (f" ({m})" if m and code in ("flip", "similarity") else "")
     if code == "flip":

@@ -278,7 +278,7 @@ class RunStore:
         if str(info.get("name")) == str(suite):
             return True
         path = info.get("path")
-        return bool(path) and Path(str(suite)).expanduser().resolve() == Path(path).resolve()
+        return bool(path) and Path(str(suite)).expanduser().resolve() == Path(str(path)).resolve()
 
     @property
     def run_id(self) -> str:
