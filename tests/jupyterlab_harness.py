@@ -142,6 +142,15 @@ def chromium_page(profile: Path) -> Iterator[tuple]:
             ctx.close()
 
 
+def open_and_run(page, lab: Lab, name: str, timeout_ms: int = 180_000) -> float:
+    """Open a notebook, run every cell; returns the time it was opened at (time.monotonic)."""
+    t0 = time.monotonic()
+    page.goto(lab.notebook_url(name))
+    page.wait_for_selector(".jp-Notebook", timeout=timeout_ms)
+    run_all(page, timeout_ms)
+    return t0
+
+
 def run_all(page, timeout_ms: int = 180_000) -> None:
     """Run every cell through JupyterLab's own menu, then wait for the kernel to be idle."""
     wait_kernel_idle(page, timeout_ms)

@@ -130,6 +130,19 @@ def _content_units(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+def _split_bounds(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of `text`, split at sentence ends and line breaks."""
+    bounds: list[tuple[int, int]] = []
+    pos = 0
+    for m in _SENT_END.finditer(text):
+        if m.end() > pos:
+            bounds.append((pos, m.start() if m.start() > pos else m.end()))
+            pos = m.end()
+    if pos < len(text):
+        bounds.append((pos, len(text)))
+    return bounds
+
+
 def citing_sentences(text: str, context_ids: Sequence[str]) -> list[tuple[str, list[Citation]]]:
     """Sentences that carry citations, each with its citations (markers removed from the sentence).
 
@@ -137,16 +150,8 @@ def citing_sentences(text: str, context_ids: Sequence[str]) -> list[tuple[str, l
     """
     norm = _prep(text)
     cits = parse_citations(norm, context_ids)
-    bounds: list[tuple[int, int]] = []
-    pos = 0
-    for m in _SENT_END.finditer(norm):
-        if m.end() > pos:
-            bounds.append((pos, m.start() if m.start() > pos else m.end()))
-            pos = m.end()
-    if pos < len(norm):
-        bounds.append((pos, len(norm)))
     sentences: list[tuple[str, list[Citation]]] = []
-    for s, e in bounds:
+    for s, e in _split_bounds(norm):
         own = [c for c in cits if s <= c.start < e]
         stripped = norm[s:e]
         for c in sorted(own, key=lambda c: c.start, reverse=True):
@@ -186,15 +191,8 @@ def sentence_support(case: Case, text: str, min_overlap: float = SUPPORT_MIN_OVE
 
 def _sentence_bounds(text: str) -> list[tuple[int, int]]:
     """(start, end) of each sentence of `text` (offsets into `text` itself), surrounding space left out."""
-    bounds, pos = [], 0
-    for m in _SENT_END.finditer(text):
-        if m.end() > pos:
-            bounds.append((pos, m.start() if m.start() > pos else m.end()))
-            pos = m.end()
-    if pos < len(text):
-        bounds.append((pos, len(text)))
     out = []
-    for s, e in bounds:
+    for s, e in _split_bounds(text):
         seg = text[s:e]
         lead = len(seg) - len(seg.lstrip())
         out.append((s + lead, s + len(seg.rstrip())))

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
 from evalsuite.run.store import RunStore
-from jupyterlab_harness import chromium_page, keep, lab_server, run_all, skip_reason, widget_errors
+from jupyterlab_harness import chromium_page, keep, lab_server, open_and_run, skip_reason, widget_errors
 
 pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
 
@@ -35,10 +34,7 @@ def test_explore_notebook_in_jupyterlab(report_run, repo, tmp_path, capsys):
     env = {"EVALSUITE_RUNS_DIR": str(runs), "EVALSUITE_SUITE": store.suite_name, "PYTHONPATH": str(repo)}
     shots = [tmp_path / "explore-1366x768.png", tmp_path / "explore-quality.png"]
     with lab_server(root, env) as lab, chromium_page(tmp_path / "profile") as (page, seen):
-        t0 = time.monotonic()
-        page.goto(lab.notebook_url("explore.ipynb"))
-        page.wait_for_selector(".jp-Notebook", timeout=120_000)
-        run_all(page)
+        t0 = open_and_run(page, lab, "explore.ipynb")
         page.wait_for_selector(".jp-OutputArea-output img", timeout=60_000)
         took = time.monotonic() - t0
         text = page.evaluate("() => document.querySelector('.jp-Notebook').textContent")  # offscreen cells too (content-visibility)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import io
 import json
 
 import pandas as pd
 import pytest
-from rich.console import Console
 
 from typer.testing import CliRunner
 

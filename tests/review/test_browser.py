@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from evalsuite.review import api
-from jupyterlab_harness import VIEWPORT, chromium_page, keep, lab_server, run_all, skip_reason, wait_kernel_idle, widget_errors
+from jupyterlab_harness import VIEWPORT, chromium_page, keep, lab_server, open_and_run, skip_reason, wait_kernel_idle, widget_errors
 
 pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
 
@@ -96,10 +96,7 @@ def test_review_notebook_in_jupyterlab_by_keyboard_and_by_button(lab_root, tmp_p
     shots: list[Path] = []
     timings: dict[str, float] = {}
     with lab_server(root, env) as lab, chromium_page(tmp_path / "profile") as (page, seen):
-        t0 = time.monotonic()
-        page.goto(lab.notebook_url("review.ipynb"))
-        page.wait_for_selector(".jp-Notebook", timeout=120_000)
-        run_all(page)
+        t0 = open_and_run(page, lab, "review.ipynb")
         page.wait_for_selector(".evs-desk .header b", timeout=60_000)
         timings["open_to_panel_s"] = time.monotonic() - t0
         n_cells = page.locator(".jp-Notebook .jp-Cell").count()
