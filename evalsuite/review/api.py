@@ -463,9 +463,7 @@ def progress(queue: str | Path | ReviewStore | None = None, reviewer: str | None
     who = reviewer or default_reviewer()
     with _open(queue, create=False) as q:
         rows = q.items(status=None)
-        today = q.db.execute(
-            "SELECT COUNT(DISTINCT item_id) FROM verdicts WHERE reviewer=? AND role != 'retraction' AND created >= ?", (who, now_iso()[:10])
-        ).fetchone()[0]
+        today = q.decided_by(who, since=now_iso()[:10])
     tally: dict[str, dict[str, list[int]]] = {"variant": {}, "reason": {}}
     n_open = 0
     for r in rows:

@@ -511,6 +511,11 @@ class ReviewStore:
         ).fetchall()
         return [int(r["item_id"]) for r in rows]
 
+    def decided_by(self, reviewer: str, since: str = "") -> int:
+        """How many items the reviewer gave a verdict on since a time (ISO 8601 prefix, UTC)."""
+        sql = "SELECT COUNT(DISTINCT item_id) FROM verdicts WHERE reviewer=? AND role != 'retraction' AND created >= ?"
+        return int(self.db.execute(sql, (reviewer, since)).fetchone()[0])
+
     def sightings(self, item_id: int) -> list[dict]:
         return [dict(r) for r in self.db.execute("SELECT run_id, seen FROM sightings WHERE item_id=? ORDER BY seen, run_id", (int(item_id),)).fetchall()]
 
