@@ -43,14 +43,10 @@ EXPORT_COLUMNS = (
 
 def default_queue_path(store: Any = None, *, runs_dir: str | Path | None = None) -> Path:
     """`$EVALSUITE_REVIEW_QUEUE`, else `review.sqlite` beside the runs folder (reports/review.sqlite)."""
+    from ..run.store import beside_runs
+
     env = os.environ.get("EVALSUITE_REVIEW_QUEUE")
-    if env:
-        return Path(env)
-    if store is not None:
-        return Path(store.dir).parent.parent / "review.sqlite"
-    if runs_dir is not None:
-        return Path(runs_dir).parent / "review.sqlite"
-    return DEFAULT_QUEUE
+    return Path(env) if env else beside_runs(DEFAULT_QUEUE.name, store, runs_dir=runs_dir)
 
 
 def default_reviewer() -> str:
@@ -174,6 +170,7 @@ def decisions(cmp: Any, fingerprints: Mapping[str, str], queue: str | Path | Rev
     accepted: dict[str, dict[str, str]] = {}
     regressions: dict[str, dict[str, str]] = {}
     open_items: dict[str, list[int]] = {}
+    item_ids: dict[str, dict[str, int]] = {}
     with _open(queue) as q:
         latest = q.latest_by_key(keys)
         source = str(q.path)
@@ -186,7 +183,20 @@ def decisions(cmp: Any, fingerprints: Mapping[str, str], queue: str | Path | Rev
             regressions.setdefault(variant, {})[case] = why
         else:
             open_items.setdefault(variant, []).append(int(row["id"]))
-    return ReviewDecisions(accepted, regressions, {v: tuple(sorted(ids)) for v, ids in open_items.items()}, max_open, source)
+            continue
+        item_ids.setdefault(variant, {})[case] = int(row["id"])
+    return ReviewDecisions(accepted, regressions, {v: tuple(sorted(ids)) for v, ids in open_items.items()}, max_open, source, item_ids)
+
+
+def fingerprint_verdicts(queue: str | Path | None, fingerprints: Sequence[str], *, default: str | Path | None = None) -> dict[str, dict[int, dict]]:
+    """The current verdict on every reviewed output of these variant builds (by fingerprint): what the
+    release ledger asks to tell whether a waiver still stands and whether a reviewer has since found
+    a regression. `queue` None: `default` (else default_queue_path()); no queue file: no verdicts."""
+    path = Path(queue) if queue else Path(default) if default else default_queue_path()
+    if not path.is_file() or not fingerprints:
+        return {}
+    with _open(path, create=False) as q:
+        return q.verdicts_by_fingerprint(fingerprints)
 
 
 def review_decisions(store: Any, cmp: Any, policy: ReviewPolicy | None, queue: str | Path | ReviewStore | None = None) -> ReviewDecisions:
