@@ -17,7 +17,7 @@ from evalsuite.releases.ledger import ReleaseLedger
 from evalsuite.report.releases import ledger_status
 
 WORKER = Path(__file__).with_name("ledger_worker.py")
-N_PROC, TIMES = 8, 3
+N_PROC, TIMES = 8, 2
 STAGES = ("dev", "pilot", "production")
 VARIANTS = 4  # good-a, good-b, tweak, bad
 
