@@ -18,6 +18,7 @@ from typing import Any
 
 from ..scoring.evidence import citations_evidence, code_evidence, json_drift_rows
 from .frames import LoadedRun, load_run, perf_rows
+from .releases import release_history
 
 SEVERITY_ORDER = {"block": 0, "warn": 1, "flip": 2}
 MAX_FLAGGED = 3000  #: flagged cases rendered with full evidence (the rest are counted)
@@ -92,6 +93,7 @@ class ReportData:
     comparison: Any = None
     loaded: Any = None
     judgment: Any = None  #: the Judgment the report renders
+    releases: Any = None  #: releases.ReleaseHistory: stages cleared per variant and each stage's rollback target (None: no ledger)
 
     @property
     def status(self) -> str:
@@ -281,7 +283,7 @@ def _models(suite: Mapping, signature: Mapping) -> list[dict]:
     return out
 
 
-def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None) -> ReportData:
+def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None, ledger: str | Path | None = None) -> ReportData:
     """Everything a report shows of a judged run (evalsuite.judge.judge_run's Judgment): the verdict
     as judged, never judged again here, and the evidence of every flagged case."""
     lr = loaded or load_run(judgment.store, comparison=judgment.comparison)
@@ -317,6 +319,7 @@ def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None) -> Repo
         comparison=cmp,
         loaded=lr,
         judgment=judgment,
+        releases=release_history(judgment, ledger),
     )
 
 

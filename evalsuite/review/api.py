@@ -52,14 +52,10 @@ EXPORT_COLUMNS = (
 
 def default_queue_path(store: Any = None, *, runs_dir: str | Path | None = None) -> Path:
     """`$EVALSUITE_REVIEW_QUEUE`, else `review.sqlite` beside the runs folder (reports/review.sqlite)."""
+    from ..run.store import beside_runs
+
     env = os.environ.get("EVALSUITE_REVIEW_QUEUE")
-    if env:
-        return Path(env)
-    if store is not None:
-        return Path(store.dir).parent.parent / "review.sqlite"
-    if runs_dir is not None:
-        return Path(runs_dir).parent / "review.sqlite"
-    return DEFAULT_QUEUE
+    return Path(env) if env else beside_runs(DEFAULT_QUEUE.name, store, runs_dir=runs_dir)
 
 
 def default_reviewer() -> str:
@@ -253,7 +249,7 @@ def decisions(
         hist = q.histories(r["id"] for r in latest.values() if r["verdict"] == "disputed" or r.get("verdict_role") == "adjudication")
         audit = audit_estimate(q, cmp.run_id)
         source = str(q.path)
-    out: dict[str, dict[str, dict]] = {k: {} for k in ("accepted", "regression", "expired", "disputed", "open")}
+    out: dict[str, dict[str, dict]] = {k: {} for k in ("accepted", "regression", "expired", "disputed", "open", "item_ids")}
     notes: list[str] = []
     for key, row in sorted(latest.items(), key=lambda kv: kv[1]["id"]):
         variant, case = keys[key]
@@ -261,6 +257,8 @@ def decisions(
         out[kind].setdefault(variant, {})[case] = why if kind in ("accepted", "regression", "expired") else row["id"]
         if kind in ("expired", "disputed"):
             out["open"].setdefault(variant, {})[case] = row["id"]
+        if kind in ("accepted", "regression"):
+            out["item_ids"].setdefault(variant, {})[case] = int(row["id"])
         if note:
             notes.append(note)
     return ReviewDecisions(
@@ -269,12 +267,24 @@ def decisions(
         open_items={v: tuple(sorted(ids.values())) for v, ids in out["open"].items()},
         max_open=max_open,
         source=source,
+        item_ids=out["item_ids"],
         expired=out["expired"],
         disputed={v: tuple(sorted(ids.values())) for v, ids in out["disputed"].items()},
         notes=tuple(notes),
         audit=audit,
         as_of=iso_utc(t),
     )
+
+
+def fingerprint_verdicts(queue: str | Path | None, fingerprints: Sequence[str], *, default: str | Path | None = None) -> dict[str, dict[int, dict]]:
+    """The current verdict on every reviewed output of these variant builds (by fingerprint): what the
+    release ledger asks to tell whether a waiver still stands and whether a reviewer has since found
+    a regression. `queue` None: `default` (else default_queue_path()); no queue file: no verdicts."""
+    path = Path(queue) if queue else Path(default) if default else default_queue_path()
+    if not path.is_file() or not fingerprints:
+        return {}
+    with _open(path, create=False) as q:
+        return q.verdicts_by_fingerprint(fingerprints)
 
 
 def review_decisions(store: Any, cmp: Any, policy: ReviewPolicy | None, queue: str | Path | ReviewStore | None = None, **kw: Any) -> ReviewDecisions:

@@ -1,14 +1,9 @@
 """The review queue on disk: one SQLite file (default `reports/review.sqlite`).
 
 Why SQLite: several reviewers (notebooks, CLIs, CI's `gate --flag`) write at once, and a verdict is
-human work that must never be lost or half-written. The file is opened in WAL mode (readers never
-block the writer), with a busy timeout, and every write runs in a `BEGIN IMMEDIATE` transaction: a
-deferred transaction that reads first and then writes can fail with SQLITE_BUSY *despite* the busy
-timeout (its read snapshot may be stale when it asks for the write lock), while an immediate one
-takes the write lock up front and simply waits its turn. With WAL and `synchronous=NORMAL` (the
-default) a committed transaction survives any crash of the process (tests kill writers with
-SIGKILL); only an OS crash or power cut can undo the last few commits, never corrupt the file.
-`synchronous="FULL"` closes that window too, at about 7x the cost per write (fsync per commit).
+human work that must never be lost or half-written. The file handling (WAL, busy timeout, `BEGIN
+IMMEDIATE` writes, what survives a kill, migrations) is evalsuite.sqlitefile's, shared with the
+release ledger; tests kill writers with SIGKILL.
 
 The tables, their migrations and the SQL of "open": evalsuite/review/schema.py; how a verdict
 history settles into an item's state (undo, double review, adjudication): evalsuite/review/settle.py.
@@ -19,32 +14,26 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import random
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import EvalsuiteError
+from ..sqlitefile import BUSY_TIMEOUT_S, SqliteFile, now_iso
 from .schema import ANSWERED_SQL, EXPIRED_SQL, HISTORY_COLUMNS, ITEM_SQL, MIGRATIONS, OPEN_SQL, SCHEMA_VERSION, STANDING_SQL
 from .settle import STATES, settle
 
 DEFAULT_QUEUE = Path("reports") / "review.sqlite"
 VERDICTS = ("acceptable", "regression", "unsure")
-BUSY_TIMEOUT_S = 60.0
 DEFAULT_LEASE_S = 30 * 60.0
 ROLES = ("review", "adjudication")
 
 
 class QueueError(EvalsuiteError):
     """A problem with the review queue (unknown item, bad verdict, newer schema...)."""
-
-
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def output_hash(text: str | None) -> str:
@@ -172,92 +161,19 @@ def iso_utc(t: float) -> str:
     return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-class ReviewStore:
+class ReviewStore(SqliteFile):
     """One connection to the queue file. Cheap to open; one per process (or thread)."""
 
+    SCHEMA_VERSION = SCHEMA_VERSION
+    MIGRATIONS = MIGRATIONS
+    KIND = "review queue"
+    ERROR = QueueError
+
     def __init__(self, path: str | Path = DEFAULT_QUEUE, *, busy_timeout_s: float = BUSY_TIMEOUT_S, create: bool = True, synchronous: str = "NORMAL"):
-        self.path = Path(path)
-        self.busy_timeout_s = float(busy_timeout_s)
-        if str(synchronous).upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
-            raise QueueError(f"synchronous: must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
-        if not create and not self.path.is_file():
-            raise QueueError(f"{self.path}: no review queue here (flag a run first: evalsuite review flag RUN)")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: no implicit transactions; every write says BEGIN IMMEDIATE itself
-        self.db = sqlite3.connect(str(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
-        self.db.row_factory = sqlite3.Row
-        self._retry(lambda: self.db.execute("PRAGMA journal_mode=WAL").fetchone())
-        self.db.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
-        self.db.execute(f"PRAGMA synchronous={synchronous}")
-        self.db.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
+        super().__init__(path, busy_timeout_s=busy_timeout_s, create=create, synchronous=synchronous)
 
-    # -- plumbing ---------------------------------------------------------------------------
-
-    def close(self) -> None:
-        self.db.close()
-
-    def __enter__(self) -> ReviewStore:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    @staticmethod
-    def _retry(fn, attempts: int = 8):
-        """Run fn, retrying a few times on SQLITE_BUSY/LOCKED that slipped past the busy timeout
-        (the WAL-mode switch and a recovering WAL can report busy without invoking the handler)."""
-        for i in range(attempts):
-            try:
-                return fn()
-            except sqlite3.OperationalError as exc:
-                msg = str(exc)
-                if ("locked" not in msg and "busy" not in msg) or i == attempts - 1:
-                    raise
-                time.sleep(min(2.0, 0.05 * 2**i) * (0.5 + random.random()))
-
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: BEGIN IMMEDIATE (waits for the write lock), COMMIT or ROLLBACK."""
-        self._retry(lambda: self.db.execute("BEGIN IMMEDIATE"))
-        try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        try:
-            self._retry(lambda: self.db.execute("COMMIT"))
-        except BaseException:
-            if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
-            raise
-
-    def _version(self) -> int:
-        has = self.db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='schema_version'").fetchone()
-        if not has:
-            return 0
-        row = self.db.execute("SELECT MAX(version) FROM schema_version").fetchone()
-        return int(row[0] or 0)
-
-    def _migrate(self) -> None:
-        if self._version() == SCHEMA_VERSION:
-            return
-        with self.write() as db:
-            current = self._version()  # re-read under the write lock: another process may have migrated
-            if current > SCHEMA_VERSION:
-                raise QueueError(f"{self.path}: review queue schema version {current} is newer than this evalsuite ({SCHEMA_VERSION}); upgrade evalsuite")
-            if current == 0:
-                db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied TEXT NOT NULL)")
-            for version, statements in MIGRATIONS:
-                if version <= current:
-                    continue
-                for sql in statements:
-                    db.execute(sql)
-                db.execute("INSERT INTO schema_version VALUES (?, ?)", (version, now_iso()))
-
-    @property
-    def schema_version(self) -> int:
-        return self._version()
+    def missing_message(self) -> str:
+        return f"{self.path}: no review queue here (flag a run first: evalsuite review flag RUN)"
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -541,6 +457,29 @@ class ReviewStore:
             sql, args = sql + " WHERE run_id=?", [run_id]
         return [dict(r) for r in self.db.execute(sql + " ORDER BY run_id, variant", args)]
 
+    def verdicts_by_fingerprint(self, fingerprints: Iterable[str]) -> dict[str, dict[int, dict]]:
+        """fingerprint -> item id -> {case_id, verdict, reviewer, note, time}: the current state of each
+        reviewed output of these variant builds (items never reviewed are left out): `acceptable`,
+        `regression`, `unsure`, `pending`, `disputed`, `expired` (a lapsed waiver) or `open` (every
+        verdict undone), with the reviewer, note and time of the row that decided it."""
+        fps = list(dict.fromkeys(fingerprints))
+        out: dict[str, dict[int, dict]] = {}
+        for i in range(0, len(fps), 500):
+            chunk = fps[i : i + 500]
+            rows = self.db.execute(
+                ITEM_SQL + f" WHERE i.fingerprint IN ({','.join('?' * len(chunk))}) AND EXISTS (SELECT 1 FROM verdicts v WHERE v.item_id = i.id) ORDER BY i.id",
+                [_now_iso(None), *chunk],
+            ).fetchall()
+            for r in rows:
+                out.setdefault(r["fingerprint"], {})[int(r["id"])] = {
+                    "case_id": r["case_id"],
+                    "verdict": "expired" if r["waiver_expired"] else (r["verdict"] or "open"),
+                    "reviewer": r["reviewer"],
+                    "note": r["note"],
+                    "time": r["verdict_time"],
+                }
+        return out
+
     def counts(self, *, now: float | None = None) -> dict:
         """Totals for `review stats`: items, verdict rows, current states, open items, live claims."""
         db, t = self.db, time.time() if now is None else now
@@ -556,9 +495,6 @@ class ReviewStore:
             "runs": db.execute("SELECT COUNT(DISTINCT run_id) FROM sightings").fetchone()[0],
             "audit_items": db.execute("SELECT COUNT(*) FROM items WHERE audit=1").fetchone()[0],
         }
-
-    def integrity(self) -> str:
-        return str(self.db.execute("PRAGMA integrity_check").fetchone()[0])
 
 
 def _now_iso(now: float | None) -> str:

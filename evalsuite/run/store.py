@@ -167,6 +167,16 @@ class GenerationCache:
             self._db.close()
 
 
+def beside_runs(name: str, store: Any = None, *, runs_dir: str | Path | None = None) -> Path:
+    """A file kept beside the runs folder, shared by every run in it (the review queue, the release
+    ledger): `reports/<name>` for runs under `reports/runs/`."""
+    if store is not None:
+        return Path(store.dir).parent.parent / name
+    if runs_dir is not None:
+        return Path(runs_dir).parent / name
+    return Path("reports") / name
+
+
 def _stat(path: Path) -> tuple:
     try:
         st = path.stat()

@@ -32,6 +32,7 @@ class ReviewDecisions:
     open_items: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  #: variant -> ids of items still open
     max_open: int | None = None  #: more open items than this: "needs review" (None: never)
     source: str = ""  #: where the decisions came from (the queue file)
+    item_ids: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  #: variant -> case id -> queue item id (accepted and regressions)
     expired: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  #: variant -> case id -> why its waiver no longer holds
     disputed: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  #: variant -> ids of items whose independent reviews disagree
     notes: tuple[str, ...] = ()  #: what the gate should say about the queue (adjudications, disputes, expired waivers)

@@ -45,10 +45,11 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..cases.caseset import sha256_json
 from ..cases.options import STAGES
 from ..errors import EvalsuiteError
 from ..yamlio import LineMap, load_yaml
@@ -267,6 +268,15 @@ class Rubric:
 
             raise UnknownNameError("stage", stage, list(self.stages))
         return self.stages[stage]
+
+    def digest(self, stage: str) -> str:
+        """What a stage's verdicts depend on, hashed: its resolved rules and the review policy (not the
+        file's path or its other stages), so a release cleared under one rubric is known to need
+        judging again when those change."""
+        sr = self.for_stage(stage)
+        rules = {k: v for k, v in asdict(sr).items() if k != "path"}
+        review = asdict(self.review) if is_dataclass(self.review) and not isinstance(self.review, type) else self.review
+        return sha256_json({"stage": rules, "review": review})
 
 
 # ---------------------------------------------------------------------------------------------
