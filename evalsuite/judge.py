@@ -54,7 +54,7 @@ def judge_run(
     # the clock is read here, at the entry to judging: the queue's waivers are checked as of now and
     # for this rubric, and the gate itself stays a pure function of what it is handed
     now = datetime.now(timezone.utc)
-    review = review_decisions(store, cmp, rub.review, path, now=now, rubric_digest=rub.digest) if path.is_file() else None
+    review = review_decisions(store, cmp, rub.review, path, now=now, rubric_digest=rub.rules_digest()) if path.is_file() else None
     adaptive = adaptive_decisions(store, sr, cmp) if is_adaptive(store) else None
     decisions = Decisions(review=review, adaptive=adaptive)
     verdict = gate(cmp, sr, decisions, judge_noise=judge_noise)

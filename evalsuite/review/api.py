@@ -148,7 +148,7 @@ def _rubric(store: Any, rubric: Any) -> tuple[ReviewPolicy, str | None]:
         return rubric, None
     if not isinstance(rubric, Rubric):
         rubric = load_rubric(resolve_rubric_path(rubric, store.suite))
-    return rubric.review or DEFAULT_POLICY, rubric.digest or None
+    return rubric.review or DEFAULT_POLICY, rubric.rules_digest()
 
 
 def _cases(store: Any) -> dict:

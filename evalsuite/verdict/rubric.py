@@ -41,8 +41,6 @@ pytest-benchmark compare-fail shape: `fails(...) -> reason | None`.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
@@ -260,7 +258,6 @@ class Rubric:
     path: str
     stages: Mapping[str, StageRubric] = field(default_factory=dict)
     review: Any = None  #: the `review:` section: an evalsuite.review.policy.ReviewPolicy (flagging, max_open)
-    digest: str = ""  #: sha256 of the rubric's content: a waiver given "until the rubric changes" lapses when it differs
 
     def for_stage(self, stage: str) -> StageRubric:
         if stage not in self.stages:
@@ -277,6 +274,11 @@ class Rubric:
         rules = {k: v for k, v in asdict(sr).items() if k != "path"}
         review = asdict(self.review) if is_dataclass(self.review) and not isinstance(self.review, type) else self.review
         return sha256_json({"stage": rules, "review": review})
+
+    def rules_digest(self) -> str:
+        """Every stage's `digest` together: what a review waiver given "until the rubric changes"
+        holds under (it lapses when any stage's rules or the review policy change)."""
+        return sha256_json({s: self.digest(s) for s in sorted(self.stages)})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -467,12 +469,7 @@ def parse_rubric(data: Any, file: str = "<rubric>", lines: LineMap | None = None
     review = parse_review_policy(data.get("review"), ctx.add)
     if ctx.problems:
         raise RubricError(ctx.problems)
-    return Rubric(base.name, file, stages, review, content_digest(data))
-
-
-def content_digest(data: Any) -> str:
-    """sha256 of a loaded document's content (key order and formatting do not count)."""
-    return hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")).hexdigest()
+    return Rubric(base.name, file, stages, review)
 
 
 @dataclass(frozen=True)

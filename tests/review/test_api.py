@@ -247,3 +247,16 @@ def test_an_expired_waiver_reopens_its_item_and_the_gate_says_why(review_run, tm
     assert api.next_item("bob", queue=q)["case_id"] in ("kb-003",) or "kb-003" in {i["case_id"] for i in api.list_items(q, status="open")}
     with pytest.raises(Exception, match="expires: expected a date"):
         api.annotate(items["kb-004"]["id"], "acceptable", reviewer="alice", queue=q, expires="next tuesday")
+
+
+def test_the_release_ledger_sees_lapsed_and_undone_waivers(review_run, tmp_path):
+    store, q = review_run["store"], tmp_path / "q.sqlite"
+    api.flag_run(store, queue=q)
+    items = by_case(q)
+    api.annotate(items["kb-003"]["id"], "acceptable", reviewer="alice", queue=q, expires="2020-01-01")
+    api.annotate(items["kb-004"]["id"], "acceptable", reviewer="alice", queue=q)
+    api.undo(items["kb-004"]["id"], "alice", q)
+    api.annotate(items["kb-000"]["id"], "acceptable", reviewer="alice", queue=q)
+    fp = store.signature["variants"]["opt"]
+    got = {v["case_id"]: v["verdict"] for v in api.fingerprint_verdicts(q, [fp])[fp].values()}
+    assert got == {"kb-003": "expired", "kb-004": "open", "kb-000": "acceptable"}  # never-reviewed items are left out
