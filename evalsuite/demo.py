@@ -110,15 +110,18 @@ def missing_requirement(variant) -> str | None:
 
         if why := serve_missing(variant.options):
             return why
-    for q in (variant.quantization, ((variant.speculative or {}).get("draft") or {}).get("quantization")):
-        method = str((q or {}).get("method", "")).lower()
-        if method in ("bnb", "bitsandbytes"):
-            needs.append(("bitsandbytes", "bnb"))
-        elif method == "gptq" and not (q or {}).get("checkpoint"):
-            needs.append(("gptqmodel", "gptq"))
     for module, extra in needs:
         if importlib.util.find_spec(module) is None:
             return f"needs {module}: pip install 'evalsuite[{extra}]'"
+    from .errors import EvalsuiteError
+    from .models.formats import missing_requirement as quantization_missing
+
+    for q in (variant.quantization, ((variant.speculative or {}).get("draft") or {}).get("quantization")):
+        try:
+            if why := quantization_missing(q):  # every method's packages (bnb, gptq, awq, llm-compressor, torchao, hqq ...)
+                return why
+        except EvalsuiteError:  # a method only another backend knows: that backend says so
+            continue
     return None
 
 
