@@ -17,7 +17,7 @@ from ..verdict.compare import Comparison
 from ..verdict.decisions import AdaptiveDecisions, SequentialCheck
 from ..verdict.rubric import StageRubric
 from .driver import STATE_FILE, _checks_for, load_state
-from .verdict import CheckResult, VariantState, evaluate
+from .verdict import CheckResult, Look, VariantState, evaluate
 
 __all__ = ["STATE_FILE", "adaptive_decisions", "is_adaptive"]
 
@@ -40,10 +40,8 @@ def adaptive_decisions(store: Any, sr: StageRubric, comparison: Comparison) -> A
     for variant in [v for v in comparison.variants if v in state.get("variants", {})]:
         entry = state["variants"][variant]
         sequence = [c for b in entry.get("batches", []) for c in b]
-        st = evaluate(
-            variant, checks, base, others.get(variant, {}), set(sequence), state["order"],
-            method=sr.multiple_testing, noise_floor=comparison.noise_floor, bounds=True, sequence=sequence,
-        )  # fmt: skip
+        look = Look(method=sr.multiple_testing, noise_floor=comparison.noise_floor, bounds=True, sequence=sequence)
+        st = evaluate(variant, checks, base, others.get(variant, {}), set(sequence), state["order"], look)
         problems += _problems(variant, entry, st, sr.stage, recorded_stage)
         notes.append(_stop_note(variant, st, len(state["order"])))
         out[variant] = tuple(_check(r) for r in st.results)
