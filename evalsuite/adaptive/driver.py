@@ -179,7 +179,7 @@ class _Run:
     progress: bool
 
     def save(self) -> None:
-        self.store.write_json(STATE_FILE, self.state)
+        self.store.write_json(STATE_FILE, self.state, indent=None)  # rewritten twice a batch: the compact, fast encoding
 
 
 def _bound_backend(run: _Run, v, factory, cases) -> tuple[Any, str]:
@@ -207,26 +207,27 @@ def _adaptive_variant(run: _Run, v, backend, fp: str) -> VariantState:
     entry = run.state["variants"].setdefault(v.name, {"batches": [], "pending": None, "stopped": False})
     outputs = _Outputs(store, (run.baseline, v.name), v.generation.samples)
     generated = {c for b in entry["batches"] for c in b}
-    records = _scored(run, v.name, outputs, generated) if generated else []
+    var: dict = {}  #: the variant's per-case scores, (scenario, metric) -> case -> CaseAgg, a batch at a time
+    _add_scores(var, _scored(run, v.name, outputs, generated) if generated else [])
     job = VariantJob(v, backend, fp, [], store, run.cache, {g.key() for g in store.generations() if g.ok}, run.ref, progress=False)
     batch_size = run.settings.batch_size or v.generation.batch_size
     with _progress(run.progress, f"{v.name} (adaptive)", len(order)) as advance:
         advance(len(generated))
         while not entry["stopped"]:
-            batch = entry["pending"] or _next_batch(run, v.name, entry, records, generated, batch_size)
+            batch = entry["pending"] or _next_batch(run, v.name, entry, var, generated, batch_size)
             if not batch:
                 break
             cases = [run.by_id[c] for c in batch]
             run.summaries[v.name] = _run_variant(replace(job, cases=cases, previous=run.summaries.get(v.name)))
             store.write_json(store.VARIANTS, run.summaries)
             outputs.add(store, set(batch))
-            records += _scored(run, v.name, outputs, set(batch))
+            _add_scores(var, _scored(run, v.name, outputs, set(batch)))
             entry["batches"].append(batch)
             entry["pending"] = None
             generated |= set(batch)
             run.save()
             advance(len(batch))
-    st = _evaluate(v.name, run, records, entry, bounds=True)
+    st = _evaluate(v.name, run, var, entry, bounds=True)
     st.total = len(order)
     entry["state"] = st.to_dict()
     entry["generated"], entry["total"] = len(generated), len(order)
@@ -234,10 +235,10 @@ def _adaptive_variant(run: _Run, v, backend, fp: str) -> VariantState:
     return st
 
 
-def _next_batch(run: _Run, name: str, entry: dict, records: list, generated: set, batch_size: int) -> list[str]:
+def _next_batch(run: _Run, name: str, entry: dict, var: dict, generated: set, batch_size: int) -> list[str]:
     """The variant's next batch of cases (saved as pending before it is generated), or [] when it
     stops: its verdict decided, or its cases exhausted (the stop is saved too)."""
-    st = _evaluate(name, run, records, entry)
+    st = _evaluate(name, run, var, entry)
     entry["state"] = st.to_dict()
     nxt = [] if is_done(st, run.settings.until) else needed_cases(st, run.checks, run.state["order"], generated)[:batch_size]
     if not nxt:
@@ -278,9 +279,14 @@ def _scored(run: _Run, name: str, outputs: _Outputs, case_ids: set) -> list:
     return [r for r in score_generations(cases, outputs.of(case_ids), run.baseline, cache=run.cache) if r.variant == name]
 
 
-def _evaluate(name: str, run: _Run, records: list, entry: dict, bounds: bool = False) -> VariantState:
-    per = per_case(records)
-    var = {(s, m): aggs for (v, s, m), aggs in per.items() if v == name}
+def _add_scores(var: dict, records: list) -> None:
+    """A batch's score records into the variant's per-case scores: each case comes in one batch, so
+    its aggregate is built once (the records of earlier batches are not aggregated again)."""
+    for (_v, s, m), aggs in per_case(records).items():
+        var.setdefault((s, m), {}).update(aggs)
+
+
+def _evaluate(name: str, run: _Run, var: dict, entry: dict, bounds: bool = False) -> VariantState:
     sequence = [c for b in entry["batches"] for c in b]
     look = Look(method=run.sr.multiple_testing, noise_floor=run.noise_floor, bounds=bounds, sequence=sequence)
     return evaluate(name, run.checks, run.base, var, set(sequence), run.state["order"], look)

@@ -41,7 +41,6 @@ for _noisy in ("torchao", "bitsandbytes", "torch.utils._pytree"):
 warnings.filterwarnings("ignore", message=r".*MatMul8bitLt.*")
 
 
-
 class _DraftConfigNotice(logging.Filter):
     """Drops the one deprecation notice transformers logs about its *own* call: in draft-model
     (assisted) generation its candidate generator calls the draft's `generate` with a

@@ -29,7 +29,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,8 @@ class ScoreRecord:
     details: dict
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # the fields by name, without `asdict`'s recursive deep copy of `details` (a run writes every record)
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     @classmethod
     def from_dict(cls, d: dict) -> ScoreRecord:
@@ -370,8 +371,10 @@ class RunStore:
         return self.dir.name
 
     # -- metadata ------------------------------------------------------------------------------
-    def write_json(self, name: str, obj: Any) -> None:
-        atomic_write_text(self.dir / name, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True, default=str) + "\n")
+    def write_json(self, name: str, obj: Any, indent: int | None = 2) -> None:
+        """Replace one of the run's JSON files atomically (`indent=None`: one line, for state that is
+        rewritten often, such as adaptive.json after every batch: Python's C encoder, not its indenting one)."""
+        atomic_write_text(self.dir / name, json.dumps(obj, indent=indent, ensure_ascii=False, sort_keys=True, default=str) + "\n")
 
     def read_json(self, name: str, default: Any = None) -> Any:
         p = self.dir / name
