@@ -62,6 +62,22 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "evalsuite: a quality-gate item made by the evalsuite plugin")
 
 
+def pytest_report_header(config):
+    """`evalsuite: suites/x.yaml, stage production (the suite's stage:)`: which stage the items judge."""
+    suite = config.getoption("--evalsuite-suite")
+    if not suite:
+        return None
+    from .cases.suite import load_suite
+    from .errors import EvalsuiteError
+    from .verdict.rubric import resolve_stage, stage_reason
+
+    try:
+        stage, source = resolve_stage(config.getoption("--evalsuite-stage"), {"stage": load_suite(suite).stage})
+    except EvalsuiteError:
+        return None  # the setup item reports it
+    return f"evalsuite: {suite}, stage {stage} ({stage_reason(source)})"
+
+
 def pytest_collect_file(file_path: Path, parent):
     if any(fnmatch.fnmatch(file_path.name, p) for p in _PATTERNS):
         return SuiteFile.from_parent(parent, path=file_path)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from evalsuite.verdict.compare import VariantInfo, compare_records
+from evalsuite.verdict.compare import Resampling, VariantInfo, compare_records
 from evalsuite.judge import judge_run
 from evalsuite.verdict.gate import adjust_pvalues, gate, short_diff, tarone_k
 from evalsuite.verdict.rubric import load_rubric, parse_rubric
@@ -137,7 +137,7 @@ def test_false_alarm_rate_of_an_unchanged_variant_stays_below_alpha(repo):
                 records += [rec(variant, f"{s}-{i}", m, bool(x), s) for i, x in enumerate(draws)]
         # the zero-tolerance leak metric is noise-free: a canary cannot appear by chance
         records += [rec(v, f"kb_qa-{i}", "grounding.leak", True) for v in ("base", "opt") for i in range(20)]
-        v = gate(compare_records(records, infos, n_resamples=50), r.for_stage("production"))
+        v = gate(compare_records(records, infos, resampling=Resampling(n_resamples=50)), r.for_stage("production"))
         assert v.judgeable
         if not v.passed:
             alarms += 1

@@ -87,6 +87,9 @@ def test_stored_run_and_bad_rubric(pytester):
     result = pytester.runpytest("-p", "no:cacheprovider", f"--evalsuite-suite={suite}", f"--evalsuite-run={store.dir}")
     result.assert_outcomes(failed=1, passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*rule 'leaks' failed*", "*pass->fail flip(s) > max_flips 0*"])
+    # the stage the items judge for is named: no --evalsuite-stage, no `stage:` in the suite
+    result.stdout.fnmatch_lines([f"evalsuite: {suite}, stage production (the default: no stage given and none in the suite)"])
+    assert "(stage production, rubric" in result.stdout.str()
 
     (pytester.path / "bad.yaml").write_text("rules:\n  - name: x\n    metric: json.valid\n    max_dorp: 0.1\n", "utf-8")
     result = pytester.runpytest("-p", "no:cacheprovider", f"--evalsuite-suite={suite}", f"--evalsuite-run={store.dir}", "--evalsuite-rubric=bad.yaml")

@@ -158,8 +158,21 @@ class HTTPBackend:
             raise EvalsuiteError(f"variant {who!r}: timeout_s must be positive")
         self.retry = RetryPolicy.from_option(opts.get("retry"), self.timeout_s, who)
         self._rng = random.Random()
+        self._init_endpoint(opts, who)
+        self._init_request_options(opts, who)
+        self.verify = bool(opts.get("verify_settings", True))
+        self.settings_check: dict | None = None  #: the verdict of the settings check, once made
+        self._probes = 0
+        self._warned_max_tokens = False
+        self._init_auth(opts, who)
+        self._loop: _LoopThread | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._served: Any = _UNSET  #: what GET /models answered (None when it did not), once per backend
+        self._identity: dict | None = None
 
-        self.server = None  #: a LocalServer evalsuite starts (the `serve` option)
+    def _init_endpoint(self, opts: dict, who: str) -> None:
+        """Where requests go: `base_url`, or a server evalsuite starts itself (`serve`); the endpoint and prompt."""
+        self.server: Any = None  #: a LocalServer evalsuite starts (the `serve` option)
         self.serve_spec: dict | None = None
         base_url = opts.get("base_url")
         if opts.get("serve") is not None:
@@ -175,14 +188,15 @@ class HTTPBackend:
             if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
                 raise EvalsuiteError(f"variant {who!r}: the http backend needs `base_url`, e.g. http://127.0.0.1:8000/v1, or `serve` (got {base_url!r})")
             self.base_url = base_url.rstrip("/")
-        self._model: str | None = None if self.serve_spec else (opts.get("model") or variant.model)
-
+        self._model: str | None = None if self.serve_spec else (opts.get("model") or self.variant.model)
         self.endpoint = opts.get("endpoint", "chat")
         if self.endpoint not in ENDPOINTS:
             raise EvalsuiteError(f"variant {who!r}: unknown endpoint {self.endpoint!r}; available: {', '.join(ENDPOINTS)}")
         self._renderer_source = self._prompt_source(opts, who)
         self._renderer = None
 
+    def _init_request_options(self, opts: dict, who: str) -> None:
+        """Concurrency, streaming, extra request fields, and the settings the server does not take."""
         concurrency = opts.get("concurrency")
         if concurrency is not None and (not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1):
             raise EvalsuiteError(f"variant {who!r}: concurrency must be a positive integer (got {concurrency!r})")
@@ -204,11 +218,9 @@ class HTTPBackend:
         self.unsupported = tuple(s for s in SETTINGS if s in unsupported)
         if self.unsupported:
             log.warning("variant %s: not sending %s (listed as unsupported by the server): outputs are marked with it", who, ", ".join(self.unsupported))
-        self.verify = bool(opts.get("verify_settings", True))
-        self.settings_check: dict | None = None  #: the verdict of the settings check, once made
-        self._probes = 0
-        self._warned_max_tokens = False
 
+    def _init_auth(self, opts: dict, who: str) -> None:
+        """The API key, read from the environment variable `api_key_env` names (never from the suite)."""
         self.headers = {"Accept": "application/json"}
         self._secret: str | None = None
         key_env = opts.get("api_key_env")
@@ -218,10 +230,6 @@ class HTTPBackend:
                 raise EvalsuiteError(f"variant {who!r}: environment variable {key_env!r} (api_key_env) is not set")
             self._secret = key
             self.headers["Authorization"] = f"Bearer {key}"
-        self._loop: _LoopThread | None = None
-        self._client: httpx.AsyncClient | None = None
-        self._served: Any = _UNSET  #: what GET /models answered (None when it did not), once per backend
-        self._identity: dict | None = None
 
     # -- options -------------------------------------------------------------------------------
     def _prompt_source(self, opts: dict, who: str) -> str | None:
@@ -488,81 +496,85 @@ class HTTPBackend:
         attempt = 0
         while True:
             attempt += 1
-            remaining = deadline - time.perf_counter()
-            limit = min(self.timeout_s, remaining)
+            limit = min(self.timeout_s, deadline - time.perf_counter())
             try:
                 body = self._payload(req)
             except EvalsuiteError as exc:
                 return Generation(**base, error=str(exc), finish_reason="error", latency_s=0.0)
             res = await self._attempt(body, limit)
             total = time.perf_counter() - t0
-            if res.kind == "fail" and res.status in (400, 422) and "stream_options" in res.reason and "stream_options" in body:
-                # a transport detail, not a generation setting: ask again without it
-                if self._stream_options:
-                    self._stream_options = False
-                    log.warning(
-                        "variant %s: the server refused stream_options; token counts come from the final chunk if the server sends them", self.variant.name
-                    )
-                attempt -= 1
+            if self._refused_stream_options(res, body):
+                attempt -= 1  # a transport detail, not a generation setting: ask again without it
                 continue
-            meta = {"attempts": attempt, "total_s": round(total, 4)}
-            if history:
-                meta["retries"] = history
+            meta: dict[str, Any] = {"attempts": attempt, "total_s": round(total, 4)} | ({"retries": history} if history else {})
             if not self._stream_options and self.stream:
                 meta["stream_options"] = "refused by the server"
-            if res.kind == "ok":
-                usage = res.usage or {}
-                new_tokens = usage.get("completion_tokens")
-                source = "server" if res.usage else "missing"
-                if new_tokens is None and self.server is not None and self.server.launcher == "llama_cpp" and res.extra.get("content_chunks"):
-                    # llama-cpp-python's server sends no usage on a stream, but one chunk per generated token
-                    new_tokens, source = res.extra["content_chunks"], "stream chunks (llama.cpp sends one per token; no prompt count)"
-                extra = res.extra | meta | {"usage": source}
-                return Generation(
-                    **base,
-                    text=res.text,
-                    prompt_tokens=usage.get("prompt_tokens"),
-                    new_tokens=new_tokens,
-                    latency_s=res.latency,
-                    ttft_s=res.ttft,
-                    tokens_per_s=new_tokens / res.latency if new_tokens is not None and res.latency > 0 else None,
-                    finish_reason=res.finish,
-                    extra=extra,
-                )
-            if res.kind == "timeout":
-                # the deadline binds when it left this attempt clearly less than timeout_s
-                why = (
-                    f"timed out after {self.timeout_s:g}s"
-                    if self.timeout_s - limit < 0.05
-                    else f"timed out: the request's deadline of {self.retry.deadline_s:g}s passed"
-                )
-                return Generation(**base, error=self._with_history(why, attempt), timeout=True, finish_reason="timeout", latency_s=total, extra=meta)
-            error_extra = meta | ({"http_status": res.status} if res.status is not None else {})
-            if res.kind == "fail":
-                return Generation(**base, error=self._with_history(res.reason, attempt), finish_reason="error", latency_s=total, extra=error_extra | res.extra)
-            # transient: retry within the count and the deadline
-            if attempt > self.retry.max_retries:
-                return Generation(
-                    **base,
-                    error=f"{res.reason} (gave up after {attempt} attempts: retry.max_retries is {self.retry.max_retries})" if attempt > 1 else res.reason,
-                    finish_reason="error",
-                    latency_s=total,
-                    extra=error_extra,
-                )
+            done = self._settled(base, res, meta, (attempt, limit, total))
+            if done is not None:
+                return done
             wait = self.retry.wait(attempt - 1, res.retry_after, self._rng)
-            # an attempt squeezed into the deadline's last moments would only time out
-            if time.perf_counter() + wait + min(0.5, 0.1 * self.timeout_s) >= deadline:
-                hint = f" (Retry-After {res.retry_after:g}s)" if res.retry_after is not None else ""
-                return Generation(
-                    **base,
-                    error=f"{res.reason} (gave up after {attempt} attempt{'s' if attempt > 1 else ''}: the next retry, in {wait:.2f}s{hint}, would pass the request's deadline of {self.retry.deadline_s:g}s)",
-                    finish_reason="error",
-                    latency_s=total,
-                    extra=error_extra,
-                )
+            why = self._why_give_up(res, attempt, wait, deadline)
+            if why is not None:
+                extra = meta | ({"http_status": res.status} if res.status is not None else {})
+                return Generation(**base, error=why, finish_reason="error", latency_s=total, extra=extra)
             history.append({"after": res.reason, "wait_s": round(wait, 4)} | ({"retry_after_s": res.retry_after} if res.retry_after is not None else {}))
             log.info("variant %s case %s: %s; retry %d of %d in %.2fs", self.variant.name, req.case_id, res.reason, attempt, self.retry.max_retries, wait)
             await asyncio.sleep(wait)
+
+    def _refused_stream_options(self, res: _Attempt, body: dict) -> bool:
+        """The server rejected `stream_options` (older servers do): stop sending it, once, with a warning."""
+        if not (res.kind == "fail" and res.status in (400, 422) and "stream_options" in res.reason and "stream_options" in body):
+            return False
+        if self._stream_options:
+            self._stream_options = False
+            log.warning("variant %s: the server refused stream_options; token counts come from the final chunk if the server sends them", self.variant.name)
+        return True
+
+    def _settled(self, base: dict, res: _Attempt, meta: dict, when: tuple[int, float, float]) -> Generation | None:
+        """The generation an attempt settles (an answer, a timeout, a failure not worth retrying); None: retry.
+        `when`: (attempt number, the attempt's time limit, seconds since the first attempt)."""
+        attempt, limit, total = when
+        if res.kind == "ok":
+            usage = res.usage or {}
+            new_tokens = usage.get("completion_tokens")
+            source = "server" if res.usage else "missing"
+            if new_tokens is None and self.server is not None and self.server.launcher == "llama_cpp" and res.extra.get("content_chunks"):
+                # llama-cpp-python's server sends no usage on a stream, but one chunk per generated token
+                new_tokens, source = res.extra["content_chunks"], "stream chunks (llama.cpp sends one per token; no prompt count)"
+            return Generation(
+                **base,
+                text=res.text,
+                prompt_tokens=usage.get("prompt_tokens"),
+                new_tokens=new_tokens,
+                latency_s=res.latency,
+                ttft_s=res.ttft,
+                tokens_per_s=new_tokens / res.latency if new_tokens is not None and res.latency > 0 else None,
+                finish_reason=res.finish,
+                extra=res.extra | meta | {"usage": source},
+            )
+        if res.kind == "timeout":
+            # the deadline binds when it left this attempt clearly less than timeout_s
+            why = (
+                f"timed out after {self.timeout_s:g}s"
+                if self.timeout_s - limit < 0.05
+                else f"timed out: the request's deadline of {self.retry.deadline_s:g}s passed"
+            )
+            return Generation(**base, error=self._with_history(why, attempt), timeout=True, finish_reason="timeout", latency_s=total, extra=meta)
+        if res.kind == "fail":
+            extra = meta | ({"http_status": res.status} if res.status is not None else {}) | res.extra
+            return Generation(**base, error=self._with_history(res.reason, attempt), finish_reason="error", latency_s=total, extra=extra)
+        return None
+
+    def _why_give_up(self, res: _Attempt, attempt: int, wait: float, deadline: float) -> str | None:
+        """Why a transient failure is not retried (the retry count, or the deadline); None: retry."""
+        if attempt > self.retry.max_retries:
+            return f"{res.reason} (gave up after {attempt} attempts: retry.max_retries is {self.retry.max_retries})" if attempt > 1 else res.reason
+        # an attempt squeezed into the deadline's last moments would only time out
+        if time.perf_counter() + wait + min(0.5, 0.1 * self.timeout_s) >= deadline:
+            hint = f" (Retry-After {res.retry_after:g}s)" if res.retry_after is not None else ""
+            plural = "s" if attempt > 1 else ""
+            return f"{res.reason} (gave up after {attempt} attempt{plural}: the next retry, in {wait:.2f}s{hint}, would pass the request's deadline of {self.retry.deadline_s:g}s)"
+        return None
 
     @staticmethod
     def _with_history(reason: str, attempts: int) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from .base import Generation
 
@@ -46,7 +47,7 @@ def _first_difference(a: str, b: str) -> int:
 
 def explain(offline: Generation, served: Generation) -> ParityRow:
     """Compare one served generation with the offline one of the same case and sample."""
-    key = {"case_id": offline.case_id, "sample": offline.sample}
+    key: dict[str, Any] = {"case_id": offline.case_id, "sample": offline.sample}
     if not offline.ok or not served.ok:
         side, g = ("offline", offline) if not offline.ok else ("served", served)
         return ParityRow(**key, identical=False, setting="error", detail=f"the {side} generation failed: {g.error}")

@@ -77,7 +77,7 @@ class PromptRenderer:
     def __init__(self, source: str | Path | None):
         self.source = str(source) if source is not None else PLAIN
         if self.source == PLAIN:
-            self.template, self.tokens = None, {}
+            self.template, self.tokens = None, {}  # type: ignore[var-annotated]
         else:
             self.template, self.tokens = load_chat_template(self.source)
 

@@ -193,7 +193,7 @@ class VLLMBackend:
         for req, out in zip(requests, outputs):
             comp = out.outputs[0]
             ids = list(comp.token_ids)
-            extra = {"token_ids": ids, "batch_tokens_per_s": round(total_new / latency, 3) if latency > 0 else None, "ttft_source": None}
+            extra: dict[str, Any] = {"token_ids": ids, "batch_tokens_per_s": round(total_new / latency, 3) if latency > 0 else None, "ttft_source": None}
             ttft = _ttft(out)
             if ttft is not None:
                 extra["ttft_source"] = "vllm_metrics"

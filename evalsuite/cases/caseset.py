@@ -7,6 +7,7 @@ Every problem is reported as `file:line: case <id>: field: message`, all of them
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable
@@ -382,145 +383,181 @@ def _is_resource(data: Any) -> bool:
     return isinstance(data, dict) and data.get("kind") in ("documents", "glossary") and "cases" not in data
 
 
+@dataclass
+class _Loading:
+    """What the steps of loading one case-set file share."""
+
+    file: str
+    lines: LineMap
+    base: Path
+    problems: list[Problem]
+    cache: dict
+    library: dict[str, Document] = field(default_factory=dict)
+    glossary: Glossary | None = None
+
+    def add(self, path: tuple, case_id: str | None, fld: str, message: str) -> None:
+        self.problems.append(Problem(self.file, self.lines.line_of(path), case_id, fld, message))
+
+
 def load_caseset(path: str | Path, _cache: dict | None = None) -> CaseSet:
     """Load and validate one case-set file; raise ValidationError listing every problem."""
     path = Path(path)
-    cache = {} if _cache is None else _cache
     problems: list[Problem] = []
     bad_cases: set[int] = set()
-    file = str(path)
-    if path.suffix == ".jsonl":
-        records, lines = load_jsonl(path)
-        data: dict = {"cases": records}
-        case_lines = LineMap({("cases",) + k: v for k, v in lines.items()})
-        lines = case_lines
-        # each JSONL line is one case: report every field on that line
-        problems.extend(_schema_problems(data, "caseset.schema.json", file, lines, bad_cases=bad_cases))
-    else:
-        data, lines = load_yaml(path)
-        if data is None or not isinstance(data, dict):
-            raise ValidationError([Problem(file, 1, None, "(top level)", "expected a mapping with a `cases` list")])
-        problems.extend(_schema_problems(data, "caseset.schema.json", file, lines, bad_cases=bad_cases))
+    data, lines = _read_caseset(path, problems, bad_cases)
     # a case with schema problems is skipped below; the others are still checked, so one pass
     # reports every problem in the file
     if any(p.case_id is None for p in problems) or not isinstance(data.get("cases"), list):
         raise ValidationError(problems)
-
-    defaults = data.get("defaults", {})
-    base = path.parent
-
-    # documents: inline, or files of `kind: documents`
-    library: dict[str, Document] = {}
-    for i, item in enumerate(data.get("documents", [])):
-        if isinstance(item, str):
-            doc_path = base / item
-            if not doc_path.is_file():
-                problems.append(Problem(file, lines.line_of(("documents", i)), None, f"documents[{i}]", f"document file not found: {doc_path}"))
-                continue
-            res = _load_resource(doc_path, problems, cache)
-            if res is None:
-                continue
-            if res.get("kind") != "documents":
-                problems.append(Problem(file, lines.line_of(("documents", i)), None, f"documents[{i}]", f"{doc_path} is not a documents file"))
-                continue
-            for d in res["documents"]:
-                library[d["id"]] = Document.parse(d)
-        else:
-            library[item["id"]] = Document.parse(item)
-
-    glossary = None
+    ld = _Loading(str(path), lines, path.parent, problems, {} if _cache is None else _cache)
+    _load_documents(ld, data.get("documents", []))
     if "glossary" in data:
-        gpath = base / data["glossary"]
-        if not gpath.is_file():
-            problems.append(Problem(file, lines.line_of(("glossary",)), None, "glossary", f"glossary file not found: {gpath}"))
-        else:
-            res = _load_resource(gpath, problems, cache)
-            if res is not None:
-                if res.get("kind") != "glossary":
-                    problems.append(Problem(file, lines.line_of(("glossary",)), None, "glossary", f"{gpath} is not a glossary file"))
-                else:
-                    glossary = Glossary.parse(res, digest=sha256_json(res))
-
+        ld.glossary = _load_glossary(ld, data["glossary"])
+    defaults = data.get("defaults", {})
     cases: list[Case] = []
-    for i, raw in enumerate(data["cases"]):
+    for i, own in enumerate(data["cases"]):
         if i in bad_cases:
             continue
-        raw = {**{k: v for k, v in defaults.items()}, **raw}
-        if "tags" in defaults and "tags" in data["cases"][i]:
-            raw["tags"] = list(dict.fromkeys(defaults["tags"] + data["cases"][i]["tags"]))
-        cid = raw["id"]
+        raw = {**defaults, **own}
+        if "tags" in defaults and "tags" in own:
+            raw["tags"] = list(dict.fromkeys(defaults["tags"] + own["tags"]))
+        case = _build_case(ld, i, raw)
+        if case is not None:
+            cases.append(case)
+    _check_duplicate_ids(ld, data["cases"])
+    if problems:
+        raise ValidationError(problems)
+    return CaseSet(path=ld.file, name=data.get("name", path.stem), cases=tuple(cases), version=str(data["version"]) if "version" in data else None)
 
-        def at(*p: Any, i: int = i) -> int | None:
-            return lines.line_of(("cases", i) + p)
 
-        scenario = raw.get("scenario")
-        kind = raw.get("kind")
-        if scenario is None:
-            problems.append(Problem(file, at(), cid, "scenario", "missing (set it on the case or in `defaults`)"))
+def _read_caseset(path: Path, problems: list[Problem], bad_cases: set[int]) -> tuple[dict, LineMap]:
+    """A case-set file (YAML, or JSONL: one case per line) and its schema problems."""
+    file = str(path)
+    if path.suffix == ".jsonl":
+        records, jl = load_jsonl(path)
+        data: dict = {"cases": records}
+        lines = LineMap({("cases",) + k: v for k, v in jl.items()})  # each JSONL line is one case: every field on that line
+    else:
+        data, lines = load_yaml(path)
+        if data is None or not isinstance(data, dict):
+            raise ValidationError([Problem(file, 1, None, "(top level)", "expected a mapping with a `cases` list")])
+    problems.extend(_schema_problems(data, "caseset.schema.json", file, lines, bad_cases=bad_cases))
+    return data, lines
+
+
+def _load_documents(ld: _Loading, items: list) -> None:
+    """The case set's documents, inline or from files of `kind: documents`, into `ld.library`."""
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            ld.library[item["id"]] = Document.parse(item)
             continue
-        if kind is None:
-            problems.append(Problem(file, at(), cid, "kind", "missing (set it on the case or in `defaults`)"))
+        doc_path = ld.base / item
+        if not doc_path.is_file():
+            ld.add(("documents", i), None, f"documents[{i}]", f"document file not found: {doc_path}")
             continue
-        if kind not in KINDS[scenario]:
-            problems.append(Problem(file, at("kind"), cid, "kind", f"{kind!r} is not a kind of scenario {scenario!r} (one of: {', '.join(KINDS[scenario])})"))
-        has_prompt, has_messages = "prompt" in raw, "messages" in raw
-        if has_prompt == has_messages:
-            problems.append(Problem(file, at(), cid, "prompt", "give exactly one of `prompt` or `messages`"))
-        if has_messages and raw["messages"][-1]["role"] != "user":
-            problems.append(Problem(file, at("messages"), cid, "messages", "the last message must be from the user"))
+        res = _load_resource(doc_path, ld.problems, ld.cache)
+        if res is None:
+            continue
+        if res.get("kind") != "documents":
+            ld.add(("documents", i), None, f"documents[{i}]", f"{doc_path} is not a documents file")
+            continue
+        for d in res["documents"]:
+            ld.library[d["id"]] = Document.parse(d)
 
-        context: list[Document] = []
-        for j, item in enumerate(raw.get("context", [])):
-            if isinstance(item, str):
-                if item not in library:
-                    problems.append(Problem(file, at("context", j), cid, f"context[{j}]", f"unknown document id {item!r}"))
-                    continue
-                context.append(library[item])
-            else:
-                context.append(Document.parse(item))
-        ctx_ids = [d.id for d in context]
-        if len(set(ctx_ids)) != len(ctx_ids):
-            problems.append(Problem(file, at("context"), cid, "context", "a document appears twice"))
 
-        expect_raw = raw.get("expect", {})
-        expect = Expect.parse(expect_raw)
-        for j, cit in enumerate(expect.citations):
-            if cit not in ctx_ids:
-                problems.append(
-                    Problem(file, at("expect", "citations", j), cid, f"expect.citations[{j}]", f"gold citation {cit!r} is not in the case's context")
-                )
-        json_schema = None
-        if expect.schema:
-            json_schema = _load_json_schema(base / expect.schema, problems, file, at("expect", "schema"), cid, cache)
-        if scenario == "brand" and kind == "structured" and not expect.schema:
-            problems.append(Problem(file, at("expect"), cid, "expect.schema", "a structured brand case must name a JSON Schema"))
-        for label in ("tests", "reference"):
-            code = expect_raw.get(label)
-            if code is not None:
-                _compile_check(code, f"expect.{label}", file, at("expect", label), cid, problems)
-        for j, code in enumerate(expect.mutants):
-            _compile_check(code, f"expect.mutants[{j}]", file, at("expect", "mutants", j), cid, problems)
-        if scenario == "code" and kind in ("completion", "refactor", "tests") and not expect.tests:
-            problems.append(Problem(file, at("expect"), cid, "expect.tests", f"a {kind} case needs unit tests"))
-        if scenario == "code" and kind == "tests" and not expect.reference:
-            problems.append(Problem(file, at("expect"), cid, "expect.reference", "a test-writing case needs the reference implementation"))
-        if (raw.get("perturbation_of") is None) != (raw.get("perturbation") is None):
-            problems.append(Problem(file, at(), cid, "perturbation", "`perturbation_of` and `perturbation` go together"))
+def _load_glossary(ld: _Loading, name: str) -> Glossary | None:
+    gpath = ld.base / name
+    if not gpath.is_file():
+        ld.add(("glossary",), None, "glossary", f"glossary file not found: {gpath}")
+        return None
+    res = _load_resource(gpath, ld.problems, ld.cache)
+    if res is None:
+        return None
+    if res.get("kind") != "glossary":
+        ld.add(("glossary",), None, "glossary", f"{gpath} is not a glossary file")
+        return None
+    return Glossary.parse(res, digest=sha256_json(res))
 
-        cases.append(Case.build(raw, context=tuple(context), json_schema=json_schema, glossary=glossary, source=file, line=at()))
 
+def _build_case(ld: _Loading, i: int, raw: dict) -> Case | None:
+    """One case with its defaults applied, checked against its scenario and kind; None when it cannot be built."""
+    cid = raw["id"]
+    at = functools.partial(_case_path, i)
+    scenario, kind = raw.get("scenario"), raw.get("kind")
+    if scenario is None or kind is None:
+        missing = "scenario" if scenario is None else "kind"
+        ld.add(at(), cid, missing, "missing (set it on the case or in `defaults`)")
+        return None
+    if kind not in KINDS[scenario]:
+        ld.add(at("kind"), cid, "kind", f"{kind!r} is not a kind of scenario {scenario!r} (one of: {', '.join(KINDS[scenario])})")
+    has_prompt, has_messages = "prompt" in raw, "messages" in raw
+    if has_prompt == has_messages:
+        ld.add(at(), cid, "prompt", "give exactly one of `prompt` or `messages`")
+    if has_messages and raw["messages"][-1]["role"] != "user":
+        ld.add(at("messages"), cid, "messages", "the last message must be from the user")
+    context = _case_context(ld, i, cid, raw.get("context", []))
+    json_schema = _check_expect(ld, i, raw, [d.id for d in context])
+    if (raw.get("perturbation_of") is None) != (raw.get("perturbation") is None):
+        ld.add(at(), cid, "perturbation", "`perturbation_of` and `perturbation` go together")
+    return Case.build(raw, context=tuple(context), json_schema=json_schema, glossary=ld.glossary, source=ld.file, line=ld.lines.line_of(at()))
+
+
+def _case_path(i: int, *p: Any) -> tuple:
+    return ("cases", i) + p
+
+
+def _case_context(ld: _Loading, i: int, cid: str, items: list) -> list[Document]:
+    """The case's context documents: ids from the case set's library, or inline documents."""
+    context: list[Document] = []
+    for j, item in enumerate(items):
+        if not isinstance(item, str):
+            context.append(Document.parse(item))
+        elif item in ld.library:
+            context.append(ld.library[item])
+        else:
+            ld.add(_case_path(i, "context", j), cid, f"context[{j}]", f"unknown document id {item!r}")
+    ids = [d.id for d in context]
+    if len(set(ids)) != len(ids):
+        ld.add(_case_path(i, "context"), cid, "context", "a document appears twice")
+    return context
+
+
+def _check_expect(ld: _Loading, i: int, raw: dict, ctx_ids: list[str]) -> dict | None:
+    """The case's `expect:` checked against its context, scenario and kind; its JSON Schema, if any."""
+    cid, scenario, kind = raw["id"], raw["scenario"], raw["kind"]
+    at = functools.partial(_case_path, i)
+    expect_raw = raw.get("expect", {})
+    expect = Expect.parse(expect_raw)
+    for j, cit in enumerate(expect.citations):
+        if cit not in ctx_ids:
+            ld.add(at("expect", "citations", j), cid, f"expect.citations[{j}]", f"gold citation {cit!r} is not in the case's context")
+    json_schema = None
+    if expect.schema:
+        json_schema = _load_json_schema(ld.base / expect.schema, ld.problems, ld.file, ld.lines.line_of(at("expect", "schema")), cid, ld.cache)
+    if scenario == "brand" and kind == "structured" and not expect.schema:
+        ld.add(at("expect"), cid, "expect.schema", "a structured brand case must name a JSON Schema")
+    for label in ("tests", "reference"):
+        if expect_raw.get(label) is not None:
+            _compile_check(expect_raw[label], f"expect.{label}", ld.file, ld.lines.line_of(at("expect", label)), cid, ld.problems)
+    for j, code in enumerate(expect.mutants):
+        _compile_check(code, f"expect.mutants[{j}]", ld.file, ld.lines.line_of(at("expect", "mutants", j)), cid, ld.problems)
+    if scenario == "code" and kind in ("completion", "refactor", "tests") and not expect.tests:
+        ld.add(at("expect"), cid, "expect.tests", f"a {kind} case needs unit tests")
+    if scenario == "code" and kind == "tests" and not expect.reference:
+        ld.add(at("expect"), cid, "expect.reference", "a test-writing case needs the reference implementation")
+    return json_schema
+
+
+def _check_duplicate_ids(ld: _Loading, raw_cases: list) -> None:
     first_line: dict[str, int | None] = {}
-    for i, raw in enumerate(data["cases"]):
+    for i, raw in enumerate(raw_cases):
         cid = raw.get("id")
         if not isinstance(cid, str):  # already reported by the schema check
             continue
         if cid in first_line:
-            problems.append(Problem(file, lines.line_of(("cases", i, "id")), cid, "id", f"duplicate case id (first defined at line {first_line[cid]})"))
+            ld.add(("cases", i, "id"), cid, "id", f"duplicate case id (first defined at line {first_line[cid]})")
         else:
-            first_line[cid] = lines.line_of(("cases", i, "id"))
-    if problems:
-        raise ValidationError(problems)
-    return CaseSet(path=file, name=data.get("name", path.stem), cases=tuple(cases), version=str(data["version"]) if "version" in data else None)
+            first_line[cid] = ld.lines.line_of(("cases", i, "id"))
 
 
 def discover(paths: Iterable[str | Path]) -> list[Path]:

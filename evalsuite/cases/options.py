@@ -116,7 +116,7 @@ def parse_timing_block(raw: Any, file: str, line_of: LineOf, problems: list[Prob
         v = raw.get(key)
         if key in raw and (isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v)):
             bad(key, f"expected {what}, got {v!r}")
-        elif key in raw:
+        elif v is not None:
             vals[key] = float(v)
     rounds = vals.get("rounds", TimingSettings.rounds)
     if vals.get("max_rounds") is not None and vals["max_rounds"] < rounds:

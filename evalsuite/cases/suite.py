@@ -191,7 +191,7 @@ def _gen_settings(raw: Any, base: GenerationSettings, file: str, lines: LineMap,
     for k in sorted(unknown, key=repr):
         problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", f"unknown setting (known: {', '.join(sorted(_GEN_KEYS))})"))
     values = {k: v for k, v in raw.items() if k in _GEN_KEYS}
-    types = {
+    types: dict[str, type | tuple[type, ...]] = {
         "max_new_tokens": int,
         "samples": int,
         "seed": int,
@@ -204,7 +204,7 @@ def _gen_settings(raw: Any, base: GenerationSettings, file: str, lines: LineMap,
         if not isinstance(v, types[k]) or isinstance(v, bool):
             problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", f"expected a number, got {v!r}"))
             del values[k]
-        elif k in ("max_new_tokens", "samples", "batch_size") and v < 1:
+        elif k in ("max_new_tokens", "samples", "batch_size") and isinstance(v, int) and v < 1:
             problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", "must be at least 1"))
             del values[k]
     return replace(base, **values)
@@ -386,6 +386,20 @@ def _resolve_changes(variants: list[Variant], raw_variants: list) -> tuple[list[
             warnings.append(f"variant {v.name!r} changes nothing against the baseline (mark it `noise: true` if it is a rerun)")
         resolved_variants.append(replace(v, changes=changes))
     return resolved_variants, warnings
+
+
+def is_suite_file(path: str | Path) -> bool:
+    """A YAML file whose top level lists `variants:` (a suite), not a case set."""
+    p = Path(path)
+    if not p.is_file() or p.suffix not in (".yaml", ".yml"):
+        return False
+    try:
+        import yaml
+
+        data = yaml.safe_load(p.read_text("utf-8"))
+    except Exception:  # noqa: BLE001 - an unreadable file is the case-set loader's to report
+        return False
+    return isinstance(data, dict) and "variants" in data and "cases" not in data
 
 
 def load_suite(path: str | Path) -> Suite:

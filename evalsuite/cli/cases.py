@@ -17,14 +17,33 @@ app.add_typer(import_app, name="import", help="Import case sets from other forma
 
 @app.command()
 @guarded()
-def validate(paths: list[Path] = typer.Argument(None, help="case-set files or directories (default: casesets/)")) -> None:
-    """Check case sets against the schema and cross-references; print counts per scenario, kind, language."""
+def validate(paths: list[Path] = typer.Argument(None, help="case-set files or directories, or suite files (default: casesets/)")) -> None:
+    """Check case sets (schema, cross-references) and suite files (every block: variants, generation, timing,
+    executor...); print counts per scenario, kind and language. Every problem as `file:line: field: message`."""
     from ..cases.caseset import all_cases, load_cases
+    from ..cases.suite import is_suite_file, load_suite
+    from ..errors import ValidationError
 
-    sets = load_cases(paths or [Path("casesets")])
-    cases = all_cases(sets)
+    suites = [p for p in paths or [] if is_suite_file(p)]
+    problems = []
+    for p in suites:
+        try:
+            s = load_suite(p)
+            console.print(f"suite {p}: OK ({len(s.variants)} variants, stage {s.stage or 'not set: production'})", highlight=False)
+        except ValidationError as exc:
+            problems += exc.problems
+    if problems:
+        raise ValidationError(problems)
+    sets = [p for p in paths or [] if p not in suites]
+    if suites and not sets:
+        return
+    loaded = load_cases(sets or [Path("casesets")])
+    _print_counts(all_cases(loaded), len(loaded))
+
+
+def _print_counts(cases: list, n_files: int) -> None:
     counts = Counter((c.scenario, c.kind, c.lang) for c in cases)
-    table = Table(title=f"{len(cases)} cases in {len(sets)} case-set files: OK")
+    table = Table(title=f"{len(cases)} cases in {n_files} case-set files: OK")
     for col in ("scenario", "kind", "en", "zh", "total"):
         table.add_column(col)
     for scen, kind in sorted({(s, k) for s, k, _ in counts}):

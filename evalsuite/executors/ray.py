@@ -60,6 +60,36 @@ def connect(address: str | None = None, *, runtime_env: dict | None = None, num_
     return ray
 
 
+def _llm_row(r: Request) -> dict:
+    """One request as a ray.data.llm row: the chat and its sampling settings (greedy as temperature 0)."""
+    sampling = {
+        "max_tokens": r.max_new_tokens,
+        "temperature": 0.0 if r.greedy else r.temperature,
+        "top_p": 1.0 if r.greedy else r.top_p,
+        "seed": r.sample_seed(),
+    }
+    return {"case_id": r.case_id, "sample": r.sample, "messages": [{"role": role, "content": text} for role, text in r.messages], "sampling_params": sampling}
+
+
+def _llm_generation(req: Request, variant: Any, row: dict) -> Generation:
+    """A ray.data.llm output row as the request's Generation."""
+    lat = row["latency_s"] if row["latency_s"] and row["latency_s"] > 0 else None
+    new = int(row["new_tokens"]) if row["new_tokens"] is not None else None
+    return Generation(
+        req.case_id,
+        variant.name,
+        req.sample,
+        text=row["text"],
+        prompt_tokens=row["prompt_tokens"],
+        new_tokens=new,
+        latency_s=lat,
+        tokens_per_s=(new / lat) if new and lat else None,
+        finish_reason="stop",
+        batch_size=variant.generation.batch_size,
+        extra={"engine": "ray.data.llm"},
+    )
+
+
 def _request_to_json(req: Request) -> dict:
     d = asdict(req)
     d["messages"] = [list(m) for m in req.messages]
@@ -181,7 +211,7 @@ class RayExecutor:
         """A vllm variant through `ray.data.llm`: engines as actors, one row per request."""
         from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
-        engine = dict(backend.engine_args())  # the same engine settings (and fingerprint) as the vllm backend
+        engine = dict(backend.engine_args())  # type: ignore[attr-defined]  # the vllm backend's  # the same engine settings (and fingerprint) as the vllm backend
         model = str(engine.pop("model"))
         o = self.options
         # a failing request becomes an error record of its case (as locally), not the end of the run
@@ -193,20 +223,7 @@ class RayExecutor:
             should_continue_on_error=True,
         )
         requests = {(r.case_id, r.sample): r for b in batches for r in b}
-        rows = [
-            {
-                "case_id": r.case_id,
-                "sample": r.sample,
-                "messages": [{"role": role, "content": text} for role, text in r.messages],
-                "sampling_params": {
-                    "max_tokens": r.max_new_tokens,
-                    "temperature": 0.0 if r.greedy else r.temperature,
-                    "top_p": 1.0 if r.greedy else r.top_p,
-                    "seed": r.sample_seed(),
-                },
-            }
-            for r in requests.values()
-        ]
+        rows = [_llm_row(r) for r in requests.values()]
         processor = build_processor(
             config,
             postprocess=lambda row: {
@@ -225,22 +242,7 @@ class RayExecutor:
             if error:
                 yield [req], [Generation(req.case_id, variant.name, req.sample, error=f"vLLM (ray.data.llm): {error}", finish_reason="error")]
                 continue
-            lat = row["latency_s"] if row["latency_s"] and row["latency_s"] > 0 else None
-            new = int(row["new_tokens"]) if row["new_tokens"] is not None else None
-            gen = Generation(
-                req.case_id,
-                variant.name,
-                req.sample,
-                text=row["text"],
-                prompt_tokens=row["prompt_tokens"],
-                new_tokens=new,
-                latency_s=lat,
-                tokens_per_s=(new / lat) if new and lat else None,
-                finish_reason="stop",
-                batch_size=variant.generation.batch_size,
-                extra={"engine": "ray.data.llm"},
-            )
-            yield [req], [gen]
+            yield [req], [_llm_generation(req, variant, row)]
 
     @contextlib.contextmanager
     def scoring(self, cases: Sequence[Any], store: Any, score_generations: ScoreGenerations | None = None):

@@ -123,67 +123,32 @@ def comparisons_frame(cmp: Any):
     """One row per MetricDelta of a compare.Comparison, with the noise floor beside it."""
     import pandas as pd
 
-    cols = [
-        "variant",
-        "scenario",
-        "metric",
-        "noise_run",
-        "stat",
-        "higher_is_better",
-        "n",
-        "baseline_value",
-        "variant_value",
-        "delta",
-        "ci_low",
-        "ci_high",
-        "p_value",
-        "p_worse",
-        "harm",
-        "pass_to_fail",
-        "fail_to_pass",
-        "noise_flips",
-        "noise_delta",
-        "missing_in_variant",
-        "pass_to_fail_cases",
-        "fail_to_pass_cases",
-        "worse_cases",
-    ]
-    rows = []
-    for d in cmp.deltas:
-        nf = cmp.noise_floor(d.scenario, d.metric) if not d.noise else None
-        rows.append(
-            [
-                d.variant,
-                d.scenario,
-                d.metric,
-                d.noise,
-                "pass rate" if d.pass_fail else "mean",
-                d.higher_is_better,
-                d.n,
-                _nan(d.baseline_mean),
-                _nan(d.variant_mean),
-                _nan(d.delta),
-                _nan(d.ci_low),
-                _nan(d.ci_high),
-                _nan(d.p_value),
-                _nan(d.p_worse),
-                _nan(d.harm) if d.n else None,
-                len(d.pass_to_fail),
-                len(d.fail_to_pass),
-                nf.flips if nf is not None and nf.runs else None,
-                nf.harm if nf is not None and nf.runs else None,
-                len(d.missing_in_variant),
-                list(d.pass_to_fail),
-                list(d.fail_to_pass),
-                list(d.worse_cases),
-            ]
-        )
-    df = pd.DataFrame(rows, columns=cols)
-    for c in ("noise_flips",):
-        df[c] = df[c].astype("Int64")
+    df = pd.DataFrame([_comparison_row(cmp, d) for d in cmp.deltas], columns=COMPARISON_COLUMNS)
+    df["noise_flips"] = df["noise_flips"].astype("Int64")
     for c in ("baseline_value", "variant_value", "delta", "ci_low", "ci_high", "p_value", "p_worse", "harm", "noise_delta"):
         df[c] = df[c].astype("float64")
     return df
+
+
+COMPARISON_COLUMNS = (
+    "variant", "scenario", "metric", "noise_run", "stat", "higher_is_better", "n", "baseline_value", "variant_value", "delta", "ci_low", "ci_high",
+    "p_value", "p_worse", "harm", "pass_to_fail", "fail_to_pass", "noise_flips", "noise_delta", "missing_in_variant", "pass_to_fail_cases",
+    "fail_to_pass_cases", "worse_cases",
+)  # fmt: skip
+
+
+def _comparison_row(cmp: Any, d: Any) -> dict:
+    nf = None if d.noise else cmp.noise_floor(d.scenario, d.metric)
+    floor = nf is not None and bool(nf.runs)
+    flips, harm = (nf.flips, nf.harm) if nf is not None and floor else (None, None)
+    return {
+        "variant": d.variant, "scenario": d.scenario, "metric": d.metric, "noise_run": d.noise, "stat": "pass rate" if d.pass_fail else "mean",
+        "higher_is_better": d.higher_is_better, "n": d.n, "baseline_value": _nan(d.baseline_mean), "variant_value": _nan(d.variant_mean),
+        "delta": _nan(d.delta), "ci_low": _nan(d.ci_low), "ci_high": _nan(d.ci_high), "p_value": _nan(d.p_value), "p_worse": _nan(d.p_worse),
+        "harm": _nan(d.harm) if d.n else None, "pass_to_fail": len(d.pass_to_fail), "fail_to_pass": len(d.fail_to_pass),
+        "noise_flips": flips, "noise_delta": harm, "missing_in_variant": len(d.missing_in_variant),
+        "pass_to_fail_cases": list(d.pass_to_fail), "fail_to_pass_cases": list(d.fail_to_pass), "worse_cases": list(d.worse_cases),
+    }  # fmt: skip
 
 
 def perf_rows(summaries: Mapping[str, Mapping], cmp: Any | None, baseline: str, suite: Mapping | None = None) -> list[dict]:

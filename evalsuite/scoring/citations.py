@@ -159,7 +159,7 @@ def citing_sentences(text: str, context_ids: Sequence[str]) -> list[tuple[str, l
     return [(t, cs) for t, cs in sentences if cs]
 
 
-def _passage_units(case: Case) -> dict[str, set[str]]:
+def _passage_units(case: Case) -> dict[str, frozenset[str]]:
     return {d.id: _content_units(f"{d.title} {d.text}") for d in case.context}
 
 

@@ -150,7 +150,8 @@ def extract_code(text: str, *, prompt: str | None = None, entry_point: str | Non
             chosen = next((b for b in cands if _parses(b[1])), cands[0])
         code = chosen[1]
         how = ("fence:python" if chosen[0] in _PY_TAGS else "fence") if chosen[2] else "fence-unclosed"
-        lead = text[: _FENCE.search(text).start()]
+        first = _FENCE.search(text)
+        lead = text[: first.start()] if first else ""
         if how == "fence-unclosed" and any(_CODE_START.match(ln) for ln in lead.split("\n")) and not any(_CODE_START.match(ln) for ln in code.split("\n")):
             # code, then a lone closing fence, then prose: the "unclosed block" is the prose
             code, how = lead, "raw"
@@ -158,7 +159,7 @@ def extract_code(text: str, *, prompt: str | None = None, entry_point: str | Non
         code, how = text, "raw"
 
     pcode = prompt_code(prompt, entry_point) if kind == "completion" and entry_point else None
-    if pcode and code and not _defines(code, entry_point):
+    if pcode and code and entry_point and not _defines(code, entry_point):
         body = code if how != "raw" else text
         attached = _attach_body(pcode, body)
         if attached is not None:
@@ -223,7 +224,7 @@ def _reason(res: sandbox.SandboxResult) -> str:
 
 
 def _run_details(res: sandbox.SandboxResult) -> dict:
-    d = {
+    d: dict[str, object] = {
         "status": _status(res),
         "reason": _reason(res),
         "tests_run": res.tests_run,

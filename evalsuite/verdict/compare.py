@@ -255,88 +255,76 @@ def _compare_metric(
     variant: str, scenario: str, metric: str, base: dict[str, CaseAgg], var: dict[str, CaseAgg], *, noise: bool, seed: int, n_resamples: int
 ) -> MetricDelta | None:
     shared = sorted(set(base) & set(var))
-    missing_v = tuple(sorted(set(base) - set(var)))
-    missing_b = tuple(sorted(set(var) - set(base)))
-    pass_fail = all(base[c].passes for c in shared) and all(var[c].passes for c in shared) and bool(shared)
+    missing: dict[str, Any] = {"missing_in_variant": tuple(sorted(set(base) - set(var))), "missing_in_baseline": tuple(sorted(set(var) - set(base)))}
     if not shared:
-        return MetricDelta(
-            variant,
-            scenario,
-            metric,
-            False,
-            True,
-            0,
-            math.nan,
-            math.nan,
-            math.nan,
-            math.nan,
-            math.nan,
-            1.0,
-            1.0,
-            1.0,
-            missing_in_variant=missing_v,
-            missing_in_baseline=missing_b,
-            noise=noise,
-        )
+        nan = math.nan
+        return MetricDelta(variant, scenario, metric, False, True, 0, nan, nan, nan, nan, nan, 1.0, 1.0, 1.0, noise=noise, **missing)
     s = seed_for(seed, variant, scenario, metric)
-    if pass_fail:
-        b = np.array([base[c].pass_share for c in shared])
-        v = np.array([var[c].pass_share for c in shared])
-        hib = True
-        bpass, vpass = np.array([base[c].passed for c in shared]), np.array([var[c].passed for c in shared])
-        p2f = tuple(c for c, x, y in zip(shared, bpass, vpass) if x and not y)
-        f2p = tuple(c for c, x, y in zip(shared, bpass, vpass) if y and not x)
-        # several samples per case give pass shares that are not 0/1: paired_test tests them as continuous
-        p_two, p_worse, p_min = paired_test(b, v, pass_fail=True, higher_is_better=True, flips=(len(p2f), len(f2p)), seed=s)
-        bv = [np.mean(base[c].values) for c in shared if base[c].values]
-        vv = [np.mean(var[c].values) for c in shared if var[c].values]
-        bvm = float(np.mean(bv)) if bv else None
-        vvm = float(np.mean(vv)) if vv else None
-        worse: tuple[str, ...] = ()
-        offending = p2f
-    else:
-        hib_votes = [base[c].hib for c in shared]
-        hib = sum(hib_votes) * 2 >= len(hib_votes)
-        b = np.array([np.mean(base[c].values) if base[c].values else np.mean(base[c].passes) for c in shared])
-        v = np.array([np.mean(var[c].values) if var[c].values else np.mean(var[c].passes) for c in shared])
-        p_two, p_worse, p_min = paired_test(b, v, pass_fail=False, higher_is_better=hib, seed=s)
-        harm = (b - v) if hib else (v - b)
-        order = np.argsort(-harm, kind="stable")
-        worse = tuple(shared[i] for i in order if harm[i] > 1e-12)
-        p2f, f2p, bvm, vvm = (), (), None, None
-        offending = worse
+    pass_fail = all(base[c].passes for c in shared) and all(var[c].passes for c in shared)
+    p: dict[str, Any] = _pass_fail_values(base, var, shared, s) if pass_fail else _continuous_values(base, var, shared, s)
+    b, v = p.pop("b"), p.pop("v")
     ci = bootstrap_delta_ci(b, v, s, n_resamples)
+    offending = p["pass_to_fail"] if pass_fail else p["worse_cases"]
     details = {c: {k: val for k, val in (var[c].details or {}).items() if k != "_failed"} for c in offending[:MAX_EVIDENCE]}
     return MetricDelta(
         variant=variant,
         scenario=scenario,
         metric=metric,
         pass_fail=pass_fail,
-        higher_is_better=hib,
         n=len(shared),
         baseline_mean=float(np.mean(b)),
         variant_mean=float(np.mean(v)),
         delta=float(np.mean(v) - np.mean(b)),
         ci_low=ci[0],
         ci_high=ci[1],
-        p_value=p_two,
-        p_worse=p_worse,
-        p_min=p_min,
-        pass_to_fail=p2f,
-        fail_to_pass=f2p,
-        worse_cases=worse,
-        missing_in_variant=missing_v,
-        missing_in_baseline=missing_b,
-        baseline_value_mean=bvm,
-        variant_value_mean=vvm,
         noise=noise,
         details=details,
         paired={c: (float(x), float(y)) for c, x, y in zip(shared, b, v)},
+        **missing,
+        **p,
     )
+
+
+def _pass_fail_values(base: dict[str, CaseAgg], var: dict[str, CaseAgg], shared: list[str], seed: int) -> dict:
+    """Per-case pass shares, the flips, their tests, and the mean raw values of a pass/fail metric."""
+    b = np.array([base[c].pass_share for c in shared])
+    v = np.array([var[c].pass_share for c in shared])
+    bpass, vpass = np.array([base[c].passed for c in shared]), np.array([var[c].passed for c in shared])
+    p2f = tuple(c for c, x, y in zip(shared, bpass, vpass) if x and not y)
+    f2p = tuple(c for c, x, y in zip(shared, bpass, vpass) if y and not x)
+    # several samples per case give pass shares that are not 0/1: paired_test tests them as continuous
+    p_two, p_worse, p_min = paired_test(b, v, pass_fail=True, higher_is_better=True, flips=(len(p2f), len(f2p)), seed=seed)
+    bv = [np.mean(base[c].values) for c in shared if base[c].values]
+    vv = [np.mean(var[c].values) for c in shared if var[c].values]
+    return {
+        "b": b, "v": v, "higher_is_better": True, "p_value": p_two, "p_worse": p_worse, "p_min": p_min, "pass_to_fail": p2f, "fail_to_pass": f2p,
+        "baseline_value_mean": float(np.mean(bv)) if bv else None, "variant_value_mean": float(np.mean(vv)) if vv else None,
+    }  # fmt: skip
+
+
+def _continuous_values(base: dict[str, CaseAgg], var: dict[str, CaseAgg], shared: list[str], seed: int) -> dict:
+    """Per-case means, their direction (the baseline's records vote), tests, and the worse cases, worst first."""
+    hib_votes = [base[c].hib for c in shared]
+    hib = sum(hib_votes) * 2 >= len(hib_votes)
+    b = np.array([np.mean(base[c].values) if base[c].values else np.mean(base[c].passes) for c in shared])
+    v = np.array([np.mean(var[c].values) if var[c].values else np.mean(var[c].passes) for c in shared])
+    p_two, p_worse, p_min = paired_test(b, v, pass_fail=False, higher_is_better=hib, seed=seed)
+    harm = (b - v) if hib else (v - b)
+    order = np.argsort(-harm, kind="stable")
+    worse = tuple(shared[i] for i in order if harm[i] > 1e-12)
+    return {"b": b, "v": v, "higher_is_better": hib, "p_value": p_two, "p_worse": p_worse, "p_min": p_min, "worse_cases": worse}
 
 
 # ---------------------------------------------------------------------------------------------
 # comparison
+
+
+@dataclass(frozen=True)
+class Resampling:
+    """How the comparison's bootstrap is seeded and sized (the same seed reproduces every interval)."""
+
+    seed: int = DEFAULT_SEED
+    n_resamples: int = N_BOOTSTRAP
 
 
 @dataclass(frozen=True)
@@ -397,11 +385,11 @@ def compare_records(
     outputs: Mapping[tuple[str, str], str] | None = None,
     run_id: str = "",
     complete: bool = True,
-    seed: int = DEFAULT_SEED,
-    n_resamples: int = N_BOOTSTRAP,
     timing: Mapping | None = None,
+    resampling: Resampling | None = None,
 ) -> Comparison:
     """Compare every variant and noise run with the baseline (pure: records in, Comparison out)."""
+    rs = resampling or Resampling()
     baselines = [v for v in variants if v.baseline]
     problems: list[str] = []
     warn: list[str] = []
@@ -424,7 +412,9 @@ def compare_records(
         if records and not vkeys:
             problems.append(f"variant {info.name!r} has no scores")
         for s, m in scen_metrics:
-            d = _compare_metric(info.name, s, m, per[(baseline, s, m)], per.get((info.name, s, m), {}), noise=info.noise, seed=seed, n_resamples=n_resamples)
+            d = _compare_metric(
+                info.name, s, m, per[(baseline, s, m)], per.get((info.name, s, m), {}), noise=info.noise, seed=rs.seed, n_resamples=rs.n_resamples
+            )
             if d is not None:
                 deltas.append(d)
                 if d.missing_in_variant and d.n:
@@ -449,7 +439,7 @@ def compare_records(
         complete=complete,
         problems=tuple(problems),
         warnings=tuple(warn),
-        seed=seed,
+        seed=rs.seed,
         outputs=dict(outputs or {}),
     )
 
@@ -502,7 +492,6 @@ def _compare_stored(store, seed: int, n_resamples: int) -> Comparison:
         outputs=outputs,
         run_id=store.run_id,
         complete=bool(status.get("complete", False)),
-        seed=seed,
-        n_resamples=n_resamples,
         timing=store.read_json(store.TIMING),
+        resampling=Resampling(seed, n_resamples),
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 from .compare import Comparison
 from .decisions import Decisions
-from .rubric import Rubric
+from .rubric import Rubric, stage_reason
 
 DIFF_WIDTH = 240
 
@@ -199,7 +199,7 @@ class Judgment:
     @property
     def stage_reason(self) -> str:
         """Why this stage: "as given", "the suite's stage:" or "the default: ..."."""
-        return {"given": "as given", "suite": "the suite's stage:", "default": "the default: no stage given and none in the suite"}[self.stage_source]
+        return stage_reason(self.stage_source)
 
     def stage_line(self) -> str:
         """`stage production (the suite's stage:)`: which stage and why, for every output."""

@@ -77,8 +77,8 @@ def tables(alpha: float = 0.05, sizes=SIZES, noise=NOISE, family: int = 8) -> st
     out.append("| cases n | " + " | ".join(f"q={q:.0%}, K=1" for q in noise) + f" | q=2%, K={family} |")
     out.append("|---:|" + "---:|" * (len(noise) + 1))
     for n in sizes:
-        cells = [power(n, 0.10, q, alpha, 1) for q in noise] + [power(n, 0.10, 0.02, alpha, family)]
-        out.append(f"| {n} | " + " | ".join(f"{x:.2f}" for x in cells) + " |")
+        powers = [power(n, 0.10, q, alpha, 1) for q in noise] + [power(n, 0.10, 0.02, alpha, family)]
+        out.append(f"| {n} | " + " | ".join(f"{x:.2f}" for x in powers) + " |")
     out.append("")
     out.append(
         f"Fewest pass->fail flips (none the other way) that can be significant: {min_flips(alpha=alpha, k=1)} at alpha={alpha}, "

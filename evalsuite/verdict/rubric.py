@@ -297,7 +297,8 @@ class Rubric:
 
 class _Ctx:
     def __init__(self, file: str, lines: LineMap):
-        self.file, self.lines, self.problems = file, lines, []
+        self.file, self.lines = file, lines
+        self.problems: list[str] = []
 
     def add(self, path: tuple, rule: str | None, fld: str, msg: str) -> None:
         line = self.lines.line_of(path)
@@ -306,7 +307,7 @@ class _Ctx:
         self.problems.append(f"{where}:{who} {fld}: {msg}")
 
 
-def _num(ctx: _Ctx, path: tuple, who: str, key: str, v: Any, lo: float | None = 0.0, hi: float | None = None, integer: bool = False) -> Any:
+def _num(ctx: _Ctx, path: tuple, who: str | None, key: str, v: Any, lo: float | None = 0.0, hi: float | None = None, integer: bool = False) -> Any:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)) or (isinstance(v, float) and math.isnan(v)):
@@ -330,10 +331,37 @@ def _build_rule(ctx: _Ctx, raw: Any, path: tuple, index: int, alpha: float) -> R
     if not isinstance(name, str) or not name.strip():
         ctx.add(path, who, "name", "every rule needs a name (stages override rules by name)")
         return None
+    ok = _common_fields_ok(ctx, raw, path, who)
+    metric_keys = set(raw) & _METRIC_FIELDS
+    variant_keys = set(raw) & _VARIANT_FIELDS
+    if "metric" in raw or metric_keys - {"scenario"}:
+        if variant_keys:
+            first = sorted(variant_keys)[0]
+            ctx.add(path + (first,), who, first, "variant-level fields cannot be mixed with a metric rule; make a separate rule")
+            return None
+        return _metric_rule(ctx, raw, path, who, alpha, ok)
+    if not variant_keys:
+        what = f"a rule needs `metric` (with min/max/max_drop/max_drop_rel/max_flips) or a variant-level field ({', '.join(sorted(_VARIANT_FIELDS))})"
+        ctx.add(path, who, "(checks)", what)
+        return None
+    vals = {}
+    for k in sorted(variant_keys):
+        hi = 1.0 if k in ("max_error_rate", "max_timeout_rate", "min_exactness") else None
+        vals[k] = _num(ctx, path + (k,), who, k, raw[k], lo=0.0, hi=hi)
+        ok = ok and (vals[k] is not None or raw[k] is None)
+    if not ok:
+        return None
+    return VariantRule(
+        name=name, severity=raw.get("severity", "block"), required=bool(raw.get("required", False)), description=raw.get("description", ""), **vals
+    )
+
+
+def _common_fields_ok(ctx: _Ctx, raw: dict, path: tuple, who: str) -> bool:
+    """Unknown fields (with the close match), severity, and the true/false fields of any rule."""
+    import difflib
+
     ok = True
     for k in sorted(set(raw) - _ALL_FIELDS, key=repr):  # YAML keys may be of any type
-        import difflib
-
         close = difflib.get_close_matches(str(k), sorted(_ALL_FIELDS), n=1)
         ctx.add(path + (k,), who, k, f"unknown field{' (did you mean ' + repr(close[0]) + '?)' if close else ''}; known: {', '.join(sorted(_ALL_FIELDS))}")
         ok = False
@@ -345,85 +373,65 @@ def _build_rule(ctx: _Ctx, raw: Any, path: tuple, index: int, alpha: float) -> R
         if k in raw and not isinstance(raw[k], bool):
             ctx.add(path + (k,), who, k, f"expected true or false, got {raw[k]!r}")
             ok = False
-    desc = raw.get("description", "")
-    metric_keys = set(raw) & _METRIC_FIELDS
-    variant_keys = set(raw) & _VARIANT_FIELDS
-    if "metric" in raw or metric_keys - {"scenario"}:
-        if variant_keys:
-            ctx.add(
-                path + (sorted(variant_keys)[0],), who, sorted(variant_keys)[0], "variant-level fields cannot be mixed with a metric rule; make a separate rule"
-            )
-            return None
-        metric = raw.get("metric")
-        if not isinstance(metric, str) or not metric:
-            ctx.add(path + ("metric",), who, "metric", "a metric rule needs `metric` (a name such as citations.recall, or a glob)")
-            return None
-        scen = raw.get("scenario", "*")
-        scen_t = (scen,) if isinstance(scen, str) else tuple(scen) if isinstance(scen, list) and all(isinstance(s, str) for s in scen) else None
-        if scen_t is None:
-            ctx.add(path + ("scenario",), who, "scenario", f"expected a scenario name, a list of them, or '*', got {scen!r}")
-            return None
-        from ..cases.caseset import SCENARIOS
+    return ok
 
-        for s in scen_t:
-            if s != "*" and s not in SCENARIOS:
-                ctx.add(path + ("scenario",), who, "scenario", f"unknown scenario {s!r}; known: {', '.join(SCENARIOS)}, *")
-                ok = False
-        sig = raw.get("require_significance")
-        rule_alpha = None
-        if sig is True:
-            rule_alpha = alpha
-        elif sig is None or sig is False:
-            rule_alpha = None
-        else:
-            rule_alpha = _num(ctx, path + ("require_significance",), who, "require_significance", sig, lo=1e-9, hi=0.5)
-            if rule_alpha is None:
-                ok = False
-        vals = {}
-        for k, integer, lo in (("min", False, None), ("max", False, None), ("max_drop", False, 0.0), ("max_drop_rel", False, 0.0), ("max_flips", True, 0)):
-            if k in raw and raw[k] is not None:
-                vals[k] = _num(ctx, path + (k,), who, k, raw[k], lo=lo, integer=integer)
-                ok = ok and vals[k] is not None
-        if not any(v is not None for v in vals.values()):
-            ctx.add(path, who, "(checks)", "a metric rule needs at least one of min, max, max_drop, max_drop_rel, max_flips")
+
+def _scenarios(ctx: _Ctx, raw: dict, path: tuple, who: str) -> tuple[tuple[str, ...] | None, bool]:
+    """A metric rule's scenarios as a tuple (None: unusable), and whether every name is known."""
+    scen = raw.get("scenario", "*")
+    scen_t = (scen,) if isinstance(scen, str) else tuple(scen) if isinstance(scen, list) and all(isinstance(s, str) for s in scen) else None
+    if scen_t is None:
+        ctx.add(path + ("scenario",), who, "scenario", f"expected a scenario name, a list of them, or '*', got {scen!r}")
+        return None, False
+    from ..cases.caseset import SCENARIOS
+
+    ok = True
+    for s in scen_t:
+        if s != "*" and s not in SCENARIOS:
+            ctx.add(path + ("scenario",), who, "scenario", f"unknown scenario {s!r}; known: {', '.join(SCENARIOS)}, *")
             ok = False
-        if (rule_alpha is not None or raw.get("above_noise")) and not any(vals.get(k) is not None for k in ("max_drop", "max_drop_rel", "max_flips")):
-            ctx.add(
-                path,
-                who,
-                "require_significance" if rule_alpha is not None else "above_noise",
-                "qualifies max_drop, max_drop_rel or max_flips; the rule has none",
-            )
-            ok = False
-        if not ok:
-            return None
-        return MetricRule(
-            name=name,
-            scenarios=scen_t,
-            metric=metric,
-            alpha=rule_alpha,
-            above_noise=bool(raw.get("above_noise", False)),
-            severity=sev,
-            required=bool(raw.get("required", False)),
-            description=desc,
-            **vals,
-        )
-    if not variant_keys:
-        ctx.add(
-            path,
-            who,
-            "(checks)",
-            f"a rule needs `metric` (with min/max/max_drop/max_drop_rel/max_flips) or a variant-level field ({', '.join(sorted(_VARIANT_FIELDS))})",
-        )
+    return scen_t, ok
+
+
+def _metric_rule(ctx: _Ctx, raw: dict, path: tuple, who: str, alpha: float, ok: bool) -> MetricRule | None:
+    metric = raw.get("metric")
+    if not isinstance(metric, str) or not metric:
+        ctx.add(path + ("metric",), who, "metric", "a metric rule needs `metric` (a name such as citations.recall, or a glob)")
         return None
+    scen_t, scen_ok = _scenarios(ctx, raw, path, who)
+    if scen_t is None:
+        return None
+    ok = ok and scen_ok
+    sig = raw.get("require_significance")
+    rule_alpha = alpha if sig is True else None
+    if sig not in (True, False, None):
+        rule_alpha = _num(ctx, path + ("require_significance",), who, "require_significance", sig, lo=1e-9, hi=0.5)
+        ok = ok and rule_alpha is not None
     vals = {}
-    for k in sorted(variant_keys):
-        hi = 1.0 if k in ("max_error_rate", "max_timeout_rate", "min_exactness") else None
-        vals[k] = _num(ctx, path + (k,), who, k, raw[k], lo=0.0, hi=hi)
-        ok = ok and (vals[k] is not None or raw[k] is None)
+    for k, integer, lo in (("min", False, None), ("max", False, None), ("max_drop", False, 0.0), ("max_drop_rel", False, 0.0), ("max_flips", True, 0)):
+        if k in raw and raw[k] is not None:
+            vals[k] = _num(ctx, path + (k,), who, k, raw[k], lo=lo, integer=integer)
+            ok = ok and vals[k] is not None
+    if not any(v is not None for v in vals.values()):
+        ctx.add(path, who, "(checks)", "a metric rule needs at least one of min, max, max_drop, max_drop_rel, max_flips")
+        ok = False
+    if (rule_alpha is not None or raw.get("above_noise")) and not any(vals.get(k) is not None for k in ("max_drop", "max_drop_rel", "max_flips")):
+        fld = "require_significance" if rule_alpha is not None else "above_noise"
+        ctx.add(path, who, fld, "qualifies max_drop, max_drop_rel or max_flips; the rule has none")
+        ok = False
     if not ok:
         return None
-    return VariantRule(name=name, severity=sev, required=bool(raw.get("required", False)), description=desc, **vals)
+    return MetricRule(
+        name=raw["name"],
+        scenarios=scen_t,
+        metric=metric,
+        alpha=rule_alpha,
+        above_noise=bool(raw.get("above_noise", False)),
+        severity=raw.get("severity", "block"),
+        required=bool(raw.get("required", False)),
+        description=raw.get("description", ""),
+        **vals,
+    )
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -452,13 +460,7 @@ def parse_rubric(data: Any, file: str = "<rubric>", lines: LineMap | None = None
     if not isinstance(raw_rules, list) or not raw_rules:
         ctx.add(("rules",), None, "rules", "list at least one rule")
         raw_rules = []
-    names: dict[str, int] = {}
-    for i, r in enumerate(raw_rules):
-        n = r.get("name") if isinstance(r, dict) else None
-        if isinstance(n, str):
-            if n in names:
-                ctx.add(("rules", i, "name"), f"#{i} ({n})", "name", f"duplicate rule name (also rule #{names[n]})")
-            names.setdefault(n, i)
+    base = _Base(str(data.get("name", Path(file).stem)), raw_rules, _rule_names(ctx, raw_rules), base_alpha, mt)
     stages_raw = data.get("stages") or {}
     if not isinstance(stages_raw, dict):
         ctx.add(("stages",), None, "stages", "expected a mapping of stage name to overrides")
@@ -471,73 +473,107 @@ def parse_rubric(data: Any, file: str = "<rubric>", lines: LineMap | None = None
         if not isinstance(sraw, dict):
             ctx.add(("stages", stage), None, f"stages.{stage}", "expected a mapping (alpha, multiple_testing, rules, add)")
             continue
-        for k in sorted(set(sraw) - _STAGE_KEYS, key=repr):
-            ctx.add(("stages", stage, k), None, f"stages.{stage}.{k}", f"unknown field; known: {', '.join(sorted(_STAGE_KEYS))}")
-        alpha = _num(ctx, ("stages", stage, "alpha"), None, f"stages.{stage}.alpha", sraw.get("alpha", base_alpha), lo=1e-9, hi=0.5) or base_alpha
-        smt = sraw.get("multiple_testing", mt)
-        if smt not in MULTIPLE_TESTING:
-            ctx.add(("stages", stage, "multiple_testing"), None, f"stages.{stage}.multiple_testing", f"must be one of {', '.join(MULTIPLE_TESTING)}")
-            smt = mt
-        overrides = sraw.get("rules") or {}
-        if not isinstance(overrides, dict):
-            ctx.add(("stages", stage, "rules"), None, f"stages.{stage}.rules", "expected a mapping of rule name to field overrides")
-            overrides = {}
-        for rname, ov in overrides.items():
-            if rname not in names:
-                import difflib
-
-                close = difflib.get_close_matches(str(rname), list(names), n=1)
-                ctx.add(
-                    ("stages", stage, "rules", rname),
-                    str(rname),
-                    f"stages.{stage}.rules",
-                    f"no base rule named {rname!r}{' (did you mean ' + repr(close[0]) + '?)' if close else ''}",
-                )
-            elif not isinstance(ov, dict):
-                ctx.add(("stages", stage, "rules", rname), str(rname), f"stages.{stage}.rules.{rname}", "expected a mapping of field overrides")
-        rules: list[Rule] = []
-        for i, r in enumerate(raw_rules):
-            if not isinstance(r, dict):
-                if stage == STAGES[0]:
-                    _build_rule(ctx, r, ("rules", i), i, alpha)
-                continue
-            ov = overrides.get(r.get("name")) if isinstance(r.get("name"), str) else None
-            merged, path = r, ("rules", i)
-            if isinstance(ov, dict):
-                merged = _merge(r, ov)
-                bad = set(ov) - _ALL_FIELDS
-                path = ("stages", stage, "rules", r.get("name")) if bad else path
-            if merged.get("enabled", True) is False:
-                continue
-            # report base-rule problems once (under the first stage); stage problems under their stage
-            sub = _Ctx(ctx.file, ctx.lines)
-            built = _build_rule(sub, merged, path, i, alpha)
-            if isinstance(ov, dict) and sub.problems:
-                sub.problems = [p.replace(f" rule #{i}", f" stages.{stage}: rule #{i}", 1) for p in sub.problems]
-            for p in sub.problems:
-                if p not in ctx.problems:
-                    ctx.problems.append(p)
-            if built is not None:
-                rules.append(built)
-        adds = sraw.get("add") or []
-        if not isinstance(adds, list):
-            ctx.add(("stages", stage, "add"), None, f"stages.{stage}.add", "expected a list of rules")
-            adds = []
-        for j, r in enumerate(adds):
-            sub = _Ctx(ctx.file, ctx.lines)
-            built = _build_rule(sub, r, ("stages", stage, "add", j), len(raw_rules) + j, alpha)
-            ctx.problems.extend(p.replace(" rule #", f" stages.{stage}.add: rule #", 1) for p in sub.problems)
-            if built is not None:
-                if built.name in names or any(x.name == built.name for x in rules):
-                    ctx.add(("stages", stage, "add", j, "name"), built.name, "name", "duplicate rule name")
-                rules.append(built)
-        stages[stage] = StageRubric(str(data.get("name", Path(file).stem)), stage, file, alpha, smt, tuple(rules))
+        stages[stage] = _stage(ctx, base, stage, sraw)
     from .review_policy import parse_review_policy
 
     review = parse_review_policy(data.get("review"), ctx.add)
     if ctx.problems:
         raise RubricError(ctx.problems)
-    return Rubric(str(data.get("name", Path(file).stem)), file, stages, review)
+    return Rubric(base.name, file, stages, review)
+
+
+@dataclass(frozen=True)
+class _Base:
+    """The rubric's base rules and settings, which every stage starts from."""
+
+    name: str
+    raw_rules: list
+    names: dict[str, int]  #: rule name -> index
+    alpha: float
+    multiple_testing: str
+
+
+def _rule_names(ctx: _Ctx, raw_rules: list) -> dict[str, int]:
+    names: dict[str, int] = {}
+    for i, r in enumerate(raw_rules):
+        n = r.get("name") if isinstance(r, dict) else None
+        if isinstance(n, str):
+            if n in names:
+                ctx.add(("rules", i, "name"), f"#{i} ({n})", "name", f"duplicate rule name (also rule #{names[n]})")
+            names.setdefault(n, i)
+    return names
+
+
+def _stage(ctx: _Ctx, base: _Base, stage: str, sraw: dict) -> StageRubric:
+    """One stage: the base rules with the stage's overrides applied, plus the rules it adds."""
+    for k in sorted(set(sraw) - _STAGE_KEYS, key=repr):
+        ctx.add(("stages", stage, k), None, f"stages.{stage}.{k}", f"unknown field; known: {', '.join(sorted(_STAGE_KEYS))}")
+    alpha = _num(ctx, ("stages", stage, "alpha"), None, f"stages.{stage}.alpha", sraw.get("alpha", base.alpha), lo=1e-9, hi=0.5) or base.alpha
+    smt = sraw.get("multiple_testing", base.multiple_testing)
+    if smt not in MULTIPLE_TESTING:
+        ctx.add(("stages", stage, "multiple_testing"), None, f"stages.{stage}.multiple_testing", f"must be one of {', '.join(MULTIPLE_TESTING)}")
+        smt = base.multiple_testing
+    rules = _overridden_rules(ctx, base, stage, _stage_overrides(ctx, base, stage, sraw.get("rules") or {}), alpha)
+    rules += _added_rules(ctx, base, stage, sraw.get("add") or [], alpha, rules)
+    return StageRubric(base.name, stage, ctx.file, alpha, smt, tuple(rules))
+
+
+def _stage_overrides(ctx: _Ctx, base: _Base, stage: str, overrides: Any) -> dict:
+    import difflib
+
+    if not isinstance(overrides, dict):
+        ctx.add(("stages", stage, "rules"), None, f"stages.{stage}.rules", "expected a mapping of rule name to field overrides")
+        return {}
+    for rname, ov in overrides.items():
+        if rname not in base.names:
+            close = difflib.get_close_matches(str(rname), list(base.names), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            ctx.add(("stages", stage, "rules", rname), str(rname), f"stages.{stage}.rules", f"no base rule named {rname!r}{hint}")
+        elif not isinstance(ov, dict):
+            ctx.add(("stages", stage, "rules", rname), str(rname), f"stages.{stage}.rules.{rname}", "expected a mapping of field overrides")
+    return overrides
+
+
+def _overridden_rules(ctx: _Ctx, base: _Base, stage: str, overrides: dict, alpha: float) -> list[Rule]:
+    """The base rules as this stage has them; base-rule problems are reported once, stage problems under their stage."""
+    rules: list[Rule] = []
+    for i, r in enumerate(base.raw_rules):
+        if not isinstance(r, dict):
+            if stage == STAGES[0]:
+                _build_rule(ctx, r, ("rules", i), i, alpha)
+            continue
+        ov = overrides.get(r.get("name")) if isinstance(r.get("name"), str) else None
+        merged: dict = r
+        path: tuple = ("rules", i)
+        if isinstance(ov, dict):
+            merged = _merge(r, ov)
+            path = ("stages", stage, "rules", r.get("name")) if set(ov) - _ALL_FIELDS else path
+        if merged.get("enabled", True) is False:
+            continue
+        sub = _Ctx(ctx.file, ctx.lines)
+        built = _build_rule(sub, merged, path, i, alpha)
+        if isinstance(ov, dict) and sub.problems:
+            sub.problems = [p.replace(f" rule #{i}", f" stages.{stage}: rule #{i}", 1) for p in sub.problems]
+        ctx.problems.extend(p for p in sub.problems if p not in ctx.problems)
+        if built is not None:
+            rules.append(built)
+    return rules
+
+
+def _added_rules(ctx: _Ctx, base: _Base, stage: str, adds: Any, alpha: float, rules: list[Rule]) -> list[Rule]:
+    if not isinstance(adds, list):
+        ctx.add(("stages", stage, "add"), None, f"stages.{stage}.add", "expected a list of rules")
+        return []
+    out: list[Rule] = []
+    for j, r in enumerate(adds):
+        sub = _Ctx(ctx.file, ctx.lines)
+        built = _build_rule(sub, r, ("stages", stage, "add", j), len(base.raw_rules) + j, alpha)
+        ctx.problems.extend(p.replace(" rule #", f" stages.{stage}.add: rule #", 1) for p in sub.problems)
+        if built is not None:
+            if built.name in base.names or any(x.name == built.name for x in rules + out):
+                ctx.add(("stages", stage, "add", j, "name"), built.name, "name", "duplicate rule name")
+            out.append(built)
+    return out
 
 
 def load_rubric(path: str | Path) -> Rubric:
@@ -577,6 +613,14 @@ def resolve_stage(given: str | None, suite: Mapping[str, Any] | None = None) -> 
     if suite and suite.get("stage"):
         return str(suite["stage"]), "suite"
     return DEFAULT_STAGE, "default"
+
+
+STAGE_SOURCES = {"given": "as given", "suite": "the suite's stage:", "default": "the default: no stage given and none in the suite"}
+
+
+def stage_reason(source: str) -> str:
+    """Why a command judges for its stage, in words, from `resolve_stage`'s source."""
+    return STAGE_SOURCES[source]
 
 
 def replace_rule(rule: Rule, **changes: Any) -> Rule:

@@ -108,17 +108,17 @@ def apply_reviews(cmp: Any, reviews: ReviewDecisions, judge: Callable[[Any], Any
         regs = reviews.regressions.get(variant) or {}
         n_open = len(reviews.open_items.get(variant) or ())
         if regs:
-            cases = tuple(sorted(regs))
-            diffs = tuple(f"{c}: {short_diff(cmp.output(cmp.baseline, c), cmp.output(variant, c))}  [{regs[c][:160]}]" for c in cases[:3])
+            regressed = tuple(sorted(regs))
+            diffs = tuple(f"{c}: {short_diff(cmp.output(cmp.baseline, c), cmp.output(variant, c))}  [{regs[c][:160]}]" for c in regressed[:3])
             v = Violation(
                 REVIEW_RULE,
                 "block",
                 variant,
                 None,
                 None,
-                f"{len(cases)} output(s) judged a regression by a reviewer",
-                {"regressions": len(cases), "open": n_open},
-                cases[:10],
+                f"{len(regressed)} output(s) judged a regression by a reviewer",
+                {"regressions": len(regressed), "open": n_open},
+                regressed[:10],
                 diffs,
             )
             results.append(RuleResult(variant, REVIEW_RULE, "block", "fail", (v,), note=f"reviewed in {reviews.source}"))
