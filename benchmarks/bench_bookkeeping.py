@@ -80,16 +80,37 @@ def run(quick: bool = False) -> list[Row]:
         m, lo, hi = mean_ci(this[key])
         verdict = "met" if hi <= TARGET_MS else ("NOT met" if lo > TARGET_MS else "within noise")
         figures = f"this code {_ms(this[key])}" + (f", previous ({PREVIOUS_REF}) {_ms(prev[key])}" if prev else ", previous code not available (no git)")
-        rows.append(Row(label, f"{what} per generation outside backend.generate, {n} generations", figures, ratio(this[key], prev[key]) if prev else None,
-                        f"<= {TARGET_MS} ms", verdict))
+        rows.append(
+            Row(
+                label,
+                f"{what} per generation outside backend.generate, {n} generations",
+                figures,
+                ratio(this[key], prev[key]) if prev else None,
+                f"<= {TARGET_MS} ms",
+                verdict,
+            )
+        )
     context = f"this code: loading the cases {_ms(this['load_cpu_ms_per_case'])} per case, scoring {_ms(this['score_cpu_ms_per_output'])} per output"
     if prev:
         context += f"; previous: {_ms(prev['load_cpu_ms_per_case'])}, {_ms(prev['score_cpu_ms_per_output'])}"
-    rows.append(Row(label, "the phases before and after generation (CPU)", context, ratio(this["score_cpu_ms_per_output"], prev["score_cpu_ms_per_output"]) if prev else None))
+    rows.append(
+        Row(
+            label,
+            "the phases before and after generation (CPU)",
+            context,
+            ratio(this["score_cpu_ms_per_output"], prev["score_cpu_ms_per_output"]) if prev else None,
+        )
+    )
     if not quick:
         e = embedded_share()
-        rows.append(Row(label, "share of generate time on the embedded model", f"{e['generations']} generations: generate {e['generate_s']:.1f}s, evalsuite outside it "
-                        f"{1000 * e['own_s']:.0f} ms ({1000 * e['own_s'] / e['generations']:.1f} ms/gen, load {e['load_s']:.1f}s apart): {100 * e['share']:.2f}%"))
+        rows.append(
+            Row(
+                label,
+                "share of generate time on the embedded model",
+                f"{e['generations']} generations: generate {e['generate_s']:.1f}s, evalsuite outside it "
+                f"{1000 * e['own_s']:.0f} ms ({1000 * e['own_s'] / e['generations']:.1f} ms/gen, load {e['load_s']:.1f}s apart): {100 * e['share']:.2f}%",
+            )
+        )
     return rows
 
 

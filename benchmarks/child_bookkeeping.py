@@ -37,7 +37,10 @@ variants:
 
 
 def suite_file(tmp: Path, n: int) -> Path:
-    lines = "\n".join(f"  - {{id: q{i:04d}, prompt: 'How long does session {i} last?', context: [d1], expect: {{citations: [d1], required_terms: [hours]}}}}" for i in range(n))
+    lines = "\n".join(
+        f"  - {{id: q{i:04d}, prompt: 'How long does session {i} last?', context: [d1], expect: {{citations: [d1], required_terms: [hours]}}}}"
+        for i in range(n)
+    )
     (tmp / "cases.yaml").write_text(CASES.format(cases=lines))
     (tmp / "suite.yaml").write_text(SUITE)
     return tmp / "suite.yaml"

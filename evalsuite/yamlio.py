@@ -146,7 +146,7 @@ def temp_writer_pid(name: str) -> int | None:
 def sweep_temp_files(directory: str | Path) -> list[Path]:
     """Remove the temporary files that killed writers left in `directory` (their process is gone);
     a live writer's file is left alone. Returns what was removed."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(directory))
     except OSError:

@@ -435,7 +435,7 @@ def _decide(res: CheckResult, check: Check, s: dict, exact: tuple[int | None, in
         res.status, res.how, res.decided_at, res.reason = "fail", how, i + 1, why
     elif pass_at is not None:
         res.status, res.decided_at = "pass", max(pass_at + 1, 1)
-        seq_last = check.sequential and (seq.passed or 0) >= ex_pass
+        seq_last = check.sequential and (seq.passed or 0) >= (ex_pass if ex_pass is not None else -1)
         res.how = "sequential" if seq_last else "exact"
         res.reason = (
             seq.why_pass

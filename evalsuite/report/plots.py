@@ -118,7 +118,7 @@ def tradeoff_png(points: Sequence[Mapping], boxes: list | None = None) -> str | 
     with_mem = [p for p in pts if _ok(p.get("memory_ratio"))]
     panels = [("speedup", "speed-up: tokens/s vs the baseline (x)")] + ([("memory_ratio", "peak memory vs the baseline (x)")] if with_mem else [])
     fig = Figure(figsize=(5.2 * len(panels), 3.8), layout="constrained", dpi=DPI)
-    FigureCanvasAgg(fig)  # a renderer to measure the labels with (no pyplot state)
+    canvas = FigureCanvasAgg(fig)  # a renderer to measure the labels with (no pyplot state)
     axes = []
     for i, (key, label) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1)
@@ -141,15 +141,15 @@ def tradeoff_png(points: Sequence[Mapping], boxes: list | None = None) -> str | 
         if not any(_ok(p.get(key)) for p in pts):
             ax.text(0.5, 0.5, "not reported", transform=ax.transAxes, ha="center", color="#777")
     fig.suptitle("dot: mean pass-rate delta; line: down to the worst metric", fontsize=9)
-    fig.canvas.draw()  # the layout is settled: labels are placed in its pixels, and it is frozen
+    canvas.draw()  # the layout is settled: labels are placed in its pixels, and it is frozen
     fig.set_layout_engine("none")
-    renderer = fig.canvas.get_renderer()
+    renderer = canvas.get_renderer()
     labels = []
     for ax, key in axes:
         items = [(p[key], 100 * p["quality"], p["variant"]) for p in pts if _ok(p.get(key))]
         labels += [(t, ax) for t in _place_labels(fig, ax, items, renderer)]
     if boxes is not None:
-        fig.canvas.draw()
+        canvas.draw()
         boxes += [_box(fig, t, renderer, "label", t.get_text()) for t, _ in labels]
     return _png(fig)
 
@@ -174,7 +174,7 @@ def deltas_png(rows: Sequence[Mapping], variants: Sequence[str], scenarios: Sequ
     heights = [len(metrics[s]) * max(2, nvar) * 0.16 + 0.6 for s in scen]
     total = sum(heights) + 0.6 + legend_in
     fig = Figure(figsize=(8.2, total), dpi=DPI)
-    FigureCanvasAgg(fig)
+    canvas = FigureCanvasAgg(fig)
     gs = fig.add_gridspec(len(scen), 1, height_ratios=heights, hspace=0.5, left=0.28, right=0.97, top=1 - (0.45 + legend_in) / total, bottom=0.5 / total)
     colors = {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(variants)}
     titles = []
@@ -186,8 +186,8 @@ def deltas_png(rows: Sequence[Mapping], variants: Sequence[str], scenarios: Sequ
     handles = [Handle([0], [0], color=colors[v], marker="o", lw=1.3, markersize=4) for v in variants]
     legend = fig.legend(handles, list(variants), loc="upper right", bbox_to_anchor=(0.97, 1 - 0.05 / total), fontsize=8, ncol=ncol, frameon=False)
     if boxes is not None:
-        fig.canvas.draw()
-        renderer = fig.canvas.get_renderer()
+        canvas.draw()
+        renderer = canvas.get_renderer()
         boxes += [_box(fig, legend, renderer, "legend", "legend")] + [_box(fig, t, renderer, "title", t.get_text()) for t in titles]
     return _png(fig)
 

@@ -283,13 +283,10 @@ def _variants_to_run(suite: Suite, names: Sequence[str] | None) -> list[Variant]
 def _open_store(suite: Suite, opts: RunOptions, cases: Sequence[Case], fingerprints: dict[str, str]) -> RunStore:
     """The run to write into: a new run directory, or the one `opts.resume` names (checked against
     the suite as it is now, and repaired after a kill)."""
-    from ..cases.interop import to_jsonl
-
     runs_dir = Path(opts.runs_dir or Path(suite.output_dir) / "runs")
     signature = make_signature(suite, cases, fingerprints)
     if not opts.resume:
-        # the resolved cases travel with the run, so it can be rescored after the files change
-        return RunStore.create(runs_dir, suite.name, suite.resolved(), signature, prepare=lambda st: to_jsonl(cases, st.dir / st.CASES))
+        return RunStore.create(runs_dir, suite.name, suite.resolved(), signature, prepare=lambda st: _write_cases(cases, st))
     store = RunStore.find(runs_dir, opts.resume)
     old = store.signature
     if old.get("case_digest") != signature["case_digest"]:
@@ -301,11 +298,18 @@ def _open_store(suite: Suite, opts: RunOptions, cases: Sequence[Case], fingerpri
     if dropped:
         log.warning("run %s: dropped a partial last record (%d bytes) left by an interrupted write", store.run_id, dropped)
     if not (store.dir / store.CASES).is_file():  # a run made before cases were written at creation
-        to_jsonl(cases, store.dir / store.CASES)
+        _write_cases(cases, store)
     merged = dict(old)
     merged["variants"] = {**old.get("variants", {}), **fingerprints}
     store.write_json(store.SIGNATURE, merged)
     return store
+
+
+def _write_cases(cases: Sequence[Case], store: RunStore) -> None:
+    """The resolved cases travel with the run, so it can be rescored after the case files change."""
+    from ..cases.interop import to_jsonl
+
+    to_jsonl(cases, store.dir / store.CASES)
 
 
 @dataclass
@@ -399,7 +403,7 @@ def _plan(job: VariantJob) -> tuple[list[tuple[Request, str]], list[Generation]]
     return todo, from_cache
 
 
-def _load_before_clock(job: VariantJob, todo: Sequence[Request]) -> float:
+def _load_before_clock(job: VariantJob, todo: Sequence[Any]) -> float:
     """Load the model before the clock starts: wall_s (and the throughput read from it) is generation
     time, as in a plain generate loop; the load is its own figure. A load that fails is left to the
     first batch, whose error handling records it against the cases. Returns the load's seconds."""

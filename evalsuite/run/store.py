@@ -110,7 +110,7 @@ class GenerationCache:
     def get_many(self, fingerprint: str, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], dict]:
         """Stored generations of one variant fingerprint, by (request hash, sample): one query per
         500 keys rather than one per request (missing keys are absent)."""
-        out: dict[tuple[str, int], dict] = {}
+        out: dict[tuple[str, int], str] = {}
         hashes = list(dict.fromkeys(h for h, _ in keys))
         wanted = set(keys)
         with self._lock:

@@ -92,14 +92,14 @@ def _candidate_error(text: str) -> str | None:
                 best = (exc.pos - start, start, exc)
     if best is None:
         return None
-    _, start, exc = best
-    cand, at = text[start:], exc.pos - start
+    _, start, err = best
+    cand, at = text[start:], err.pos - start
     line = cand.count("\n", 0, at) + 1
     col = at - (cand.rfind("\n", 0, at) + 1) + 1
     where_line = text.count("\n", 0, start) + 1
     where_col = start - (text.rfind("\n", 0, start) + 1) + 1
     kind = "object" if text[start] == "{" else "array"
-    msg = f"{exc.msg} (line {line}, column {col} of the JSON {kind} starting at line {where_line}, column {where_col} of the output)"
+    msg = f"{err.msg} (line {line}, column {col} of the JSON {kind} starting at line {where_line}, column {where_col} of the output)"
     before = cand[:at].rstrip()
     if before.endswith(",") and cand[at : at + 1] in ("}", "]"):
         msg += f": a trailing comma before '{cand[at]}'"

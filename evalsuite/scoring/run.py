@@ -123,7 +123,7 @@ class _Reuse:
         from . import reuse
 
         self.cache, self.reuse = cache, reuse
-        digests = {}
+        digests: dict[int, str] = {}
         self.input_keys: list[list[str]] = []
         self.case_keys: list[str] = []
         for _, case, inputs in work:
