@@ -56,7 +56,7 @@ def embedded_share(per_scenario: int = 2, max_new_tokens: int = 32, batch_size: 
 
     suite, base, cases = embedded_suite(per_scenario, max_new_tokens, batch_size)
     with tempfile.TemporaryDirectory() as tmp:
-        Timed.cpu = Timed.wall = 0.0
+        Timed.reset()
         opts = runner.RunOptions(progress=False, backend_factory=lambda v: Timed(make_backend(v)), cache_path=f"{tmp}/c.sqlite", runs_dir=f"{tmp}/runs")
         select = runner.select_cases
         runner.select_cases = lambda *a, **k: cases
@@ -68,7 +68,18 @@ def embedded_share(per_scenario: int = 2, max_new_tokens: int = 32, batch_size: 
             runner.select_cases = select
     load = res.variants[base.name]["load_s"]
     own = wall - Timed.wall - load
-    return {"generations": res.generated, "generate_s": Timed.wall, "own_s": own, "load_s": load, "share": own / Timed.wall}
+    gaps = Timed.gaps()  # between one batch's return and the next batch's call: the store, the cache, the books
+    return {
+        "generations": res.generated,
+        "batches": len(Timed.calls),
+        "generate_s": Timed.wall,
+        "own_s": own,
+        "between_s": sum(gaps),
+        "between_ms_per_batch": 1000 * sum(gaps) / max(len(gaps), 1),
+        "load_s": load,
+        "share_between": sum(gaps) / Timed.wall,
+        "share": own / Timed.wall,
+    }
 
 
 def run(quick: bool = False) -> list[Row]:

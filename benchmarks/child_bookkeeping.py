@@ -18,38 +18,14 @@ import tempfile
 import time
 from pathlib import Path
 
-CASES = """schema_version: 1
-defaults: {{scenario: kb_qa, kind: grounded, lang: en}}
-documents:
-  - {{id: d1, text: The VPN session lasts 12 hours and then asks for the token again.}}
-cases:
-{cases}
-"""
-SUITE = """schema_version: 1
-name: bookkeeping
-casesets: [cases.yaml]
-generation: {max_new_tokens: 16, samples: 1, batch_size: 8, temperature: 0}
-output_dir: out
-cache: out/cache.sqlite
-variants:
-  - {name: base, baseline: true, backend: fake, options: {default: 'The session lasts 12 hours [d1].'}}
-"""
-
-
-def suite_file(tmp: Path, n: int) -> Path:
-    lines = "\n".join(
-        f"  - {{id: q{i:04d}, prompt: 'How long does session {i} last?', context: [d1], expect: {{citations: [d1], required_terms: [hours]}}}}"
-        for i in range(n)
-    )
-    (tmp / "cases.yaml").write_text(CASES.format(cases=lines))
-    (tmp / "suite.yaml").write_text(SUITE)
-    return tmp / "suite.yaml"
-
+from fake_suite import suite_file
 
 class Timed:
-    """A backend whose `generate` is timed (CPU and wall), so its own work is taken off evalsuite's."""
+    """A backend whose `generate` is timed (CPU and wall), so its own work is taken off evalsuite's;
+    its `fingerprint` (hashing a model's files, once per run) is timed apart."""
 
-    cpu = wall = 0.0
+    cpu = wall = fingerprint_s = 0.0
+    calls: list[tuple[float, float]] = []  #: (entered, returned) of every generate call, in order
 
     def __init__(self, inner):
         self.inner = inner
@@ -57,13 +33,32 @@ class Timed:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
+    def fingerprint(self):
+        t0 = time.perf_counter()
+        try:
+            return self.inner.fingerprint()
+        finally:
+            Timed.fingerprint_s += time.perf_counter() - t0
+
     def generate(self, requests):
         c0, t0 = time.process_time(), time.perf_counter()
         try:
             return self.inner.generate(requests)
         finally:
+            t1 = time.perf_counter()
             Timed.cpu += time.process_time() - c0
-            Timed.wall += time.perf_counter() - t0
+            Timed.wall += t1 - t0
+            Timed.calls.append((t0, t1))
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.cpu = cls.wall = cls.fingerprint_s = 0.0
+        cls.calls = []
+
+    @classmethod
+    def gaps(cls) -> list[float]:
+        """Seconds between one generate call's return and the next call: evalsuite's work between batches."""
+        return [b[0] - a[1] for a, b in zip(cls.calls, cls.calls[1:])]
 
 
 def measure(n: int) -> dict:
@@ -73,14 +68,14 @@ def measure(n: int) -> dict:
     from evalsuite.scoring.pipeline import score_stored_run
 
     with tempfile.TemporaryDirectory() as t:
-        suite = load_suite(suite_file(Path(t), n))
+        suite = load_suite(suite_file(Path(t), n, 1, 1))
         c0 = time.process_time()
         cases = runner.select_cases(suite)
         load_cpu = time.process_time() - c0
         select = runner.select_cases
         runner.select_cases = lambda *a, **k: cases
         try:
-            Timed.cpu = Timed.wall = 0.0
+            Timed.reset()
             opts = runner.RunOptions(progress=False, backend_factory=lambda v: Timed(make_backend(v)))
             c0, t0 = time.process_time(), time.perf_counter()
             res = runner.generate_suite(suite, opts)
