@@ -9,6 +9,7 @@ own, so they cannot disagree. The stage is chosen by one rule everywhere
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,10 @@ def judge_run(
     cmp = compare_run(store)
     path = Path(queue) if queue is not None else default_queue_path(store)
     flagged = flag_run(store, queue=path, rubric=rub, cmp=cmp) if flag else None
-    review = review_decisions(store, cmp, rub.review, path) if path.is_file() else None
+    # the clock is read here, at the entry to judging: the queue's waivers are checked as of now and
+    # for this rubric, and the gate itself stays a pure function of what it is handed
+    now = datetime.now(timezone.utc)
+    review = review_decisions(store, cmp, rub.review, path, now=now, rubric_digest=rub.rules_digest()) if path.is_file() else None
     adaptive = adaptive_decisions(store, sr, cmp) if is_adaptive(store) else None
     decisions = Decisions(review=review, adaptive=adaptive)
     verdict = gate(cmp, sr, decisions, judge_noise=judge_noise)

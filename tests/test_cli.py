@@ -10,7 +10,7 @@ from evalsuite.cli import app
 
 runner = CliRunner()
 
-COMMANDS = ["validate", "run", "score", "compare", "gate", "summary", "demo", "import", "export", "list"]
+COMMANDS = ["validate", "run", "score", "compare", "gate", "summary", "demo", "import", "export", "list", "releases", "promote", "rollback"]
 
 
 def test_help_lists_every_command_with_one_line():

@@ -25,6 +25,57 @@ def write_verdict_json(judgment, path: Path) -> None:
     atomic_write_text(Path(path), json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
+LedgerOpt = typer.Option(None, "--ledger", help="release ledger (default: $EVALSUITE_RELEASE_LEDGER, else reports/releases.sqlite beside the runs)")
+SummaryOpt = typer.Option(
+    None, "--summary", envvar="GITHUB_STEP_SUMMARY", help="append report.md to this file: a CI job summary (default: $GITHUB_STEP_SUMMARY when set)"
+)
+MlflowOpt = typer.Option(False, "--mlflow", help="log the run, its verdict and its report to MLflow (pip install 'evalsuite[mlflow]')")
+MlflowUriOpt = typer.Option(
+    None, "--mlflow-uri", envvar="MLFLOW_TRACKING_URI", help="MLflow tracking URI for --mlflow (default: $MLFLOW_TRACKING_URI, else MLflow's own)"
+)
+MlflowExpOpt = typer.Option("evalsuite", "--mlflow-experiment", help="MLflow experiment for --mlflow")
+
+
+def _cannot_judge(exc: EvalsuiteError, stage: str | None, json_out: Path | None) -> typer.Exit:
+    print_error(exc)
+    if json_out:  # CI reads the file: it says why, too
+        doc = {"passed": False, "judgeable": False, "exit_code": int(ExitCode.CANNOT_JUDGE), "status": "cannot judge", "stage": stage, "problems": [str(exc)]}
+        atomic_write_text(json_out, json.dumps(doc, indent=2) + "\n")
+    return typer.Exit(int(ExitCode.CANNOT_JUDGE))
+
+
+def _record(judgment, ledger: Path | None) -> None:
+    """The gate's decisions into the release ledger, one line about it."""
+    from ..releases import default_ledger_path, record_gate
+
+    path = ledger or default_ledger_path(judgment.store)
+    rows = record_gate(judgment, path)
+    counts = ", ".join(f"{d.variant} {d.status}" for d in rows) or "no judged variant"
+    console.print(f"ledger: {judgment.stage} decision(s) recorded in {path}: {counts}", highlight=False, soft_wrap=True)
+
+
+def _publish(judgment, ledger: Path | None, summary: Path | None, mlflow: bool, mlflow_uri: str | None, experiment: str) -> None:
+    """Where people look: report.md appended to the CI job summary, and the run logged to MLflow."""
+    from ..report.api import write_report
+
+    res = write_report(judgment, ledger=ledger)
+    if summary:
+        summary = Path(summary)
+        summary.parent.mkdir(parents=True, exist_ok=True)
+        with summary.open("a", encoding="utf-8") as fh:
+            fh.write(res.markdown.read_text("utf-8") + "\n")
+        console.print(f"summary: {res.markdown} appended to {summary}", highlight=False, soft_wrap=True)
+    if mlflow:
+        from ..releases.tracking import log_gate
+
+        logged = log_gate(judgment, [res.html, res.markdown], uri=mlflow_uri, experiment=experiment)
+        console.print(
+            f"mlflow: run {logged.run_id} in experiment {experiment!r} at {logged.tracking_uri} ({logged.params} params, {logged.metrics} metrics)",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
 @app.command()
 def gate(
     run: str = RunArg,
@@ -35,8 +86,14 @@ def gate(
     flag: bool = typer.Option(False, "--flag", help="first flag the run's differences into the review queue"),
     queue: Path | None = QueueOpt,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="every violation with its numbers, cases and diffs (default: one line per rule)"),
+    ledger: Path | None = LedgerOpt,
+    summary: Path | None = SummaryOpt,
+    mlflow: bool = MlflowOpt,
+    mlflow_uri: str | None = MlflowUriOpt,
+    mlflow_experiment: str = MlflowExpOpt,
 ) -> None:
-    """Judge a run against a rubric: exit 0 pass, 1 regression, 2 cannot judge, 3 needs review."""
+    """Judge a run against a rubric: exit 0 pass, 1 regression, 2 cannot judge, 3 needs review. Each
+    judged variant's decision is recorded in the release ledger."""
     from ..judge import judge_run
     from ..report.terminal import judgment_view
     from ..run.store import RunStore
@@ -44,21 +101,17 @@ def gate(
     try:
         judgment = judge_run(RunStore.find(runs_dir, run), rubric, stage, queue, flag=flag)
     except EvalsuiteError as exc:
-        print_error(exc)
-        if json_out:  # CI reads the file: it says why, too
-            doc = {
-                "passed": False,
-                "judgeable": False,
-                "exit_code": int(ExitCode.CANNOT_JUDGE),
-                "status": "cannot judge",
-                "stage": stage,
-                "problems": [str(exc)],
-            }
-            atomic_write_text(json_out, json.dumps(doc, indent=2) + "\n")
-        raise typer.Exit(int(ExitCode.CANNOT_JUDGE)) from None
+        raise _cannot_judge(exc, stage, json_out) from None
     console.print(judgment_view(judgment, verbose=verbose))
     if json_out:
         write_verdict_json(judgment, json_out)
+    try:
+        _record(judgment, ledger)
+        if summary or mlflow:
+            _publish(judgment, ledger, summary, mlflow, mlflow_uri, mlflow_experiment)
+    except EvalsuiteError as exc:  # the verdict stands, but CI must not take an unrecorded one for a pass
+        print_error(exc)
+        raise typer.Exit(int(ExitCode.CANNOT_JUDGE)) from None
     raise typer.Exit(judgment.exit_code)
 
 
@@ -72,6 +125,7 @@ def report(
     runs_dir: Path = RunsDir,
     queue: Path | None = QueueOpt,
     verbose: bool = typer.Option(False, "--verbose", "-v", help="print the gate's full evidence too"),
+    ledger: Path | None = LedgerOpt,
 ) -> None:
     """Write reports/<run-id>/report.html (one self-contained page) and report.md for a run."""
     from ..judge import judge_run
@@ -80,7 +134,7 @@ def report(
     from ..run.store import RunStore
 
     judgment = judge_run(RunStore.find(runs_dir, run), rubric, stage, queue)
-    res = write_report(judgment, out_dir=out)
+    res = write_report(judgment, out_dir=out, ledger=ledger)
     console.print(judgment_view(judgment, scenarios=res.data.scenarios, verbose=verbose))
     console.print(f"report: {res.html}", highlight=False, soft_wrap=True)
     console.print(f"summary: {res.markdown}", highlight=False, soft_wrap=True)

@@ -25,16 +25,17 @@ class ReportResult:
         return 2 if v is None else v.exit_code
 
 
-def write_report(judgment: Any, *, out_dir: str | Path | None = None, plots: bool = True, loaded: Any = None) -> ReportResult:
+def write_report(judgment: Any, *, out_dir: str | Path | None = None, plots: bool = True, loaded: Any = None, ledger: str | Path | None = None) -> ReportResult:
     """Write `report.html` and `report.md` of a judged run (evalsuite.judge.judge_run's Judgment)
-    into `out_dir` (default `reports/<run-id>/`)."""
+    into `out_dir` (default `reports/<run-id>/`); `ledger`: the release ledger whose history it shows
+    (default: the one beside the run's folder)."""
     from ..yamlio import atomic_write_text
     from .html import render_html
     from .markdown import render_markdown
     from .plots import report_plots
 
     t0 = time.perf_counter()
-    data = build_report_data(judgment, loaded=loaded)
+    data = build_report_data(judgment, loaded=loaded, ledger=ledger)
     t1 = time.perf_counter()
     out = Path(out_dir) if out_dir is not None else default_report_dir(judgment.store)
     figs = report_plots(data) if plots else {}

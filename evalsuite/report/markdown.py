@@ -50,6 +50,8 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
             lines.append(f"- {mark} **{r['rule']}** ({', '.join(r['variants'])}): {_cell(r['reason'])}" + (f"; top cases {cases}" if cases else ""))
         if len(data.rule_lines) > max_rules:
             lines.append(f"- ... and {len(data.rule_lines) - max_rules} more rule(s) in the HTML report")
+    if data.audit:
+        lines += ["", f"**Audit of the review flags:** {_cell(data.audit['line'])}"]
     lines += [
         "",
         "### Performance",
@@ -65,6 +67,7 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
             f"| `{_cell(p['variant'])}` | {_cell(p['changes'])} | {p['errors'] or 0} | {p['timeouts'] or 0} | {_f(p['latency_p50_s'], '.3f')} | {_f(p['latency_p95_s'], '.3f')} "
             f"| {_f(p['ttft_p50_s'], '.3f')} | {_f(p['tokens_per_s'], '.1f')} | {_f(p['peak_memory_mb'], '.0f')} | {_f(p['speedup'], '.2f')} | {_f(None if q is None else 100 * q, '+.1f')} |"
         )
+    lines += release_lines(data.releases)
     lines += [
         "",
         f"{data.flagged_total} flagged output(s) (one variant's output for one case each)."
@@ -73,3 +76,29 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
     sig = data.signature
     lines.append(f"_case digest `{str(sig.get('case_digest', '-'))[:16]}`, {sig.get('cases', '-')} cases, evalsuite {sig.get('evalsuite', '-')}_")
     return "\n".join(lines) + "\n"
+
+
+def release_lines(releases: Any) -> list[str]:
+    """The release history of the run's variants and each stage's rollback target (nothing without a ledger)."""
+    if releases is None:
+        return []
+    stages = ("dev", "pilot", "production")
+    lines = ["", "### Releases", "", "| variant | " + " | ".join(stages) + " |", "|---|" + "---|" * len(stages)]
+    for v in releases.variants:
+        cells = []
+        for s in stages:
+            c = v["stages"][s]
+            cells.append(
+                f"✅ since {c['since'][:16].replace('T', ' ')} (run `{c['run_id']}`)"
+                if c["cleared"]
+                else "-"
+                if c["status"] is None
+                else f"❌ {_cell(c['reason'])}"
+            )
+        lines.append(f"| `{_cell(v['variant'])}` `{v['fingerprint'][:12]}` | " + " | ".join(cells) + " |")
+    lines += [""] if releases.stages else []
+    for st in releases.stages:
+        cur, tgt = st["current"], st["target"]
+        target = f"`{tgt['variant']}` (`{tgt['fingerprint'][:12]}`)" if tgt else f"none ({_cell(st['why_no_target'])})"
+        lines.append(f"- **{st['stage']}** runs `{cur['variant']}` (`{cur['fingerprint'][:12]}`); rollback target: {target}")
+    return lines

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..scoring.evidence import citations_evidence, code_evidence, json_drift_rows
 from .frames import LoadedRun, load_run, perf_rows
+from .releases import release_history
 
 SEVERITY_ORDER = {"block": 0, "warn": 1, "flip": 2}
 MAX_FLAGGED = 3000  #: flagged cases rendered with full evidence (the rest are counted)
@@ -91,6 +93,7 @@ class ReportData:
     comparison: Any = None
     loaded: Any = None
     judgment: Any = None  #: the Judgment the report renders
+    releases: Any = None  #: releases.ReleaseHistory: stages cleared per variant and each stage's rollback target (None: no ledger)
 
     @property
     def status(self) -> str:
@@ -101,6 +104,12 @@ class ReportData:
     def stage_reason(self) -> str:
         """Why the verdict is for this stage (evalsuite.verdict.outcome.Judgment.stage_reason)."""
         return self.judgment.stage_reason if self.judgment is not None else ""
+
+    @property
+    def audit(self) -> dict:
+        """The review queue's audit of its flags for this run: the random share of unflagged outputs
+        queued and the estimate of the regressions the flags miss (evalsuite.review.api.audit_estimate), or {}."""
+        return dict((self.verdict.review or {}).get("audit") or {}) if self.verdict is not None else {}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,120 +237,6 @@ def _fmt_val(x: Any) -> str:
     return str(x)
 
 
-def flatten_json(value: Any, prefix: str = "$") -> dict[str, Any]:
-    """Leaf paths of a JSON value (`$.features[1]`) -> leaf value; empty containers are leaves."""
-    out: dict[str, Any] = {}
-    if isinstance(value, dict) and value:
-        for k, v in value.items():
-            out.update(flatten_json(v, f"{prefix}.{k}"))
-    elif isinstance(value, list) and value:
-        for i, v in enumerate(value):
-            out.update(flatten_json(v, f"{prefix}[{i}]"))
-    else:
-        out[prefix] = value
-    return out
-
-
-def json_drift_rows(baseline_text: str | None, variant_text: str | None) -> dict | None:
-    """Key-by-key comparison of the JSON in two outputs; None when neither holds JSON."""
-    import json
-
-    from ..scoring.jsonformat import extract_json
-
-    b = extract_json(baseline_text or "")
-    v = extract_json(variant_text or "")
-    if not b.ok and not v.ok:
-        return None
-    fb = flatten_json(b.value) if b.ok else {}
-    fv = flatten_json(v.value) if v.ok else {}
-    rows = []
-    for path in list(dict.fromkeys(list(fb) + list(fv))):
-        inb, inv = path in fb, path in fv
-        if inb and inv:
-            change = "same" if fb[path] == fv[path] else "changed"
-        elif inb:
-            change = "missing" if v.ok else "unparsed"
-        else:
-            change = "added"
-        rows.append(
-            {
-                "path": path,
-                "baseline": json.dumps(fb[path], ensure_ascii=False) if inb else "",
-                "variant": json.dumps(fv[path], ensure_ascii=False) if inv else "",
-                "change": change,
-            }
-        )
-    return {
-        "rows": rows,
-        "baseline_error": None if b.ok else (b.error or "no JSON found"),
-        "variant_error": None if v.ok else (v.error or "no JSON found"),
-        "changed": sum(1 for r in rows if r["change"] != "same"),
-    }
-
-
-def citations_evidence(case: Any, baseline_text: str | None, variant_text: str | None) -> dict | None:
-    """The case's context documents with the gold citations and what each output cites."""
-    if case is None or not case.context:
-        return None
-    from ..scoring.citations import cited_ids
-
-    cb = cited_ids(baseline_text or "", case)
-    cv = cited_ids(variant_text or "", case)
-    gold = set(case.expect.citations)
-    docs = []
-    for d in case.context:
-        text = d.text if len(d.text) <= 600 else d.text[:600] + " ..."
-        docs.append({"id": d.id, "title": d.title, "access": d.access, "gold": d.id in gold, "baseline": d.id in cb, "variant": d.id in cv, "text": text})
-    known = {d.id for d in case.context}
-    return {
-        "docs": docs,
-        "baseline_cited": cb,
-        "variant_cited": cv,
-        "unknown_baseline": [c for c in cb if c not in known],
-        "unknown_variant": [c for c in cv if c not in known],
-        "gold": sorted(gold),
-    }
-
-
-def code_evidence(case: Any, recs: Mapping[str, Mapping[str, Any]]) -> dict | None:
-    """Unit-test results of both sides (code.pass details) and pass@k, with the case's tests."""
-    if case is None or not case.expect.tests:
-        if not any(m.startswith("code.") for side in recs.values() for m in side):
-            return None
-    sides = {}
-    for side, by_metric in recs.items():
-        r = by_metric.get("code.pass")
-        det = (r.details or {}) if r is not None else {}
-        sides[side] = {
-            "passed": None if r is None else r.passed,
-            "status": det.get("status") or det.get("skipped") or ("-" if r is None else ""),
-            "reason": det.get("reason") or "",
-            "stderr": det.get("stderr_tail") or "",
-        }
-    pass_at_k = []
-    metrics = sorted(
-        {m for side in recs.values() for m in side if m.startswith("code.pass@")}, key=lambda m: int(m.split("@")[1]) if m.split("@")[1].isdigit() else 0
-    )
-    for m in metrics:
-        b, v = recs.get("baseline", {}).get(m), recs.get("variant", {}).get(m)
-        pass_at_k.append(
-            {
-                "metric": m,
-                "baseline": None if b is None else b.value,
-                "variant": None if v is None else v.value,
-                "baseline_statuses": (b.details or {}).get("statuses") if b is not None else None,
-                "variant_statuses": (v.details or {}).get("statuses") if v is not None else None,
-            }
-        )
-    return {
-        "tests": (case.expect.tests if case is not None else None) or "",
-        "entry_point": case.expect.entry_point if case is not None else None,
-        "baseline": sides.get("baseline"),
-        "variant": sides.get("variant"),
-        "pass_at_k": pass_at_k,
-    }
-
-
 def _score_rows(base: Mapping[str, Any], var: Mapping[str, Any]) -> list[dict]:
     rows = []
     for m in sorted(set(base) | set(var)):
@@ -388,7 +283,7 @@ def _models(suite: Mapping, signature: Mapping) -> list[dict]:
     return out
 
 
-def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None) -> ReportData:
+def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None, ledger: str | Path | None = None) -> ReportData:
     """Everything a report shows of a judged run (evalsuite.judge.judge_run's Judgment): the verdict
     as judged, never judged again here, and the evidence of every flagged case."""
     lr = loaded or load_run(judgment.store, comparison=judgment.comparison)
@@ -424,6 +319,7 @@ def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None) -> Repo
         comparison=cmp,
         loaded=lr,
         judgment=judgment,
+        releases=release_history(judgment, ledger),
     )
 
 

@@ -7,7 +7,11 @@ tests share one path. The gate sees the queue only as data (`decisions.ReviewDec
 from ..verdict.decisions import ReviewDecisions
 from .api import (
     FlagResult,
+    adjudicate,
     annotate,
+    answer,
+    audit_estimate,
+    back,
     dataframe,
     decisions,
     default_queue_path,
@@ -20,13 +24,22 @@ from .api import (
     release,
     review_decisions,
     show,
+    skip,
     stats,
+    undo,
 )
-from .policy import ReviewPolicy, flag_comparison
+from .policy import ReviewPolicy, flag_comparison, flag_plan
 from .store import VERDICTS, ReviewStore
 
 __all__ = [
     "FlagResult",
+    "adjudicate",
+    "answer",
+    "audit_estimate",
+    "back",
+    "flag_plan",
+    "skip",
+    "undo",
     "ReviewDecisions",
     "ReviewPolicy",
     "ReviewStore",

@@ -1,24 +1,12 @@
 """The review queue on disk: one SQLite file (default `reports/review.sqlite`).
 
 Why SQLite: several reviewers (notebooks, CLIs, CI's `gate --flag`) write at once, and a verdict is
-human work that must never be lost or half-written. The file is opened in WAL mode (readers never
-block the writer), with a busy timeout, and every write runs in a `BEGIN IMMEDIATE` transaction: a
-deferred transaction that reads first and then writes can fail with SQLITE_BUSY *despite* the busy
-timeout (its read snapshot may be stale when it asks for the write lock), while an immediate one
-takes the write lock up front and simply waits its turn. With WAL and `synchronous=NORMAL` (the
-default) a committed transaction survives any crash of the process (tests kill writers with
-SIGKILL); only an OS crash or power cut can undo the last few commits, never corrupt the file.
-`synchronous="FULL"` closes that window too, at about 7x the cost per write (fsync per commit).
+human work that must never be lost or half-written. The file handling (WAL, busy timeout, `BEGIN
+IMMEDIATE` writes, what survives a kill, migrations) is evalsuite.sqlitefile's, shared with the
+release ledger; tests kill writers with SIGKILL.
 
-Tables (schema version 2; `schema_version` holds the number and migrations upgrade older files):
-
-- `items`: one row per distinct flagged output, unique on `item_key` = sha256 of (case id,
-  variant fingerprint, output hash). Re-flagging the same output in a later run adds no row.
-- `sightings`: (item, run) pairs: every run in which the item's exact output was flagged.
-- `verdicts`: append-only history of `acceptable` / `regression` / `unsure` verdicts; the latest
-  row (highest id) per item is its current verdict (mirrored in `items.current_verdict`, written in
-  the same transaction, so that `review next` finds open items through an index).
-- `claims`: at most one live claim per item (`review next`), with an expiry time (a lease).
+The tables, their migrations and the SQL of "open": evalsuite/review/schema.py; how a verdict
+history settles into an item's state (undo, double review, adjudication): evalsuite/review/settle.py.
 """
 
 from __future__ import annotations
@@ -26,69 +14,26 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import random
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import EvalsuiteError
+from ..sqlitefile import BUSY_TIMEOUT_S, SqliteFile, now_iso
+from .schema import ANSWERED_SQL, EXPIRED_SQL, HISTORY_COLUMNS, ITEM_SQL, MIGRATIONS, OPEN_SQL, SCHEMA_VERSION, STANDING_SQL
+from .settle import STATES, settle
 
-SCHEMA_VERSION = 2
 DEFAULT_QUEUE = Path("reports") / "review.sqlite"
 VERDICTS = ("acceptable", "regression", "unsure")
-BUSY_TIMEOUT_S = 60.0
 DEFAULT_LEASE_S = 30 * 60.0
-
-#: (version, statements) applied in order to bring a file from version-1 to version
-MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
-    (
-        1,
-        (
-            "CREATE TABLE items ("
-            " id INTEGER PRIMARY KEY AUTOINCREMENT,"
-            " item_key TEXT NOT NULL UNIQUE,"
-            " case_id TEXT NOT NULL, variant TEXT NOT NULL, fingerprint TEXT NOT NULL, output_hash TEXT NOT NULL,"
-            " scenario TEXT NOT NULL DEFAULT '', kind TEXT NOT NULL DEFAULT '',"
-            " run_id TEXT NOT NULL, baseline TEXT NOT NULL DEFAULT '',"
-            " reasons TEXT NOT NULL,"
-            " baseline_output TEXT, variant_output TEXT,"
-            " baseline_scores TEXT NOT NULL DEFAULT '{}', variant_scores TEXT NOT NULL DEFAULT '{}',"
-            " created TEXT NOT NULL)",
-            "CREATE TABLE verdicts ("
-            " id INTEGER PRIMARY KEY AUTOINCREMENT,"
-            " item_id INTEGER NOT NULL REFERENCES items(id),"
-            " verdict TEXT NOT NULL CHECK (verdict IN ('acceptable', 'regression', 'unsure')),"
-            " reviewer TEXT NOT NULL, note TEXT NOT NULL DEFAULT '', created TEXT NOT NULL)",
-            "CREATE INDEX verdicts_item ON verdicts(item_id, id)",
-        ),
-    ),
-    (
-        2,
-        (
-            "CREATE TABLE sightings (item_id INTEGER NOT NULL REFERENCES items(id), run_id TEXT NOT NULL, seen TEXT NOT NULL, PRIMARY KEY (item_id, run_id))",
-            "INSERT OR IGNORE INTO sightings SELECT id, run_id, created FROM items",
-            "CREATE TABLE claims (item_id INTEGER PRIMARY KEY REFERENCES items(id), reviewer TEXT NOT NULL, expires REAL NOT NULL)",
-            "CREATE INDEX items_case ON items(case_id, fingerprint)",
-            # the latest verdict, kept beside the history in the same transaction, so that finding the
-            # next open item is an index lookup instead of a scan of every item's history
-            "ALTER TABLE items ADD COLUMN current_verdict TEXT",
-            "UPDATE items SET current_verdict=(SELECT verdict FROM verdicts v WHERE v.item_id=items.id ORDER BY v.id DESC LIMIT 1)",
-            "CREATE INDEX items_open ON items(current_verdict, id)",
-        ),
-    ),
-]
+ROLES = ("review", "adjudication")
 
 
 class QueueError(EvalsuiteError):
     """A problem with the review queue (unknown item, bad verdict, newer schema...)."""
-
-
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def output_hash(text: str | None) -> str:
@@ -103,7 +48,7 @@ def item_key(case_id: str, fingerprint: str, out_hash: str) -> str:
 
 @dataclass(frozen=True)
 class NewItem:
-    """What flagging hands the store: one flagged output and why."""
+    """What flagging hands the store: one flagged (or audited) output, why, and how to review it."""
 
     run_id: str
     variant: str
@@ -117,6 +62,8 @@ class NewItem:
     variant_output: str | None
     baseline_scores: dict = field(default_factory=dict)  #: metric -> {value, passed}
     variant_scores: dict = field(default_factory=dict)
+    context: dict | None = None  #: what was asked and the checks beside it (evalsuite.review.context)
+    review: ItemReview | None = None  #: how it is reviewed and where it stands in the triage order
 
     @property
     def output_hash(self) -> str:
@@ -128,6 +75,43 @@ class NewItem:
 
 
 @dataclass(frozen=True)
+class ItemReview:
+    """How an item is reviewed (from the rubric's `review:` policy) and its triage."""
+
+    mode: str = "anchors"  #: anchors | pairwise (blind)
+    left_side: str | None = None  #: pairwise: which side is shown on the left (baseline | variant), seeded per item
+    reviews_needed: int = 1  #: independent verdicts it needs (2: double review)
+    priority: float = 0.0  #: expected impact: the queue hands out the highest first
+    triage: str | None = None  #: knife-edge | substantive (None: no logit margin recorded)
+    margin: float | None = None  #: the baseline's logit margin at the first divergent token (nats)
+    audit: bool = False  #: queued at random from the unflagged outputs (the flags' audit)
+    rubric_digest: str | None = None  #: the rubric it was flagged under
+
+
+@dataclass(frozen=True)
+class AuditPopulation:
+    """One flagging pass's audit sample for one variant: the population it was drawn from."""
+
+    run_id: str
+    variant: str
+    population: int  #: unflagged outputs that differ from the baseline's
+    sampled: int  #: of those, queued for review
+    rate: float
+    seed: int
+
+
+@dataclass(frozen=True)
+class VerdictExtra:
+    """What a verdict row may carry besides verdict, reviewer and note."""
+
+    role: str = "review"  #: review | adjudication
+    expires: str | None = None  #: an acceptable verdict's waiver lapses at this UTC time (ISO 8601)
+    expires_rubric: str | None = None  #: ... or when the item is flagged under a rubric other than this digest
+    answer: str | None = None  #: blind pairwise: the raw answer (left_worse | same | right_worse)
+    left_side: str | None = None  #: blind pairwise: the side that was shown on the left
+
+
+@dataclass(frozen=True)
 class AddResult:
     """What one flagging pass did to the queue."""
 
@@ -135,97 +119,68 @@ class AddResult:
     existing: tuple[int, ...]  #: items already in the queue (same output): only a sighting recorded
 
 
-class ReviewStore:
+_INSERT_ITEM = (
+    "INSERT INTO items (item_key, case_id, variant, fingerprint, output_hash, scenario, kind, run_id, baseline, reasons,"
+    " baseline_output, variant_output, baseline_scores, variant_scores, created, context, mode, left_side, reviews_needed,"
+    " priority, triage, margin, audit, rubric_digest) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
+def _item_values(it: NewItem, ts: str) -> tuple:
+    r = it.review or ItemReview()
+    return (
+        it.key,
+        it.case_id,
+        it.variant,
+        it.fingerprint,
+        it.output_hash,
+        it.scenario,
+        it.kind,
+        it.run_id,
+        it.baseline,
+        _dumps(list(it.reasons)),
+        it.baseline_output,
+        it.variant_output,
+        _dumps(it.baseline_scores),
+        _dumps(it.variant_scores),
+        ts,
+        None if it.context is None else _dumps(it.context),
+        r.mode,
+        r.left_side,
+        int(r.reviews_needed),
+        float(r.priority),
+        r.triage,
+        r.margin,
+        int(bool(r.audit)),
+        r.rubric_digest,
+    )
+
+
+def iso_utc(t: float) -> str:
+    """An epoch time as the queue writes times (ISO 8601, UTC, milliseconds), so they compare as text."""
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+class ReviewStore(SqliteFile):
     """One connection to the queue file. Cheap to open; one per process (or thread)."""
 
+    SCHEMA_VERSION = SCHEMA_VERSION
+    MIGRATIONS = MIGRATIONS
+    KIND = "review queue"
+    ERROR = QueueError
+
     def __init__(self, path: str | Path = DEFAULT_QUEUE, *, busy_timeout_s: float = BUSY_TIMEOUT_S, create: bool = True, synchronous: str = "NORMAL"):
-        self.path = Path(path)
-        self.busy_timeout_s = float(busy_timeout_s)
-        if str(synchronous).upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
-            raise QueueError(f"synchronous: must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
-        if not create and not self.path.is_file():
-            raise QueueError(f"{self.path}: no review queue here (flag a run first: evalsuite review flag RUN)")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: no implicit transactions; every write says BEGIN IMMEDIATE itself
-        self.db = sqlite3.connect(str(self.path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
-        self.db.row_factory = sqlite3.Row
-        self._retry(lambda: self.db.execute("PRAGMA journal_mode=WAL").fetchone())
-        self.db.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
-        self.db.execute(f"PRAGMA synchronous={synchronous}")
-        self.db.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
+        super().__init__(path, busy_timeout_s=busy_timeout_s, create=create, synchronous=synchronous)
 
-    # -- plumbing ---------------------------------------------------------------------------
-
-    def close(self) -> None:
-        self.db.close()
-
-    def __enter__(self) -> ReviewStore:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    @staticmethod
-    def _retry(fn, attempts: int = 8):
-        """Run fn, retrying a few times on SQLITE_BUSY/LOCKED that slipped past the busy timeout
-        (the WAL-mode switch and a recovering WAL can report busy without invoking the handler)."""
-        for i in range(attempts):
-            try:
-                return fn()
-            except sqlite3.OperationalError as exc:
-                msg = str(exc)
-                if ("locked" not in msg and "busy" not in msg) or i == attempts - 1:
-                    raise
-                time.sleep(min(2.0, 0.05 * 2**i) * (0.5 + random.random()))
-
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: BEGIN IMMEDIATE (waits for the write lock), COMMIT or ROLLBACK."""
-        self._retry(lambda: self.db.execute("BEGIN IMMEDIATE"))
-        try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        try:
-            self._retry(lambda: self.db.execute("COMMIT"))
-        except BaseException:
-            if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
-            raise
-
-    def _version(self) -> int:
-        has = self.db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='schema_version'").fetchone()
-        if not has:
-            return 0
-        row = self.db.execute("SELECT MAX(version) FROM schema_version").fetchone()
-        return int(row[0] or 0)
-
-    def _migrate(self) -> None:
-        if self._version() == SCHEMA_VERSION:
-            return
-        with self.write() as db:
-            current = self._version()  # re-read under the write lock: another process may have migrated
-            if current > SCHEMA_VERSION:
-                raise QueueError(f"{self.path}: review queue schema version {current} is newer than this evalsuite ({SCHEMA_VERSION}); upgrade evalsuite")
-            if current == 0:
-                db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied TEXT NOT NULL)")
-            for version, statements in MIGRATIONS:
-                if version <= current:
-                    continue
-                for sql in statements:
-                    db.execute(sql)
-                db.execute("INSERT INTO schema_version VALUES (?, ?)", (version, now_iso()))
-
-    @property
-    def schema_version(self) -> int:
-        return self._version()
+    def missing_message(self) -> str:
+        return f"{self.path}: no review queue here (flag a run first: evalsuite review flag RUN)"
 
     # -- writes -----------------------------------------------------------------------------
 
-    def add_items(self, items: Iterable[NewItem]) -> AddResult:
-        """Insert flagged outputs in one transaction; an output already queued gets a sighting only."""
+    def add_items(self, items: Iterable[NewItem], audits: Iterable[AuditPopulation] = ()) -> AddResult:
+        """Insert flagged outputs in one transaction; an output already queued gets a sighting (and the
+        rubric it was flagged under now, and its context when it had none). `audits`: the pass's
+        audit populations, recorded in the same transaction."""
         added: list[int] = []
         existing: list[int] = []
         ts = now_iso()
@@ -233,78 +188,143 @@ class ReviewStore:
             for it in items:
                 row = db.execute("SELECT id FROM items WHERE item_key=?", (it.key,)).fetchone()
                 if row is None:
-                    cur = db.execute(
-                        "INSERT INTO items (item_key, case_id, variant, fingerprint, output_hash, scenario, kind, run_id, baseline, reasons,"
-                        " baseline_output, variant_output, baseline_scores, variant_scores, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                        (
-                            it.key,
-                            it.case_id,
-                            it.variant,
-                            it.fingerprint,
-                            it.output_hash,
-                            it.scenario,
-                            it.kind,
-                            it.run_id,
-                            it.baseline,
-                            _dumps(list(it.reasons)),
-                            it.baseline_output,
-                            it.variant_output,
-                            _dumps(it.baseline_scores),
-                            _dumps(it.variant_scores),
-                            ts,
-                        ),
-                    )
-                    iid = int(cur.lastrowid)
+                    iid = int(db.execute(_INSERT_ITEM, _item_values(it, ts)).lastrowid or 0)
                     added.append(iid)
                 else:
                     iid = int(row[0])
+                    self._refresh_item(db, iid, it)
                     if iid not in existing and iid not in added:
                         existing.append(iid)
                 db.execute("INSERT OR IGNORE INTO sightings VALUES (?, ?, ?)", (iid, it.run_id, ts))
+            for a in audits:
+                db.execute("INSERT OR REPLACE INTO audits VALUES (?, ?, ?, ?, ?, ?, ?)", (a.run_id, a.variant, a.population, a.sampled, a.rate, a.seed, ts))
         return AddResult(tuple(added), tuple(existing))
 
-    def annotate(self, item_id: int, verdict: str, reviewer: str, note: str = "") -> dict:
-        """Append a verdict (never overwrites one) and release the reviewer's claim on the item."""
-        if verdict not in VERDICTS:
-            raise QueueError(f"verdict: must be one of {', '.join(VERDICTS)}, got {verdict!r}")
-        if not reviewer or not str(reviewer).strip():
-            raise QueueError("reviewer: a verdict needs a reviewer name")
+    @staticmethod
+    def _refresh_item(db: sqlite3.Connection, iid: int, it: NewItem) -> None:
+        """An item seen again: record the rubric it was flagged under now (a waiver "until the rubric
+        changes" lapses when it differs), fill a missing context, and turn an audit item flagged for
+        real into a flagged one."""
+        r = it.review or ItemReview()
+        db.execute(
+            "UPDATE items SET rubric_digest=COALESCE(?, rubric_digest), context=COALESCE(context, ?) WHERE id=?",
+            (r.rubric_digest, None if it.context is None else _dumps(it.context), iid),
+        )
+        if not r.audit:
+            db.execute(
+                "UPDATE items SET audit=0, reasons=?, priority=?, triage=?, margin=? WHERE id=? AND audit=1",
+                (_dumps(list(it.reasons)), r.priority, r.triage, r.margin, iid),
+            )
+
+    def annotate(self, item_id: int, verdict: str, reviewer: str, note: str = "", extra: VerdictExtra | None = None) -> dict:
+        """Append a verdict (never overwrites one), settle the item, and release the reviewer's claim and skip."""
+        x = extra or VerdictExtra()
+        _check_verdict(verdict, reviewer, x)
         with self.write() as db:
-            if db.execute("SELECT 1 FROM items WHERE id=?", (int(item_id),)).fetchone() is None:
+            item = db.execute("SELECT reviews_needed, current_verdict FROM items WHERE id=?", (int(item_id),)).fetchone()
+            if item is None:
                 raise QueueError(f"item {item_id}: no such item in {self.path}")
+            if x.role == "adjudication" and item["current_verdict"] != "disputed":
+                raise QueueError(f"item {item_id}: not disputed (it is {item['current_verdict'] or 'open'}); adjudication settles two reviews that disagree")
             ts = now_iso()
             cur = db.execute(
-                "INSERT INTO verdicts (item_id, verdict, reviewer, note, created) VALUES (?,?,?,?,?)", (int(item_id), verdict, reviewer, note or "", ts)
+                "INSERT INTO verdicts (item_id, verdict, reviewer, note, created, role, expires, expires_rubric, answer, left_side) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (int(item_id), verdict, reviewer, note or "", ts, x.role, x.expires, x.expires_rubric, x.answer, x.left_side),
             )
-            db.execute("UPDATE items SET current_verdict=? WHERE id=?", (verdict, int(item_id)))
+            state = self._settle(db, int(item_id), int(item["reviews_needed"]), fast=(cur.lastrowid, verdict, x))
             db.execute("DELETE FROM claims WHERE item_id=?", (int(item_id),))
-        return {"id": int(cur.lastrowid), "item_id": int(item_id), "verdict": verdict, "reviewer": reviewer, "note": note or "", "created": ts}
+            db.execute("DELETE FROM skips WHERE item_id=? AND reviewer=?", (int(item_id), reviewer))
+        return {
+            "id": int(cur.lastrowid or 0),
+            "item_id": int(item_id),
+            "verdict": verdict,
+            "reviewer": reviewer,
+            "note": note or "",
+            "created": ts,
+            "state": state,
+        }
 
-    def claim_next(self, reviewer: str, lease_s: float = DEFAULT_LEASE_S, *, now: float | None = None) -> int | None:
-        """Claim the oldest open item nobody else holds a live lease on; None when none is left.
+    def retract(self, item_id: int, reviewer: str, note: str = "") -> dict:
+        """Undo: append a retraction of the reviewer's latest standing verdict on the item (the history
+        keeps both rows) and settle the item again; its earlier verdict, if any, counts once more."""
+        if not reviewer or not str(reviewer).strip():
+            raise QueueError("reviewer: an undo needs a reviewer name")
+        with self.write() as db:
+            item = db.execute("SELECT reviews_needed FROM items WHERE id=?", (int(item_id),)).fetchone()
+            if item is None:
+                raise QueueError(f"item {item_id}: no such item in {self.path}")
+            row = db.execute(
+                "SELECT v.id, v.verdict FROM verdicts v WHERE v.item_id=? AND v.reviewer=? AND " + STANDING_SQL + " ORDER BY v.id DESC LIMIT 1",
+                (int(item_id), reviewer),
+            ).fetchone()
+            if row is None:
+                raise QueueError(f"item {item_id}: {reviewer} has no verdict on it to undo")
+            ts = now_iso()
+            cur = db.execute(
+                "INSERT INTO verdicts (item_id, verdict, reviewer, note, created, role, retracts) VALUES (?, 'retracted', ?, ?, ?, 'retraction', ?)",
+                (int(item_id), reviewer, note or "", ts, int(row["id"])),
+            )
+            state = self._settle(db, int(item_id), int(item["reviews_needed"]))
+        return {
+            "id": int(cur.lastrowid or 0),
+            "item_id": int(item_id),
+            "retracts": int(row["id"]),
+            "undone": row["verdict"],
+            "reviewer": reviewer,
+            "state": state,
+        }
 
-        Open: no verdict yet, or the latest is `unsure`. The reviewer's own live claim is returned
-        first (a notebook restarted mid-item gets its item back). The whole choice runs under the
-        write lock, so two reviewers can never be handed the same item while a lease is live.
+    def _settle(self, db: sqlite3.Connection, item_id: int, needed: int, fast: tuple | None = None) -> str | None:
+        """Mirror the item's settled state (settle.settle over its history) into its row. `fast`: the
+        (row id, verdict, extra) just appended, which alone decides a single-review item."""
+        if fast is not None and needed <= 1 and fast[2].role == "review":
+            rid, state, x = fast
+            row: Mapping[str, Any] | None = {"id": rid, "expires": x.expires, "expires_rubric": x.expires_rubric}
+        else:
+            rows = [dict(r) for r in db.execute(f"SELECT {HISTORY_COLUMNS} FROM verdicts WHERE item_id=? ORDER BY id", (item_id,))]
+            settled = settle(rows, needed)
+            state, row = settled.state, settled.row
+        waiver: Mapping[str, Any] = row if state == "acceptable" and row is not None else {}
+        db.execute(
+            "UPDATE items SET current_verdict=?, current_row=?, waiver_until=?, waiver_rubric=? WHERE id=?",
+            (state, None if row is None else row["id"], waiver.get("expires"), waiver.get("expires_rubric"), item_id),
+        )
+        return state
+
+    def claim_next(self, reviewer: str, lease_s: float = DEFAULT_LEASE_S, *, now: float | None = None, adjudicate: bool = False) -> int | None:
+        """Claim the open item of highest expected impact nobody else holds a live lease on; None when none is left.
+
+        Open: never reviewed, unsure, waiting for a second independent review, or a lapsed waiver;
+        `adjudicate`: only disputed double reviews. The reviewer's own live claim is returned first (a
+        notebook restarted mid-item gets its item back); items the reviewer skipped come after the
+        others until the skip's lease ends; an open item the reviewer already answered (unsure, or one
+        of two independent reviews) waits for someone else. The choice runs under the write lock, so
+        two reviewers can never be handed the same item while a lease is live.
         """
         if not reviewer:
             raise QueueError("reviewer: claiming an item needs a reviewer name")
         t = time.time() if now is None else now
+        role_sql = "i.current_verdict = 'disputed'" if adjudicate else "(i.current_verdict IS NULL OR i.current_verdict != 'disputed')"
         with self.write() as db:
             row = db.execute(
                 "SELECT c.item_id FROM claims c JOIN items i ON i.id=c.item_id WHERE c.reviewer=? AND c.expires>? AND "
-                + _OPEN_SQL
+                + OPEN_SQL
+                + " AND "
+                + role_sql
                 + " ORDER BY c.item_id LIMIT 1",
-                (reviewer, t),
+                (reviewer, t, iso_utc(t)),
             ).fetchone()
             if row is None:
                 row = db.execute(
-                    "SELECT i.id FROM items i LEFT JOIN claims c ON c.item_id=i.id WHERE (c.item_id IS NULL OR c.expires<=?) AND "
-                    + _OPEN_SQL
-                    # an item this reviewer just marked `unsure` waits for someone else
-                    + " AND NOT (i.current_verdict='unsure' AND EXISTS (SELECT 1 FROM verdicts v WHERE v.item_id=i.id AND v.reviewer=? AND v.id=(SELECT MAX(id) FROM verdicts w WHERE w.item_id=i.id)))"
-                    + " ORDER BY i.id LIMIT 1",
-                    (t, reviewer),
+                    "SELECT i.id FROM items i LEFT JOIN claims c ON c.item_id=i.id LEFT JOIN skips s ON s.item_id=i.id AND s.reviewer=?"
+                    " WHERE (c.item_id IS NULL OR c.expires<=?) AND "
+                    + OPEN_SQL
+                    + " AND "
+                    + role_sql
+                    + " AND NOT "
+                    + ANSWERED_SQL
+                    + " ORDER BY (s.until IS NOT NULL AND s.until>?), i.priority DESC, i.id LIMIT 1",
+                    (reviewer, t, iso_utc(t), reviewer, t),
                 ).fetchone()
             if row is None:
                 return None
@@ -312,52 +332,105 @@ class ReviewStore:
             db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?)", (iid, reviewer, t + float(lease_s)))
         return iid
 
+    def claim_item(self, item_id: int, reviewer: str, lease_s: float = DEFAULT_LEASE_S, *, now: float | None = None) -> bool:
+        """Claim one item (going back to it); False when another reviewer holds a live lease on it."""
+        t = time.time() if now is None else now
+        with self.write() as db:
+            if db.execute("SELECT 1 FROM items WHERE id=?", (int(item_id),)).fetchone() is None:
+                raise QueueError(f"item {item_id}: no such item in {self.path}")
+            held = db.execute("SELECT reviewer FROM claims WHERE item_id=? AND expires>? AND reviewer!=?", (int(item_id), t, reviewer)).fetchone()
+            if held is not None:
+                return False
+            db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?)", (int(item_id), reviewer, t + float(lease_s)))
+        return True
+
     def release(self, item_id: int, reviewer: str) -> bool:
         """Give a claimed item back before its lease ends."""
         with self.write() as db:
             cur = db.execute("DELETE FROM claims WHERE item_id=? AND reviewer=?", (int(item_id), reviewer))
         return cur.rowcount > 0
 
+    def skip(self, item_id: int, reviewer: str, lease_s: float = DEFAULT_LEASE_S, *, now: float | None = None) -> float:
+        """Give the item back and put it behind the others for this reviewer until the lease's time has
+        passed (others may take it at once); returns that time."""
+        t = time.time() if now is None else now
+        with self.write() as db:
+            if db.execute("SELECT 1 FROM items WHERE id=?", (int(item_id),)).fetchone() is None:
+                raise QueueError(f"item {item_id}: no such item in {self.path}")
+            db.execute("DELETE FROM claims WHERE item_id=? AND reviewer=?", (int(item_id), reviewer))
+            db.execute("INSERT OR REPLACE INTO skips VALUES (?, ?, ?)", (int(item_id), reviewer, t + float(lease_s)))
+        return t + float(lease_s)
+
     # -- reads ------------------------------------------------------------------------------
 
-    def item(self, item_id: int) -> dict:
-        row = self.db.execute(_ITEM_SQL + " WHERE i.id=?", (int(item_id),)).fetchone()
+    def item(self, item_id: int, *, now: float | None = None) -> dict:
+        row = self.db.execute(ITEM_SQL + " WHERE i.id=?", (_now_iso(now), int(item_id))).fetchone()
         if row is None:
             raise QueueError(f"item {item_id}: no such item in {self.path}")
         return _item_dict(row)
 
     def items(
-        self, *, status: str | None = None, run_id: str | None = None, variant: str | None = None, ids: Sequence[int] | None = None, limit: int | None = None
+        self, *, status: str | None = None, run_id: str | None = None, variant: str | None = None, ids: Sequence[int] | None = None, **kw: Any
     ) -> list[dict]:
-        """Items with their current verdict. status: open | acceptable | regression | unsure | reviewed | None (all)."""
-        where, args = [], []
-        if status == "open":
-            where.append("(lv.verdict IS NULL OR lv.verdict='unsure')")
-        elif status == "reviewed":
-            where.append("lv.verdict IS NOT NULL")
-        elif status in VERDICTS:
-            where.append("lv.verdict=?")
-            args.append(status)
-        elif status not in (None, "all"):
-            raise QueueError(f"status: must be one of open, reviewed, all, {', '.join(VERDICTS)}; got {status!r}")
+        """Items with their current state. status: open | reviewed | all (None) | acceptable | regression
+        | unsure | pending | disputed | expired; `audit`: True/False for audit items only / flagged only;
+        `limit`; `now` (epoch) for lapsed waivers."""
+        now = _now_iso(kw.get("now"))
+        where: list[str] = []
+        args: list[Any] = [now]
+        cond = _status_sql(status)
+        if cond is not None:
+            where.append(cond[0])
+            args.extend(now for _ in range(cond[1]))
         if run_id:
             where.append("i.id IN (SELECT item_id FROM sightings WHERE run_id=?)")
             args.append(run_id)
         if variant:
             where.append("i.variant=?")
             args.append(variant)
+        if kw.get("audit") is not None:
+            where.append("i.audit=?")
+            args.append(int(bool(kw["audit"])))
         if ids is not None:
             ids = [int(x) for x in ids]
             where.append(f"i.id IN ({','.join('?' * len(ids))})" if ids else "0")
             args.extend(ids)
-        sql = _ITEM_SQL + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY i.id"
-        if limit:
-            sql += f" LIMIT {int(limit)}"
+        sql = ITEM_SQL + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY i.id"
+        if kw.get("limit"):
+            sql += f" LIMIT {int(kw['limit'])}"
         return [_item_dict(r) for r in self.db.execute(sql, args).fetchall()]
 
     def history(self, item_id: int) -> list[dict]:
-        rows = self.db.execute("SELECT id, item_id, verdict, reviewer, note, created FROM verdicts WHERE item_id=? ORDER BY id", (int(item_id),)).fetchall()
-        return [dict(r) for r in rows]
+        """Every row of the item's history in order, retractions and the rows they retract included."""
+        rows = self.db.execute(f"SELECT {HISTORY_COLUMNS} FROM verdicts WHERE item_id=? ORDER BY id", (int(item_id),)).fetchall()
+        out = [dict(r) for r in rows]
+        retracted = {r["retracts"] for r in out if r["retracts"] is not None}
+        for r in out:
+            r["retracted"] = r["id"] in retracted
+        return out
+
+    def histories(self, item_ids: Iterable[int]) -> dict[int, list[dict]]:
+        """item id -> its history (for many items in one query)."""
+        ids = [int(i) for i in item_ids]
+        out: dict[int, list[dict]] = {i: [] for i in ids}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            for r in self.db.execute(f"SELECT {HISTORY_COLUMNS} FROM verdicts WHERE item_id IN ({','.join('?' * len(chunk))}) ORDER BY id", chunk):
+                out[int(r["item_id"])].append(dict(r))
+        return out
+
+    def answered(self, reviewer: str, limit: int = 50) -> list[int]:
+        """Items the reviewer gave a verdict on that still stands, most recent first (what `back` and undo walk through)."""
+        rows = self.db.execute(
+            "SELECT v.item_id, MAX(v.id) AS last FROM verdicts v WHERE v.reviewer=? AND " + STANDING_SQL + " GROUP BY v.item_id ORDER BY last DESC LIMIT ?",
+            (reviewer, int(limit)),
+        ).fetchall()
+        return [int(r["item_id"]) for r in rows]
+
+    def decided_by(self, reviewer: str, since: str = "") -> int:
+        """How many items the reviewer gave a verdict on since a time (ISO 8601 prefix, UTC)."""
+        sql = "SELECT COUNT(DISTINCT item_id) FROM verdicts WHERE reviewer=? AND role != 'retraction' AND created >= ?"
+        return int(self.db.execute(sql, (reviewer, since)).fetchone()[0])
 
     def sightings(self, item_id: int) -> list[dict]:
         return [dict(r) for r in self.db.execute("SELECT run_id, seen FROM sightings WHERE item_id=? ORDER BY seen, run_id", (int(item_id),)).fetchall()]
@@ -366,50 +439,96 @@ class ReviewStore:
         row = self.db.execute("SELECT reviewer, expires FROM claims WHERE item_id=?", (int(item_id),)).fetchone()
         return dict(row) if row else None
 
-    def latest_by_key(self, keys: Iterable[str]) -> dict[str, dict]:
-        """item key -> {id, verdict (None when never reviewed), reviewer, note} for keys in the queue."""
+    def latest_by_key(self, keys: Iterable[str], *, now: float | None = None) -> dict[str, dict]:
+        """item key -> the item with its current state (`verdict` None when never reviewed) for keys in the queue."""
         keys = list(dict.fromkeys(keys))
         out: dict[str, dict] = {}
         for i in range(0, len(keys), 500):
             chunk = keys[i : i + 500]
-            rows = self.db.execute(
-                "SELECT i.id, i.item_key, lv.verdict, lv.reviewer, lv.note FROM items i LEFT JOIN (" + _LATEST_SQL + ") lv ON lv.item_id=i.id"
-                f" WHERE i.item_key IN ({','.join('?' * len(chunk))})",
-                chunk,
-            ).fetchall()
+            rows = self.db.execute(ITEM_SQL + f" WHERE i.item_key IN ({','.join('?' * len(chunk))})", [_now_iso(now), *chunk]).fetchall()
             for r in rows:
-                out[r["item_key"]] = {"id": r["id"], "verdict": r["verdict"], "reviewer": r["reviewer"], "note": r["note"]}
+                out[r["item_key"]] = _item_dict(r)
         return out
 
-    def counts(self) -> dict:
-        """Totals for `review stats`: items, verdict rows, current verdicts, open items, live claims."""
-        db = self.db
-        cur = {
-            r[0]: r[1]
-            for r in db.execute("SELECT COALESCE(lv.verdict, 'open'), COUNT(*) FROM items i LEFT JOIN (" + _LATEST_SQL + ") lv ON lv.item_id=i.id GROUP BY 1")
-        }
+    def audits(self, run_id: str | None = None) -> list[dict]:
+        """The recorded audit populations (of one run, or all)."""
+        sql, args = "SELECT * FROM audits", []
+        if run_id:
+            sql, args = sql + " WHERE run_id=?", [run_id]
+        return [dict(r) for r in self.db.execute(sql + " ORDER BY run_id, variant", args)]
+
+    def verdicts_by_fingerprint(self, fingerprints: Iterable[str]) -> dict[str, dict[int, dict]]:
+        """fingerprint -> item id -> {case_id, verdict, reviewer, note, time}: the current state of each
+        reviewed output of these variant builds (items never reviewed are left out): `acceptable`,
+        `regression`, `unsure`, `pending`, `disputed`, `expired` (a lapsed waiver) or `open` (every
+        verdict undone), with the reviewer, note and time of the row that decided it."""
+        fps = list(dict.fromkeys(fingerprints))
+        out: dict[str, dict[int, dict]] = {}
+        for i in range(0, len(fps), 500):
+            chunk = fps[i : i + 500]
+            rows = self.db.execute(
+                ITEM_SQL + f" WHERE i.fingerprint IN ({','.join('?' * len(chunk))}) AND EXISTS (SELECT 1 FROM verdicts v WHERE v.item_id = i.id) ORDER BY i.id",
+                [_now_iso(None), *chunk],
+            ).fetchall()
+            for r in rows:
+                out.setdefault(r["fingerprint"], {})[int(r["id"])] = {
+                    "case_id": r["case_id"],
+                    "verdict": "expired" if r["waiver_expired"] else (r["verdict"] or "open"),
+                    "reviewer": r["reviewer"],
+                    "note": r["note"],
+                    "time": r["verdict_time"],
+                }
+        return out
+
+    def counts(self, *, now: float | None = None) -> dict:
+        """Totals for `review stats`: items, verdict rows, current states, open items, live claims."""
+        db, t = self.db, time.time() if now is None else now
+        cur = {r[0]: r[1] for r in db.execute("SELECT COALESCE(current_verdict, 'open'), COUNT(*) FROM items GROUP BY 1")}
+        expired = db.execute("SELECT COUNT(*) FROM items i WHERE " + EXPIRED_SQL, (iso_utc(t),)).fetchone()[0]
         return {
             "items": db.execute("SELECT COUNT(*) FROM items").fetchone()[0],
-            "verdict_rows": db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0],
-            "current": {k: cur.get(k, 0) for k in ("open",) + VERDICTS},
-            "open": cur.get("open", 0) + cur.get("unsure", 0),
-            "claimed": db.execute("SELECT COUNT(*) FROM claims WHERE expires>?", (time.time(),)).fetchone()[0],
+            "verdict_rows": db.execute("SELECT COUNT(*) FROM verdicts WHERE role != 'retraction'").fetchone()[0],
+            "retractions": db.execute("SELECT COUNT(*) FROM verdicts WHERE role = 'retraction'").fetchone()[0],
+            "current": {k: cur.get(k, 0) for k in ("open",) + STATES} | {"expired": expired},
+            "open": db.execute("SELECT COUNT(*) FROM items i WHERE " + OPEN_SQL, (iso_utc(t),)).fetchone()[0],
+            "claimed": db.execute("SELECT COUNT(*) FROM claims WHERE expires>?", (t,)).fetchone()[0],
             "runs": db.execute("SELECT COUNT(DISTINCT run_id) FROM sightings").fetchone()[0],
+            "audit_items": db.execute("SELECT COUNT(*) FROM items WHERE audit=1").fetchone()[0],
         }
 
-    def integrity(self) -> str:
-        return str(self.db.execute("PRAGMA integrity_check").fetchone()[0])
+
+def _now_iso(now: float | None) -> str:
+    return iso_utc(time.time() if now is None else now)
 
 
-_LATEST_SQL = "SELECT v.item_id, v.verdict, v.reviewer, v.note, v.created, v.id AS verdict_id FROM verdicts v WHERE v.id = (SELECT MAX(id) FROM verdicts w WHERE w.item_id = v.item_id)"
-_OPEN_SQL = "(i.current_verdict IS NULL OR i.current_verdict='unsure')"
-_ITEM_SQL = (
-    "SELECT i.*, lv.verdict AS verdict, lv.reviewer AS reviewer, lv.note AS note, lv.created AS verdict_time,"
-    " (SELECT COUNT(*) FROM verdicts v WHERE v.item_id=i.id) AS n_verdicts,"
-    " (SELECT COUNT(*) FROM sightings s WHERE s.item_id=i.id) AS n_runs,"
-    " c.reviewer AS claimed_by, c.expires AS claim_expires"
-    " FROM items i LEFT JOIN (" + _LATEST_SQL + ") lv ON lv.item_id=i.id LEFT JOIN claims c ON c.item_id=i.id"
-)
+def _status_sql(status: str | None) -> tuple[str, int] | None:
+    """(condition, how many `now` parameters it takes) for a status filter; None: every item."""
+    if status in (None, "all"):
+        return None
+    if status == "open":
+        return OPEN_SQL, 1
+    if status == "expired":
+        return EXPIRED_SQL, 1
+    if status == "reviewed":
+        return "i.current_verdict IS NOT NULL", 0
+    if status == "acceptable":
+        return "i.current_verdict='acceptable' AND NOT " + EXPIRED_SQL, 1
+    if status in STATES:
+        return f"i.current_verdict='{status}'", 0
+    raise QueueError(f"status: must be one of open, reviewed, all, {', '.join(STATES)}, expired; got {status!r}")
+
+
+def _check_verdict(verdict: str, reviewer: str, x: VerdictExtra) -> None:
+    if verdict not in VERDICTS:
+        raise QueueError(f"verdict: must be one of {', '.join(VERDICTS)}, got {verdict!r}")
+    if not reviewer or not str(reviewer).strip():
+        raise QueueError("reviewer: a verdict needs a reviewer name")
+    if x.role not in ROLES:
+        raise QueueError(f"role: must be one of {', '.join(ROLES)}, got {x.role!r}")
+    if (x.expires or x.expires_rubric) and verdict != "acceptable":
+        raise QueueError(f"expires: only an acceptable verdict (a waiver) can expire, not {verdict!r}")
+    if x.role == "adjudication" and verdict == "unsure":
+        raise QueueError("verdict: an adjudication must decide: acceptable or regression")
 
 
 def _dumps(x: Any) -> str:
@@ -420,5 +539,8 @@ def _item_dict(row: sqlite3.Row) -> dict:
     d = dict(row)
     for k in ("reasons", "baseline_scores", "variant_scores"):
         d[k] = json.loads(d[k]) if d.get(k) else ({} if k != "reasons" else [])
+    d["context"] = json.loads(d["context"]) if d.get("context") else None
+    d["waiver_expired"] = bool(d.get("waiver_expired"))
+    d["audit"] = bool(d.get("audit"))
     d["reason_codes"] = sorted({r.get("code", "") for r in d["reasons"]})
     return d

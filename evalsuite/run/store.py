@@ -205,6 +205,16 @@ class GenerationCache:
             self._db.close()
 
 
+def beside_runs(name: str, store: Any = None, *, runs_dir: str | Path | None = None) -> Path:
+    """A file kept beside the runs folder, shared by every run in it (the review queue, the release
+    ledger): `reports/<name>` for runs under `reports/runs/`."""
+    if store is not None:
+        return Path(store.dir).parent.parent / name
+    if runs_dir is not None:
+        return Path(runs_dir).parent / name
+    return Path("reports") / name
+
+
 def _stat(path: Path) -> tuple:
     try:
         st = path.stat()
@@ -365,6 +375,39 @@ class RunStore:
             if (p / cls.SIGNATURE).is_file():
                 return cls(p)
         raise EvalsuiteError(f"run {run!r} not found (looked for {run} and {runs_dir / run}; a run directory holds signature.json)")
+
+    @classmethod
+    def all(cls, runs_dir: str | Path) -> list[RunStore]:
+        """Every run under `runs_dir`, oldest first (run ids start with their time)."""
+        return [cls(p) for p in sorted((p for p in Path(runs_dir).glob("*") if (p / cls.SIGNATURE).is_file()), key=lambda p: p.name)]
+
+    @classmethod
+    def latest(cls, runs_dir: str | Path, suite: str) -> RunStore:
+        """The newest run of one suite: `suite` is its name or its file (as the run recorded it)."""
+        runs = [r for r in cls.all(runs_dir) if r.is_of(suite)]
+        if not runs:
+            known = sorted({r.suite_name for r in cls.all(runs_dir)})
+            raise EvalsuiteError(f"no run of suite {suite!r} under {runs_dir}; runs there are of: {', '.join(known) or 'nothing'}")
+        return runs[-1]
+
+    @property
+    def suite_name(self) -> str:
+        """The suite's name as the run recorded it."""
+        try:
+            return str((self.suite or {}).get("name") or self.run_id)
+        except OSError:
+            return self.run_id
+
+    def is_of(self, suite: str) -> bool:
+        """Whether this run was made from `suite` (a suite name, or the path of its file)."""
+        try:
+            info = self.suite or {}
+        except OSError:
+            return False
+        if str(info.get("name")) == str(suite):
+            return True
+        path = info.get("path")
+        return bool(path) and Path(str(suite)).expanduser().resolve() == Path(str(path)).resolve()
 
     @property
     def run_id(self) -> str:

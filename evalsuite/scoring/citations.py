@@ -130,6 +130,19 @@ def _content_units(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+def _split_bounds(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of `text`, split at sentence ends and line breaks."""
+    bounds: list[tuple[int, int]] = []
+    pos = 0
+    for m in _SENT_END.finditer(text):
+        if m.end() > pos:
+            bounds.append((pos, m.start() if m.start() > pos else m.end()))
+            pos = m.end()
+    if pos < len(text):
+        bounds.append((pos, len(text)))
+    return bounds
+
+
 def citing_sentences(text: str, context_ids: Sequence[str]) -> list[tuple[str, list[Citation]]]:
     """Sentences that carry citations, each with its citations (markers removed from the sentence).
 
@@ -137,16 +150,8 @@ def citing_sentences(text: str, context_ids: Sequence[str]) -> list[tuple[str, l
     """
     norm = _prep(text)
     cits = parse_citations(norm, context_ids)
-    bounds: list[tuple[int, int]] = []
-    pos = 0
-    for m in _SENT_END.finditer(norm):
-        if m.end() > pos:
-            bounds.append((pos, m.start() if m.start() > pos else m.end()))
-            pos = m.end()
-    if pos < len(norm):
-        bounds.append((pos, len(norm)))
     sentences: list[tuple[str, list[Citation]]] = []
-    for s, e in bounds:
+    for s, e in _split_bounds(norm):
         own = [c for c in cits if s <= c.start < e]
         stripped = norm[s:e]
         for c in sorted(own, key=lambda c: c.start, reverse=True):
@@ -182,6 +187,38 @@ def sentence_support(case: Case, text: str, min_overlap: float = SUPPORT_MIN_OVE
             }
         )
     return out
+
+
+def _sentence_bounds(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of `text` (offsets into `text` itself), surrounding space left out."""
+    out = []
+    for s, e in _split_bounds(text):
+        seg = text[s:e]
+        lead = len(seg) - len(seg.lstrip())
+        out.append((s + lead, s + len(seg.rstrip())))
+    return [(s, e) for s, e in out if e > s]
+
+
+def cited_spans(case: Case, text: str) -> dict[str, list[tuple[int, int]]]:
+    """Where in each cited document an output's claims come from: document id -> character spans.
+
+    For every citing sentence of the output and every document it cites, the document's sentence
+    sharing the most content units with it (none when they share none), so a reviewer sees which
+    passage each side rests on rather than only which document it names.
+    """
+    docs = {d.id: d for d in case.context}
+    out: dict[str, list[tuple[int, int]]] = {}
+    for sent, cits in citing_sentences(text, list(docs)):
+        su = content_units(sent)
+        for c in cits:
+            doc = docs.get(c.doc_id) if c.doc_id is not None else None
+            if doc is None or not su:
+                continue
+            scored = [(len(su & content_units(doc.text[s:e])), -(e - s), (s, e)) for s, e in _sentence_bounds(doc.text)]
+            best = max(scored, default=None)
+            if best is not None and best[0] > 0 and best[2] not in out.get(doc.id, []):
+                out.setdefault(doc.id, []).append(best[2])
+    return {k: sorted(v) for k, v in out.items()}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -47,7 +47,10 @@ def logit_agreement(baseline_backend, variant_backend, requests: Sequence, basel
 
     `baseline_texts[i]` is the baseline's output for `requests[i]`: text, or its token ids (exact).
     Returns one dict per request: case_id, sample, positions, kl_mean, kl_max, top1_agreement,
-    first_disagreement (index of the first position whose top tokens differ, or None).
+    first_disagreement (index of the first position whose top tokens differ, or None) and
+    baseline_margin there: how much the baseline preferred its own token over the variant's, in nats
+    (log-probability difference). Under greedy decoding that position is where the two outputs
+    diverge, so a small margin means a near-tie that flipped (the review queue's "knife-edge").
     """
     if len(requests) != len(baseline_texts):
         raise EvalsuiteError(f"logit_agreement: {len(requests)} requests but {len(baseline_texts)} baseline outputs")
@@ -63,7 +66,7 @@ def logit_agreement(baseline_backend, variant_backend, requests: Sequence, basel
         cont_ids = _continuation_ids(baseline_backend, cont)
         row = {"case_id": req.case_id, "sample": req.sample, "positions": len(cont_ids)}
         if not cont_ids:
-            row.update({"kl_mean": None, "kl_max": None, "top1_agreement": None, "first_disagreement": None})
+            row.update({"kl_mean": None, "kl_max": None, "top1_agreement": None, "first_disagreement": None, "baseline_margin": None})
             out.append(row)
             continue
         ids = prompt + cont_ids
@@ -72,14 +75,17 @@ def logit_agreement(baseline_backend, variant_backend, requests: Sequence, basel
         n = min(lp_b.shape[-1], lp_v.shape[-1])  # padded vocabularies: compare the shared part
         lp_b, lp_v = lp_b[:, :n], lp_v[:, :n]
         kl = (lp_b.exp() * (lp_b - lp_v)).sum(-1).clamp_min(0.0)
-        agree = lp_b.argmax(-1) == lp_v.argmax(-1)
+        top_b, top_v = lp_b.argmax(-1), lp_v.argmax(-1)
+        agree = top_b == top_v
         disagree = (~agree).nonzero()
+        first = int(disagree[0, 0]) if len(disagree) else None
         row.update(
             {
                 "kl_mean": float(kl.mean()),
                 "kl_max": float(kl.max()),
                 "top1_agreement": float(agree.float().mean()),
-                "first_disagreement": int(disagree[0, 0]) if len(disagree) else None,
+                "first_disagreement": first,
+                "baseline_margin": None if first is None else float(lp_b[first, top_b[first]] - lp_b[first, top_v[first]]),
             }
         )
         if not math.isfinite(row["kl_mean"]):
@@ -95,7 +101,12 @@ def to_score_records(variant: str, rows: Iterable[dict], cases_by_id: dict) -> l
         case = cases_by_id.get(r["case_id"])
         scenario = case.scenario if case is not None else ""
         kind = case.kind if case is not None else ""
-        details = {"positions": r["positions"], "kl_max": r.get("kl_max"), "first_disagreement": r.get("first_disagreement")}
+        details = {
+            "positions": r["positions"],
+            "kl_max": r.get("kl_max"),
+            "first_disagreement": r.get("first_disagreement"),
+            "baseline_margin": r.get("baseline_margin"),
+        }
         records.append(ScoreRecord(variant, r["case_id"], r["sample"], scenario, kind, KL_METRIC, r["kl_mean"], None, False, details))
         records.append(ScoreRecord(variant, r["case_id"], r["sample"], scenario, kind, TOP1_METRIC, r["top1_agreement"], None, True, details))
     return records

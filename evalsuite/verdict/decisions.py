@@ -18,13 +18,26 @@ REVIEW_RULE = "human-review"
 
 @dataclass(frozen=True)
 class ReviewDecisions:
-    """The current human verdicts on one run's outputs (only the outputs that were flagged)."""
+    """The current human verdicts on one run's outputs (only the outputs that were flagged or audited).
+
+    Built by evalsuite.review.api from the queue *as of* a time and for a rubric (both passed in by
+    the judging path): a waiver that expired by then, or was given "until the rubric changes" under
+    another rubric, is not in `accepted` but in `expired` (and its item in `open_items`); an item
+    whose two independent reviews disagree is open and `disputed` until an adjudicator's verdict
+    settles it, and that verdict then counts like any other, with a note saying so.
+    """
 
     accepted: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  #: variant -> case id -> "item #N, reviewer: note"
     regressions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  #: variant -> case id -> "item #N, reviewer: note"
     open_items: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  #: variant -> ids of items still open
     max_open: int | None = None  #: more open items than this: "needs review" (None: never)
     source: str = ""  #: where the decisions came from (the queue file)
+    item_ids: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  #: variant -> case id -> queue item id (accepted and regressions)
+    expired: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  #: variant -> case id -> why its waiver no longer holds
+    disputed: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  #: variant -> ids of items whose independent reviews disagree
+    notes: tuple[str, ...] = ()  #: what the gate should say about the queue (adjudications, disputes, expired waivers)
+    audit: Mapping[str, Any] = field(default_factory=dict)  #: the run's audit sample and miss-rate estimate (review.api.audit_estimate)
+    as_of: str = ""  #: the time the waivers were checked against (ISO 8601, UTC)
 
     @property
     def n_open(self) -> int:
@@ -43,6 +56,10 @@ class ReviewDecisions:
             "open_items": {v: list(ids) for v, ids in self.open_items.items() if ids},
             "max_open": self.max_open,
             "needs_review": self.needs_review,
+            "expired": {v: dict(sorted(c.items())) for v, c in self.expired.items() if c},
+            "disputed": {v: list(ids) for v, ids in self.disputed.items() if ids},
+            "audit": dict(self.audit),
+            "as_of": self.as_of,
         }
 
 

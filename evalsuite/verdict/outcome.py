@@ -94,6 +94,18 @@ class Verdict:
             return 2
         return (3 if self.needs_review else 0) if self.passed else 1
 
+    def variant_status(self, variant: str) -> str:
+        """One variant's own word (what the release ledger records for it): cannot judge when the run
+        cannot be judged, regression when one of its block rules failed, needs review when the run
+        needs review and this variant has open items, else pass."""
+        if not self.judgeable:
+            return "cannot judge"
+        if self.failed_rules(variant):
+            return "regression"
+        if self.needs_review and (self.review.get("open_items") or {}).get(variant):
+            return "needs review"
+        return "pass"
+
     def result(self, variant: str, rule: str) -> RuleResult | None:
         return next((r for r in self.results if r.variant == variant and r.rule == rule), None)
 

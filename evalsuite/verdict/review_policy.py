@@ -1,9 +1,12 @@
-"""The rubric's `review:` section: what the review queue flags, and how many open items the gate
-tolerates (`max_open`). Parsed with the rubric (verdict/rubric.py), applied by evalsuite.review.policy.
+"""The rubric's `review:` section: what the review queue flags, how it is reviewed (anchored or blind
+pairwise, one or two independent verdicts per item, a random audit share of unflagged outputs, the
+knife-edge margin of triage) and how many open items the gate tolerates (`max_open`). Parsed with
+the rubric (verdict/rubric.py), applied by evalsuite.review.policy.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -25,12 +28,18 @@ class ReviewPolicy:
     disagreement: bool = True  #: flag scorer disagreements
     related: tuple[tuple[str, ...], ...] = ()  #: groups of related metric globs (default: one group per metric family)
     max_open: int | None = None  #: the gate says "needs review" above this many open items (None: never)
+    mode: str = "anchors"  #: anchors (baseline and variant named) | pairwise (blind: sides randomised per item, "which is worse?")
+    reviews_per_item: int = 1  #: independent verdicts an item needs; 2: double review, disagreements go to adjudication
+    audit_rate: float = 0.0  #: share of the unflagged outputs that differ from the baseline's, queued at random to audit the flags
+    seed: int = 0  #: seeds the audit sample and the blind sides (recorded with each item)
+    knife_edge_margin: float = 0.5  #: nats: a flip whose baseline preferred its token by less than this is knife-edge
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 DEFAULT_POLICY = ReviewPolicy()
+MODES = ("anchors", "pairwise")
 
 _SPEC: dict[str, tuple[str, Any]] = {
     "flips": ("bool", None),
@@ -44,7 +53,47 @@ _SPEC: dict[str, tuple[str, Any]] = {
     "disagreement": ("bool", None),
     "related": ("groups", None),
     "max_open": ("int?", (0, None)),
+    "mode": ("choice", MODES),
+    "reviews_per_item": ("int", (1, 5)),
+    "audit_rate": ("num", (0.0, 1.0)),
+    "seed": ("int", (0, None)),
+    "knife_edge_margin": ("num", (0.0, None)),
 }
+
+
+def _number(typ: str, rng: Any, v: Any) -> tuple[Any, str | None]:
+    """A number field: (value, None) or (None, the problem)."""
+    integer, optional = typ.startswith("int"), typ.endswith("?")
+    if v is None and optional:
+        return None, None
+    bad = isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)) or (isinstance(v, float) and math.isnan(v))
+    if bad:
+        return None, f"expected {'an integer' if integer else 'a number'}{' or null' if optional else ''}, got {v!r}"
+    if rng[0] is not None and v < rng[0]:
+        return None, f"must be at least {rng[0]:g}, got {v!r}"
+    if rng[1] is not None and v > rng[1]:
+        return None, f"must be at most {rng[1]:g}, got {v!r}"
+    return (int(v) if integer else float(v)), None
+
+
+def _value(typ: str, rng: Any, v: Any) -> tuple[Any, str | None]:
+    """One field's value checked against its type: (value, None) or (None, the problem)."""
+    if typ == "bool":
+        return (v, None) if isinstance(v, bool) else (None, f"expected true or false, got {v!r}")
+    if typ == "str":
+        return (v, None) if isinstance(v, str) and v else (None, f"expected a metric name, got {v!r}")
+    if typ == "choice":
+        return (v, None) if v in rng else (None, f"expected one of {', '.join(rng)}, got {v!r}")
+    if typ in ("num", "num?", "int", "int?"):
+        return _number(typ, rng, v)
+    if typ == "globs":
+        v = [v] if isinstance(v, str) else v
+        if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
+            return None, f"expected a metric glob or a list of them, got {v!r}"
+        return tuple(v), None
+    if not isinstance(v, list) or not all(isinstance(g, list) and len(g) >= 2 and all(isinstance(x, str) for x in g) for g in v):
+        return None, f"expected a list of groups, each a list of two or more metric globs, got {v!r}"
+    return tuple(tuple(g) for g in v), None
 
 
 def parse_review_policy(raw: Any, add: Callable[[tuple, Any, str, str], None]) -> ReviewPolicy:
@@ -58,46 +107,13 @@ def parse_review_policy(raw: Any, add: Callable[[tuple, Any, str, str], None]) -
     vals: dict[str, Any] = {}
     for k in raw:
         if k not in _SPEC:
-            import difflib
-
             close = difflib.get_close_matches(str(k), list(_SPEC), n=1)
             add(("review", k), None, f"review.{k}", f"unknown field{' (did you mean ' + repr(close[0]) + '?)' if close else ''}; known: {', '.join(_SPEC)}")
             continue
-        v, (typ, rng) = raw[k], _SPEC[k]
-        path, fld = ("review", k), f"review.{k}"
-        if typ == "bool":
-            if not isinstance(v, bool):
-                add(path, None, fld, f"expected true or false, got {v!r}")
-                continue
-        elif typ == "str":
-            if not isinstance(v, str) or not v:
-                add(path, None, fld, f"expected a metric name, got {v!r}")
-                continue
-        elif typ in ("num?", "int?"):
-            if v is not None:
-                bad = (
-                    isinstance(v, bool)
-                    or not isinstance(v, (int, float))
-                    or (typ == "int?" and not isinstance(v, int))
-                    or (isinstance(v, float) and math.isnan(v))
-                )
-                if bad:
-                    add(path, None, fld, f"expected {'an integer' if typ == 'int?' else 'a number'} or null, got {v!r}")
-                    continue
-                if rng[0] is not None and v < rng[0]:
-                    add(path, None, fld, f"must be at least {rng[0]:g}, got {v!r}")
-                    continue
-                v = int(v) if typ == "int?" else float(v)
-        elif typ == "globs":
-            v = [v] if isinstance(v, str) else v
-            if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
-                add(path, None, fld, f"expected a metric glob or a list of them, got {raw[k]!r}")
-                continue
-            v = tuple(v)
-        elif typ == "groups":
-            if not isinstance(v, list) or not all(isinstance(g, list) and len(g) >= 2 and all(isinstance(x, str) for x in g) for g in v):
-                add(path, None, fld, f"expected a list of groups, each a list of two or more metric globs, got {v!r}")
-                continue
-            v = tuple(tuple(g) for g in v)
-        vals[k] = v
+        typ, rng = _SPEC[k]
+        value, problem = _value(typ, rng, raw[k])
+        if problem is not None:
+            add(("review", k), None, f"review.{k}", problem)
+            continue
+        vals[k] = value
     return ReviewPolicy(**vals)

@@ -43,10 +43,11 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..cases.caseset import sha256_json
 from ..cases.options import STAGES
 from ..errors import EvalsuiteError
 from ..yamlio import LineMap, load_yaml
@@ -289,6 +290,20 @@ class Rubric:
 
             raise UnknownNameError("stage", stage, list(self.stages))
         return self.stages[stage]
+
+    def digest(self, stage: str) -> str:
+        """What a stage's verdicts depend on, hashed: its resolved rules and the review policy (not the
+        file's path or its other stages), so a release cleared under one rubric is known to need
+        judging again when those change."""
+        sr = self.for_stage(stage)
+        rules = {k: v for k, v in asdict(sr).items() if k != "path"}
+        review = asdict(self.review) if is_dataclass(self.review) and not isinstance(self.review, type) else self.review
+        return sha256_json({"stage": rules, "review": review})
+
+    def rules_digest(self) -> str:
+        """Every stage's `digest` together: what a review waiver given "until the rubric changes"
+        holds under (it lapses when any stage's rules or the review policy change)."""
+        return sha256_json({s: self.digest(s) for s in sorted(self.stages)})
 
 
 # ---------------------------------------------------------------------------------------------

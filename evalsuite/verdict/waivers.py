@@ -8,8 +8,12 @@
   in the verdict's notes; accepted cases leave the violation's evidence.
 - `regression`: a reviewer says the output is worse. The variant fails the `human-review` rule
   (severity block) with those cases as evidence, whatever the statistics say.
-- open items (never reviewed, or latest verdict `unsure`) above `max_open`: the verdict is marked
+- open items (never reviewed, latest verdict `unsure`, a double review still waiting for its second
+  verdict or disputed, or a waiver that expired) above `max_open`: the verdict is marked
   `needs_review` (exit code 3 when nothing else failed), reported apart from pass/regression.
+- the queue's own notes (an adjudicated disagreement, a dispute awaiting adjudication, an expired
+  waiver) are the verdict's notes, and each variant's `human-review` result counts them, so the
+  gate says why an output it waived before counts again.
 """
 
 from __future__ import annotations
@@ -121,14 +125,31 @@ def apply_reviews(cmp: Any, reviews: ReviewDecisions, judge: Callable[[Any], Any
                 regressed[:10],
                 diffs,
             )
-            results.append(RuleResult(variant, REVIEW_RULE, "block", "fail", (v,), note=f"reviewed in {reviews.source}"))
+            results.append(RuleResult(variant, REVIEW_RULE, "block", "fail", (v,), note=f"reviewed{_extra(reviews, variant)} in {reviews.source}"))
         else:
             acc = len(reviews.accepted.get(variant) or {})
-            results.append(RuleResult(variant, REVIEW_RULE, "block", "pass", note=f"{acc} accepted, {n_open} open, 0 regression(s) in {reviews.source}"))
+            results.append(
+                RuleResult(
+                    variant, REVIEW_RULE, "block", "pass", note=f"{acc} accepted, {n_open} open, 0 regression(s){_extra(reviews, variant)} in {reviews.source}"
+                )
+            )
+    notes.extend(reviews.notes)
     if reviews.needs_review:
         notes.append(f"needs review: {reviews.n_open} open item(s) > max_open {reviews.max_open} (see `evalsuite review list --run {cmp.run_id}`)")
     passed = verdict.judgeable and not any(r.status == "fail" for r in results)
     return replace(verdict, results=tuple(results), notes=tuple(notes), passed=passed, needs_review=reviews.needs_review, review=reviews.summary())
+
+
+def _extra(reviews: ReviewDecisions, variant: str) -> str:
+    """`, 1 expired waiver(s) (kb-003), 1 disputed`: what else the queue says about a variant's outputs."""
+    parts = []
+    expired = sorted(reviews.expired.get(variant) or {})
+    if expired:
+        parts.append(f"{len(expired)} expired waiver(s) ({', '.join(expired[:5])})")
+    disputed = reviews.disputed.get(variant) or ()
+    if disputed:
+        parts.append(f"{len(disputed)} disputed (item {', '.join(f'#{i}' for i in disputed[:5])})")
+    return "".join(f", {p}" for p in parts)
 
 
 def _rule_matches(rules: Any, rule_name: str, scenario: str, metric: str) -> bool:

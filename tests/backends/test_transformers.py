@@ -326,12 +326,16 @@ def test_logit_agreement_identical_and_different_models(greedy, tiny_dir, cache_
     outs = greedy.generate(reqs)
     conts = [g.extra["token_ids"] for g in outs]
     same = logit_agreement(greedy, _backend(_variant(tiny_dir, cache_dir)), reqs, conts)
-    assert all(r["kl_mean"] < 1e-6 and r["top1_agreement"] == 1.0 and r["first_disagreement"] is None for r in same)
+    assert all(r["kl_mean"] < 1e-6 and r["top1_agreement"] == 1.0 and r["first_disagreement"] is None and r["baseline_margin"] is None for r in same)
     # the baseline's own greedy continuation: its top token agrees with itself at every position
     other = _backend(_variant(_save_tiny(tmp_path / "o", seed=7), cache_dir))
     diff = logit_agreement(greedy, other, reqs, [g.text for g in outs])
     assert all(r["kl_mean"] > 0 and 0.0 <= r["top1_agreement"] <= 1.0 and r["positions"] > 0 for r in diff)
+    # where the top tokens first differ, the baseline's margin over the variant's token is recorded (>= 0: it is the baseline's top)
+    assert all((r["first_disagreement"] is None) == (r["baseline_margin"] is None) for r in diff)
+    assert all(r["baseline_margin"] >= 0 for r in diff if r["baseline_margin"] is not None)
     recs = to_score_records("other", diff, {})
+    assert all("baseline_margin" in r.details for r in recs)
     assert {r.metric for r in recs} == {KL_METRIC, TOP1_METRIC}
     assert all(r.higher_is_better is (r.metric == TOP1_METRIC) for r in recs)
     with pytest.raises(EvalsuiteError):

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from evalsuite.report.model import default_report_dir, flatten_json, json_drift_rows, scenarios_of, verdict_grid
+from evalsuite.report.model import default_report_dir, scenarios_of, verdict_grid
+from evalsuite.scoring.evidence import flatten_json, json_drift_rows
 
 
 @pytest.mark.parametrize(

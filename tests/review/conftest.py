@@ -41,6 +41,9 @@ def variant_outputs(base: dict) -> tuple[dict, dict]:
     card["extra"] = "new field"
     card["features"] = card["features"][:1] + ["a different feature"]
     opt["brand-001"] = json.dumps(card)  # JSON drift (and invalid: additionalProperties)
+    for k in ("kb-007", "kb-008", "kb-009", "kb-010", "kb-011"):  # reworded a little: unflagged, yet not identical (the audit's population)
+        if k in base:
+            opt[k] = base[k].replace("restarts every", "restarts once every")
     spec = dict(base)
     spec["kb-006"] = base["kb-006"].replace(" hours", " hours!")
     return opt, spec
@@ -64,10 +67,24 @@ def run_suite_at(suite: Path):
     return run_suite(load_suite(suite), RunOptions(progress=False)).store
 
 
+AUDIT_RUBRIC = RUBRIC.replace("review:\n", "review:\n  audit_rate: 0.4\n  reviews_per_item: 2\n  seed: 7\n")
+
+
+@pytest.fixture(scope="session")
+def code_run(tmp_path_factory):
+    """A stored run with code cases: `opt` breaks code-001 (its tests fail), for the items' test results."""
+    root = tmp_path_factory.mktemp("reviewcode")
+    base = write_sets(root, n_code=2)
+    opt = dict(base, **{"code-001": base["code-001"].replace("return x + 1", "return x - 1")})
+    suite = write_suite(root, base, [{"name": "opt", "backend": "fake", "options": {"outputs": opt, "default": "no output"}}])
+    return run_suite_at(suite)
+
+
 @pytest.fixture(scope="session")
 def review_run(tmp_path_factory):
     """A stored run at <root>/out/runs/<id>; its default queue is <root>/out/review.sqlite."""
     root = tmp_path_factory.mktemp("review")
     suite = make_suite(root)
     store = run_suite_at(suite)
-    return {"root": root, "suite": suite, "store": store, "rubric": root / "rubric.yaml", "queue": store.dir.parent.parent / "review.sqlite"}
+    (root / "audit.yaml").write_text(AUDIT_RUBRIC, "utf-8")
+    return {"root": root, "suite": suite, "store": store, "rubric": root / "rubric.yaml", "audit_rubric": root / "audit.yaml", "queue": store.dir.parent.parent / "review.sqlite"}

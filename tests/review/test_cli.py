@@ -53,3 +53,31 @@ def test_gate_flag_fills_the_queue_and_reads_it(review_run, tmp_path):
     assert r.exit_code == 1 and q.exists()
     data = json.loads(out.read_text())
     assert data["review"]["open"] == 5 and any(x["rule"] == "human-review" for x in data["results"])
+
+
+def test_skip_undo_back_and_expiring_waivers_on_the_command_line(review_run, tmp_path):
+    store, q = review_run["store"], tmp_path / "q.sqlite"
+    cli("review", "flag", store.dir, "--queue", q, "--runs-dir", store.dir.parent)
+    first = cli("review", "next", "--reviewer", "dana", "--queue", q)
+    first_id = int(first.output.split("item #")[1].split()[0])
+    r = cli("review", "skip", first_id, "--reviewer", "dana", "--queue", q)
+    assert r.exit_code == 0 and f"item #{first_id} skipped: behind the others for you" in r.output
+    second = cli("review", "next", "--reviewer", "dana", "--queue", q)
+    second_id = int(second.output.split("item #")[1].split()[0])
+    assert second_id != first_id
+    r = cli("review", "annotate", second_id, "--verdict", "acceptable", "--expires", "30d", "--reviewer", "dana", "--queue", q)
+    assert r.exit_code == 0 and "the item is now acceptable" in r.output
+    r = cli("review", "show", second_id, "--queue", q)
+    assert "acceptable" in r.output and "claimed by" not in r.output
+    r = cli("review", "back", "--reviewer", "dana", "--queue", q)
+    assert r.exit_code == 0 and f"item #{second_id}" in r.output
+    r = cli("review", "undo", second_id, "--reviewer", "dana", "--queue", q)
+    assert r.exit_code == 0 and "your acceptable" in r.output and "retracted by verdict" in r.output and "the item is now open" in r.output
+    r = cli("review", "show", second_id, "--queue", q)
+    assert "retracts #" in r.output and "(retracted)" in r.output
+    r = cli("review", "undo", second_id, "--reviewer", "dana", "--queue", q)
+    assert r.exit_code == 1 and "dana has no verdict on it to undo" in r.output
+    r = cli("review", "annotate", second_id, "--verdict", "regression", "--expires", "2030-01-01", "--reviewer", "dana", "--queue", q)
+    assert r.exit_code == 1 and "only an acceptable verdict (a waiver) can expire" in r.output
+    r = cli("review", "stats", "--queue", q)
+    assert "1 undone" in r.output and "no item answered by two reviewers yet" in r.output and "no audit sample" in r.output

@@ -38,7 +38,7 @@ def rubric(**rule):
 
 
 def accept(*cases, variant="opt"):
-    return ReviewDecisions(accepted={variant: {c: f"item, alice: fine" for c in cases}}, source="q.sqlite")
+    return ReviewDecisions(accepted={variant: {c: "item, alice: fine" for c in cases}}, source="q.sqlite")
 
 
 @pytest.mark.parametrize(

@@ -102,3 +102,88 @@ def test_review_section_errors_name_file_line_and_field(write, section, line, me
     with pytest.raises(RubricError) as ei:
         load_rubric(p)
     assert f"{p}:{line}: {message}" in str(ei.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# triage, the audit sample, blind sides, the new settings
+
+
+def logit(case, margin, first=3):
+    return rec(case, "logits.top1_agreement", 0.9, details={"first_disagreement": first, "baseline_margin": margin})
+
+
+@pytest.mark.parametrize(
+    "records, label, margin",
+    [
+        ([logit("c1", 0.05)], "knife-edge", 0.05),  # a near-tie that flipped
+        ([logit("c1", 2.5)], "substantive", 2.5),
+        ([logit("c1", None, first=None)], None, None),  # the top tokens never differed: no divergence recorded
+        ([], None, None),  # no logit scores: no label
+    ],
+)
+def test_triage_labels_come_from_the_baselines_margin_at_the_first_divergent_token(records, label, margin):
+    from evalsuite.review.policy import FlagInputs, flag_plan
+
+    plan = flag_plan(cmp_of([delta("citations.recall", p2f=["c1"])]), DEFAULT_POLICY, FlagInputs(records=records))
+    (it,) = plan.items
+    assert (it.review.triage, it.review.margin) == (label, margin)
+    assert it.review.priority == (1.5 if label == "knife-edge" else 3.0)  # a flip weighs 3; knife-edge items count half
+
+
+def test_priority_orders_leaks_before_flips_before_similarity():
+    from evalsuite.review.policy import priority
+
+    assert priority(["leak"], None) > priority(["flip"], None) > priority(["citations"], None) > priority(["similarity"], None)
+    assert priority(["flip", "citations"], None) == 5.0 and priority(["flip", "citations"], "knife-edge") == 2.5
+
+
+def test_the_audit_sample_is_a_seeded_share_of_unflagged_outputs_that_differ():
+    from evalsuite.review.policy import audit_sample
+
+    outs = {("base", f"c{i}"): f"b{i}" for i in range(20)} | {("opt", f"c{i}"): (f"b{i}" if i < 5 else f"v{i}") for i in range(20)}
+    cmp = cmp_of(outputs=outs)
+    pol = ReviewPolicy(audit_rate=0.2, seed=3)
+    picked, (pop,) = audit_sample(cmp, pol, flagged={("opt", "c5")})
+    assert pop.population == 14 and pop.sampled == len(picked) == 3  # 20 outputs - 5 identical to the baseline - 1 flagged
+    assert all(v == "opt" and int(c[1:]) >= 5 and c != "c5" for v, c in picked)
+    assert audit_sample(cmp, pol, flagged={("opt", "c5")})[0] == picked and audit_sample(cmp, ReviewPolicy(audit_rate=0.2, seed=4), {("opt", "c5")})[0] != picked
+    assert audit_sample(cmp, ReviewPolicy(audit_rate=0.0), set()) == ([], [])
+
+
+def test_blind_sides_are_seeded_per_item_and_balanced():
+    from evalsuite.review.policy import blind_left
+
+    sides = [blind_left(f"key-{i}", 0) for i in range(400)]
+    assert sides == [blind_left(f"key-{i}", 0) for i in range(400)] and 160 < sides.count("variant") < 240
+
+
+def test_the_new_review_settings_are_parsed(write):
+    p = write("r.yaml", """
+        rules:
+          - {name: a, metric: json.valid, min: 0.5}
+        review:
+          mode: pairwise
+          reviews_per_item: 2
+          audit_rate: 0.1
+          seed: 11
+          knife_edge_margin: 0.25
+        """)
+    pol = load_rubric(p).review
+    assert (pol.mode, pol.reviews_per_item, pol.audit_rate, pol.seed, pol.knife_edge_margin) == ("pairwise", 2, 0.1, 11, 0.25)
+
+
+@pytest.mark.parametrize(
+    "section, message",
+    [
+        ("review:\n  mode: blind\n", "review.mode: expected one of anchors, pairwise, got 'blind'"),
+        ("review:\n  reviews_per_item: 0\n", "review.reviews_per_item: must be at least 1, got 0"),
+        ("review:\n  audit_rate: 1.5\n", "review.audit_rate: must be at most 1, got 1.5"),
+        ("review:\n  audit_rate: null\n", "review.audit_rate: expected a number, got None"),
+        ("review:\n  seed: 1.5\n", "review.seed: expected an integer, got 1.5"),
+    ],
+)
+def test_new_review_settings_errors_name_file_line_and_field(write, section, message):
+    p = write("bad.yaml", "rules:\n  - {name: a, metric: json.valid, min: 0.5}\n" + section)
+    with pytest.raises(RubricError) as ei:
+        load_rubric(p)
+    assert f"{p}:4: {message}" in str(ei.value)

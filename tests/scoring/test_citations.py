@@ -160,3 +160,22 @@ def test_robustness_without_gold_compares_whole_sets_and_empty_is_none():
     s = citation_robustness(c, ["ex-vpn"], [(c, ["ex-vpn", "ex-pricing"]), (c, ["ex-vpn"])])
     assert s.value == 0.5 and s.details["compared"] == "all"
     assert citation_robustness(c, [], []).value is None
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Sessions expire after 12 hours [ex-vpn].", {"ex-vpn": ["Sessions expire after 12 hours."]}),
+        ("Reset a locked token in the portal [ex-vpn]. Starter costs 29 USD [ex-pricing].",
+         {"ex-vpn": ["Reset a locked VPN token in the IT self-service portal."], "ex-pricing": [PRICING.text]}),
+        ("It is cheap [ex-pricing].", {}),  # shares no content word with the passage: no span, though the document is cited
+        ("Sessions expire after 12 hours.", {}),  # nothing cited
+    ],
+)
+def test_cited_spans_mark_the_passage_each_citing_sentence_rests_on(text, expected):
+    from evalsuite.scoring.citations import cited_spans
+
+    c = kb()
+    docs = {d.id: d.text for d in c.context}
+    got = {doc: [docs[doc][s:e] for s, e in spans] for doc, spans in cited_spans(c, text).items()}
+    assert got == expected

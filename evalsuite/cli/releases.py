@@ -1,0 +1,164 @@
+"""`evalsuite releases`, `promote` and `rollback`: thin commands over evalsuite.promotion and the
+release ledger (evalsuite.releases)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from ..yamlio import atomic_write_text, dump_yaml
+from ._app import ExitCode, app, console, guarded
+from .judging import LedgerOpt, QueueOpt, RubricOpt, RunsDir
+
+MlflowUriOpt = typer.Option(
+    None, "--mlflow-uri", envvar="MLFLOW_TRACKING_URI", help="MLflow tracking/registry URI (default: $MLFLOW_TRACKING_URI, else MLflow's own)"
+)
+JsonOpt = typer.Option(None, "--json", help="also write what happened as JSON here")
+
+
+def _ledger(ledger: Path | None, runs_dir: Path) -> Path:
+    from ..releases import default_ledger_path
+
+    return ledger or default_ledger_path(runs_dir=runs_dir)
+
+
+def _write_json(path: Path | None, doc: Any) -> None:
+    if path:
+        atomic_write_text(path, json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def _when(ts: str | None) -> str:
+    return (ts or "-").replace("T", " ")[:19]
+
+
+def _clearance_table(status: Any, stage: str | None, show_all: bool) -> Table:
+    rows = [c for c in status.clearances if (stage is None or c.stage == stage) and (show_all or c.cleared)]
+    t = Table(title=f"{sum(c.cleared for c in rows)} cleared" + (f" for {stage}" if stage else ""), title_justify="left")
+    for col in ("stage", "variant", "fingerprint", "cleared since", "latest decision", "waivers") + (("why not",) if show_all else ()):
+        t.add_column(col, overflow="fold")
+    for c in rows:
+        d = c.decision
+        latest = f"#{d.id} {d.kind} {d.status}, run {d.run_id}, {_when(d.created)} by {d.actor}" if d is not None else "-"
+        cells = [c.stage, c.variant, c.fingerprint[:12], _when(c.since) if c.cleared else "not cleared", latest, str(len(d.waivers) if d else 0)]
+        t.add_row(*cells, *((c.reason or "-",) if show_all else ()))
+    return t
+
+
+def _deployment_lines(status: Any, stage: str | None) -> list[str]:
+    lines = []
+    for s, sd in status.deployments.items():
+        if stage is not None and s != stage:
+            continue
+        cur = sd.current
+        lines.append(f"{s} runs {cur.variant} ({cur.fingerprint[:12]}) since {_when(cur.created)} ({cur.action} by {cur.actor}, deployment #{cur.id})")
+        if sd.target is not None and sd.target_clearance is not None:
+            t, c = sd.target, sd.target_clearance
+            lines.append(
+                f"  rollback target: {t.variant} ({t.fingerprint[:12]}), cleared for {s} since {_when(c.since)} on run {c.decision.run_id if c.decision else '-'}"
+            )
+        else:
+            lines.append(f"  rollback target: none: {sd.why_no_target}")
+    return lines
+
+
+@app.command()
+@guarded()
+def releases(
+    stage: str | None = typer.Option(None, help="only this stage (dev, pilot, production)"),
+    show_all: bool = typer.Option(False, "--all", help="also the variants not cleared, and why"),
+    ledger: Path | None = LedgerOpt,
+    queue: Path | None = QueueOpt,
+    rubric: Path | None = typer.Option(None, help="judge every decision against this rubric (default: the file each decision names)"),
+    runs_dir: Path = RunsDir,
+    json_out: Path | None = JsonOpt,
+) -> None:
+    """What is cleared for which stage, and since when; what each stage runs and its rollback target."""
+    from ..report.releases import ledger_status
+    from ..verdict.rubric import load_rubric
+
+    path = _ledger(ledger, runs_dir)
+    status = ledger_status(path, queue, rubric=load_rubric(rubric) if rubric else None, runs_dir=runs_dir)
+    if not path.is_file():
+        console.print(f"no release ledger at {path} yet: `evalsuite gate RUN` records each decision there", highlight=False)
+    else:
+        console.print(_clearance_table(status, stage, show_all))
+        for line in _deployment_lines(status, stage):
+            console.print(line, highlight=False, soft_wrap=True)
+    _write_json(
+        json_out,
+        {"ledger": str(path), "clearances": [asdict(c) for c in status.clearances], "deployments": {s: asdict(d) for s, d in status.deployments.items()}},
+    )
+
+
+@app.command()
+@guarded()
+def promote(
+    variant: str = typer.Argument(..., help="the variant's name in the run"),
+    to: str = typer.Option(..., "--to", help="the stage to promote it to: dev, pilot or production"),
+    run: str = typer.Option("last", help="the run whose verdict decides (id, directory, or 'last')"),
+    rubric: Path | None = RubricOpt,
+    runs_dir: Path = RunsDir,
+    queue: Path | None = QueueOpt,
+    ledger: Path | None = LedgerOpt,
+    mlflow_model: str | None = typer.Option(None, "--mlflow-model", help="MLflow registered model whose alias moves to this variant's version"),
+    mlflow_version: str | None = typer.Option(None, "--mlflow-version", help="its version (default: the one tagged evalsuite.fingerprint=<fingerprint>)"),
+    mlflow_alias: str | None = typer.Option(None, "--mlflow-alias", help="the alias to move (default: the stage's name)"),
+    mlflow_uri: str | None = MlflowUriOpt,
+    json_out: Path | None = JsonOpt,
+) -> None:
+    """Promote a variant to a stage: refused, with the reason (exit 1), unless it is cleared for the
+    stage below and passes this stage's gate on the run."""
+    from ..promotion import PromoteRequest, Registry
+    from ..promotion import promote as do_promote
+
+    reg = Registry(mlflow_model, mlflow_version, mlflow_alias, mlflow_uri) if mlflow_model else None
+    res = do_promote(PromoteRequest(variant, to, run, runs_dir, rubric, queue, ledger, reg))
+    _write_json(json_out, {k: v for k, v in asdict(res).items() if k != "judgment"})
+    if not res.promoted:
+        recorded = f" (decision #{res.decision.id} recorded)" if res.decision is not None else " (nothing recorded)"
+        console.print(f"[red]refused[/red]: {res.reason}{recorded}", highlight=False, soft_wrap=True)
+        raise typer.Exit(int(ExitCode.FAILED))
+    dep = res.deployment
+    assert dep is not None and res.decision is not None
+    replaces = f"; replaces {dep.replaces[:12]}" if dep.replaces else ""
+    console.print(f"promoted {res.variant} ({res.fingerprint[:12]}) to {res.stage} on run {res.run_id}{replaces}", highlight=False)
+    console.print(f"ledger: decision #{res.decision.id}, deployment #{dep.id}", highlight=False)
+    if res.registry:
+        r = res.registry
+        console.print(f"mlflow: model {r['model']!r} alias {r['alias']!r} -> version {r['version']} (was {r['previous'] or 'unset'})", highlight=False)
+
+
+@app.command()
+@guarded()
+def rollback(
+    stage: str = typer.Option("production", help="the stage to roll back"),
+    ledger: Path | None = LedgerOpt,
+    queue: Path | None = QueueOpt,
+    runs_dir: Path = RunsDir,
+    mlflow: bool = typer.Option(False, "--mlflow", help="move the MLflow alias back to the version the target's promotion set"),
+    mlflow_uri: str | None = MlflowUriOpt,
+    json_out: Path | None = JsonOpt,
+) -> None:
+    """Roll a stage back to the previous variant still cleared for it: checks that its files are those
+    it was cleared with, prints what to deploy, and records the rollback (exit 1, nothing recorded, when it cannot)."""
+    from ..promotion import Registry
+    from ..promotion import rollback as do_rollback
+
+    res = do_rollback(stage, ledger=_ledger(ledger, runs_dir), queue=queue, registry=Registry(uri=mlflow_uri) if mlflow else None)
+    dep, prev, c = res.deployment, res.previous, res.clearance
+    console.print(f"rollback {stage}: deploy {dep.variant} ({dep.fingerprint[:12]}) instead of {prev.variant} ({prev.fingerprint[:12]})", highlight=False)
+    run = c.decision.run_id if c.decision else "-"
+    console.print(f"  cleared for {stage} since {_when(c.since)} on run {run} (decision #{dep.decision_id})", highlight=False)
+    console.print(f"  identity unchanged: {res.identity.summary()}", highlight=False, soft_wrap=True)
+    console.print("  deploy this variant:", highlight=False)
+    console.print(dump_yaml({"fingerprint": dep.fingerprint, **dict(dep.spec)}).rstrip(), highlight=False, soft_wrap=True)
+    if res.registry:
+        r = res.registry
+        console.print(f"mlflow: model {r['model']!r} alias {r['alias']!r} -> version {r['version']} (was {r['previous'] or 'unset'})", highlight=False)
+    console.print(f"ledger: deployment #{dep.id} (rollback) recorded", highlight=False)
+    _write_json(json_out, asdict(res))

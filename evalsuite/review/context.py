@@ -1,0 +1,45 @@
+"""What a reviewer needs beside two outputs to judge them, stored with the item when it is flagged.
+
+A queue outlives its runs (it is copied, shared, opened where the run directory is not), so an item
+carries its own context, as JSON: what was asked (`brief`: system prompt, conversation or prompt,
+the user's role, the expected answer or behaviour, the JSON schema, the unit tests), the KB
+documents with the passages each side cites (`documents`), the JSON key by key (`json`), the
+glossary terms each side kept or dropped (`terms`), the unit-test results of both sides (`code`),
+and each side's failed checks in words (`checks`). Built from the evidence functions the report
+uses (evalsuite.scoring.evidence); items flagged before queue schema 3 have none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..scoring.evidence import CLIP, case_brief, citations_evidence, code_evidence, json_drift_rows, terms_evidence
+
+
+def _failed(recs: Mapping[str, Any]) -> list[dict]:
+    """A side's failed pass/fail checks with the reason its scorer gave, where it gave one."""
+    out = []
+    for m, r in sorted(recs.items()):
+        if r.passed is False:
+            det = r.details or {}
+            why = det.get("reason") or det.get("error") or det.get("missing") or det.get("errors") or det.get("found") or ""
+            out.append({"metric": m, "why": why if isinstance(why, str) else str(why)[:300]})
+    return out
+
+
+def item_context(case: Any, baseline_text: str | None, variant_text: str | None, base_recs: Mapping[str, Any], var_recs: Mapping[str, Any]) -> dict:
+    """The item's context (see the module docstring): plain data, stored as JSON."""
+    ctx: dict[str, Any] = {"brief": case_brief(case)}
+    docs = citations_evidence(case, baseline_text, variant_text, max_text=CLIP)
+    if docs is not None:
+        ctx["documents"] = docs
+    if case.json_schema or case.scenario == "brand" or "json.valid" in var_recs:
+        ctx["json"] = json_drift_rows(baseline_text, variant_text)
+    terms = terms_evidence(case, baseline_text, variant_text)
+    if terms is not None:
+        ctx["terms"] = terms
+    if case.scenario == "code" or case.expect.tests:
+        ctx["code"] = code_evidence(case, {"baseline": base_recs, "variant": var_recs})
+    ctx["checks"] = {"baseline": _failed(base_recs), "variant": _failed(var_recs)}
+    return ctx
