@@ -472,7 +472,7 @@ def summarize_generations(gens: Sequence[Generation]) -> dict:
     import statistics
 
     fresh = [g for g in gens if g.ok and not g.cached and g.latency_s is not None]
-    lat = sorted(g.latency_s for g in fresh)
+    lat = sorted(g.latency_s for g in fresh if g.latency_s is not None)
     ttft = sorted(g.ttft_s for g in fresh if g.ttft_s is not None)
     tps = [g.tokens_per_s for g in fresh if g.tokens_per_s]
 

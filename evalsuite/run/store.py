@@ -69,7 +69,8 @@ class ScoreRecord:
 
     @classmethod
     def from_dict(cls, d: dict) -> ScoreRecord:
-        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
+        fields: dict[str, Any] = {k: d.get(k) for k in cls.__dataclass_fields__}
+        return cls(**fields)
 
 
 class GenerationCache:
@@ -378,8 +379,9 @@ class RunStore:
 
     @classmethod
     def all(cls, runs_dir: str | Path) -> list[RunStore]:
-        """Every run under `runs_dir`, oldest first (run ids start with their time)."""
-        return [cls(p) for p in sorted((p for p in Path(runs_dir).glob("*") if (p / cls.SIGNATURE).is_file()), key=lambda p: p.name)]
+        """Every run under `runs_dir`, oldest first (run ids start with their time); a directory whose
+        creation a killed process cut short is not a run (`incomplete`)."""
+        return [cls(p) for p in sorted((p for p in Path(runs_dir).glob("*") if p.is_dir() and incomplete(p) is None), key=lambda p: p.name)]
 
     @classmethod
     def latest(cls, runs_dir: str | Path, suite: str) -> RunStore:
