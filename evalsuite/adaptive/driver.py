@@ -65,7 +65,7 @@ def load_state(store: RunStore) -> dict | None:
 def _checks_for(store: RunStore, state: dict, sr: Any) -> tuple[list[Check], dict, dict]:
     """The run's sequential checks for the stage rubric `sr`, and the baseline's and variants' per-case scores."""
     settings = AdaptiveSettings(**state["settings"])
-    base, others = split_records(store.scores(), store.signature.get("baseline"))
+    base, others = split_records(store.scores(), store.signature.get("baseline") or "")
     return build_checks(sr, base, state["order"], settings), base, others
 
 
@@ -76,7 +76,7 @@ def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) 
     from ..run.store import DEFAULT_CACHE, GenerationCache
     from ..scoring.pipeline import run_suite
     from ..scoring.run import score_run
-    from ..verdict.rubric import load_rubric
+    from ..verdict.rubric import load_rubric, resolve_rubric_path
 
     opts = options or RunOptions()
     settings = settings or AdaptiveSettings()
@@ -95,7 +95,7 @@ def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) 
     state, settings = _start_or_resume(store, settings, cases, opts.resume)
     store.write_json(STATE_FILE, state)
     store.mark_complete(False, adaptive=True)
-    sr = load_rubric(settings.rubric).for_stage(settings.stage)
+    sr = load_rubric(resolve_rubric_path(settings.rubric, store.suite)).for_stage(settings.stage)
     base, _ = split_records(store.scores(), suite.baseline.name)
     noise_floor = None
     if reference:
@@ -306,7 +306,7 @@ def replay_run(
     sr = load_rubric(resolve_rubric_path(rubric_path or settings.rubric, store.suite)).for_stage(settings.stage)
     cases = run_cases(store)
     order = seeded_order(cases, settings.seed)
-    base, others = split_records(store.scores(), store.signature.get("baseline"))
+    base, others = split_records(store.scores(), store.signature.get("baseline") or "")
     checks = build_checks(sr, base, order, settings)
     infos = variant_infos(store)
     noise = [i.name for i in infos if i.noise and i.name in others]

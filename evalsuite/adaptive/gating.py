@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import EvalsuiteError
 from ..verdict.compare import Comparison
 from ..verdict.decisions import AdaptiveDecisions, SequentialCheck
 from ..verdict.rubric import StageRubric
@@ -31,6 +32,8 @@ def adaptive_decisions(store: Any, sr: StageRubric, comparison: Comparison) -> A
     """The sequential decisions of an adaptive run for `sr`'s stage, with the problems that keep it
     from being judged (an unfinished variant, an undecided stage, a changed recorded decision)."""
     state = load_state(store)
+    if state is None:  # is_adaptive said the file is there: it was removed since
+        raise EvalsuiteError(f"{store.dir / STATE_FILE}: the adaptive state is missing")
     checks, base, others = _checks_for(store, state, sr)
     recorded_stage = state["settings"].get("stage")
     problems: list[str] = []

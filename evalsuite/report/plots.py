@@ -127,11 +127,11 @@ def tradeoff_png(points: Sequence[Mapping], boxes: list | None = None) -> str | 
         ax.axvline(1, color="#999", lw=0.8, ls=":")
         for p in pts:
             x = p.get(key)
-            if not _ok(x):
+            if x is None or not _ok(x):
                 continue
             y = 100 * p["quality"]
-            color = STATUS_COLOR.get(p.get("status"), "#555")
-            if _ok(p.get("worst")):
+            color = STATUS_COLOR.get(str(p.get("status")), "#555")
+            if p.get("worst") is not None and _ok(p["worst"]):
                 ax.plot([x, x], [100 * p["worst"], y], color=color, lw=1, alpha=0.5)
             ax.scatter([x], [y], s=46, color=color, zorder=3, edgecolor="white", linewidth=0.6)
         ax.set_xlabel(label)
