@@ -39,12 +39,13 @@ import functools
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..verdict.compare import DEFAULT_SEED, CaseAgg, MetricDelta, NoiseFloor
+from ..verdict.decisions import CheckResult  # the gate reads an adaptive run's checks as they are
 from ..verdict.rubric import MetricRule, StageRubric
 from ..verdict.stats import seed_for as _seed_for
 from . import sequential as sq
@@ -199,28 +200,6 @@ def build_checks(sr: StageRubric, base: Mapping[tuple[str, str], Mapping[str, Ca
 
 # ---------------------------------------------------------------------------------------------
 # evaluating a check on the cases generated so far
-
-
-@dataclass
-class CheckResult:
-    """Where a check stands: decided (pass/fail, how, after how many of its cases) or open."""
-
-    key: str
-    rule: str
-    scenario: str
-    metric: str
-    severity: str
-    status: str  #: pass | fail | open
-    how: str = ""  #: sequential | exact | final look
-    seen: int = 0  #: cases of this check read (its prefix in the run's order)
-    population: int = 0
-    decided_at: int | None = None  #: cases of this check read when it was decided
-    variant_cases: int | None = None  #: cases of the variant generated when it was decided (filled by evaluate)
-    reason: str = ""
-    numbers: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _seq_arrays(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, CaseAgg], generated: set) -> dict:

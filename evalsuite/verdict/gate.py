@@ -23,7 +23,7 @@ import math
 from dataclasses import replace
 
 from .compare import Comparison, MetricDelta
-from .decisions import AdaptiveDecisions, Decisions, SequentialCheck
+from .decisions import AdaptiveDecisions, CheckResult, Decisions
 from .outcome import DIFF_WIDTH, Judgment, RuleResult, Verdict, Violation, short_diff, violation_text
 from .rubric import SINGLE_PASS, MetricRule, StageRubric, VariantRule
 from .stats import adjust_pvalues, tarone_k
@@ -250,7 +250,7 @@ def _adaptive_gate(comparison: Comparison, sr: StageRubric, adaptive: AdaptiveDe
     judged = [v for v in comparison.variants if v in adaptive.checks]
     results: list[RuleResult] = []
     for variant in judged:
-        by_rule: dict[str, list[SequentialCheck]] = {}
+        by_rule: dict[str, list[CheckResult]] = {}
         for c in adaptive.checks[variant]:
             by_rule.setdefault(c.rule, []).append(c)
         for rule in sr.rules:
@@ -272,7 +272,7 @@ def _no_sequential_check(comparison: Comparison, variant: str, rule: MetricRule,
     return RuleResult(variant, rule.name, rule.severity, "skip", note=note)
 
 
-def _sequential_rule(cmp: Comparison, variant: str, rule: MetricRule, checks: list[SequentialCheck], verdict: str) -> RuleResult:
+def _sequential_rule(cmp: Comparison, variant: str, rule: MetricRule, checks: list[CheckResult], verdict: str) -> RuleResult:
     failed = [c for c in checks if c.status == "fail"]
     checked = ", ".join(f"{c.scenario}/{c.metric}: {c.status} ({c.how or 'undecided'}, {c.seen}/{c.population} cases)" for c in checks)
     if failed:
