@@ -28,6 +28,8 @@ from common import REPO, Row, write_table  # noqa: E402
 BENCHES = {
     "scoring": "bench_scoring",
     "scaling": "bench_scaling",
+    "bookkeeping": "bench_bookkeeping",
+    "adaptive": "bench_adaptive",
     "humaneval": "bench_humaneval",
     "overhead": "bench_overhead",
     "warm": "bench_warm",

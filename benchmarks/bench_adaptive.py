@@ -19,6 +19,12 @@ the run also prints the floor on cases that any gate with a given miss rate must
 (benchmarks/adaptive_frontier.py). docs/thresholds.md reads the three side by side.
 
 Prints one markdown table (the one in docs/thresholds.md) and writes the raw figures as JSON.
+
+`make bench` (`python -m benchmarks --only adaptive`) runs `run()` instead: the adaptive driver's
+time per batch on a 1,000-case synthetic suite, at the start and at the end of the run, this code
+against the previous code (`common.PREVIOUS_REF`) in alternating fresh processes
+(benchmarks/child_adaptive.py). A run that re-reads its outputs or re-aggregates its scores on every
+batch gets slower batch after batch; this one's batches take the same time at the end as at the start.
 """
 
 from __future__ import annotations
@@ -166,6 +172,47 @@ def main() -> None:
     out.write_text(json.dumps({"stage": args.stage, "alpha": sr.alpha, "until": args.until, "tolerance": args.tolerance, "pass_side": args.pass_side,
                                "pass_max_seen": args.pass_max_seen, "cases": len(cases), "conditions": raw,
                                "prefix_floor": {str(m): v for m, v in floors.items()}}, indent=2) + "\n")
+
+
+def _batch_figures(fig: dict, k: int = 10) -> tuple[float, float]:
+    """Median seconds of the first and of the last `k` full batches (the stop's own decision left out)."""
+    b = fig["batches"][:-1]
+    return float(np.median(b[:k])), float(np.median(b[-k:]))
+
+
+def run(quick: bool = False) -> list:
+    """The per-batch timing rows of `make bench` (see the module docstring)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from common import PREVIOUS_REF, Row, code_root, judge, median, ratio, run_child
+
+    n_kb, n_brand, batch, rounds = (180, 120, 8, 1) if quick else (600, 400, 8, 3)
+    child = ROOT / "benchmarks" / "child_adaptive.py"
+    figs: dict[str, list] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        prev = code_root(PREVIOUS_REF, Path(tmp))
+        roots = {"this": ROOT} | ({"previous": prev} if prev else {})
+        for r in range(rounds):
+            for name in roots if r % 2 == 0 else list(roots)[::-1]:
+                figs.setdefault(name, []).append(run_child(child, roots[name], str(ROOT / "tests"), str(n_kb), str(n_brand), str(batch)))
+                f = figs[name][-1]
+                print(f"  [adaptive] round {r + 1}/{rounds} {name}: {len(f['batches'])} batches, {f['wall_s']:.1f}s", flush=True)
+    what = f"{n_kb + n_brand}-case synthetic suite ({n_kb} kb_qa, {n_brand} brand), batches of {batch}"
+    rows = []
+    for name, runs in figs.items():
+        start, end = zip(*(_batch_figures(f) for f in runs))
+        growth = ratio(list(end), list(start))
+        n = len(runs[0]["batches"]) - 1
+        figures = (f"{name} code{'' if name == 'this' else f' ({PREVIOUS_REF})'}: {runs[0]['generated']} of {runs[0]['total']} cases in {n} batches; "
+                   f"first 10 batches {1000 * median(list(start)):.0f} ms, last 10 {1000 * median(list(end)):.0f} ms per batch (medians)")
+        flat = judge(growth, 1.5) if len(runs) > 1 else ("met" if median(list(end)) <= 1.5 * median(list(start)) else "NOT met")
+        # the target is this code's; the previous code's row shows the growth the change removed
+        rows.append(Row("adaptive run, time per batch", f"{what}: last 10 / first 10 batches, {name} code", figures, growth if len(runs) > 1 else None,
+                        "<= 1.5 (flat)" if name == "this" else "", flat if name == "this" else ""))
+    if "previous" in figs:
+        wall = ratio([f["wall_s"] for f in figs["this"]], [f["wall_s"] for f in figs["previous"]])
+        rows.append(Row("adaptive run, time per batch", f"{what}: whole adaptive run, this / previous code",
+                        f"this {median([f['wall_s'] for f in figs['this']]):.1f}s, previous {median([f['wall_s'] for f in figs['previous']]):.1f}s (medians)", wall))
+    return rows
 
 
 if __name__ == "__main__":

@@ -99,3 +99,53 @@ def embedded_suite(cases_per_scenario: int, max_new_tokens: int, batch_size: int
     only = replace(suite, variants=(base,), generation=base.generation)
     cases = select_cases(only, list(scenarios), cases_per_scenario)
     return only, base, cases
+
+
+# ---------------------------------------------------------------------------------------------
+# the previous code, side by side with this checkout
+
+#: the last commit before the bookkeeping work of issue 25 (batched cache, in-memory generations):
+#: `bench_bookkeeping` and `bench_adaptive` run it beside this checkout to show the change
+PREVIOUS_REF = "2e80882"
+
+
+def code_root(ref: str, into: Path) -> Path | None:
+    """This repository's `evalsuite/` package at git `ref`, extracted under `into` (a root to put on
+    PYTHONPATH); None when git or the ref is not available (a copy without history)."""
+    import subprocess
+    import tarfile
+
+    out = into / f"evalsuite-{ref}"
+    try:
+        data = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", ref, "evalsuite"], capture_output=True, check=True, timeout=120).stdout
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=__import__("io").BytesIO(data)) as tar:
+        tar.extractall(out, filter="data")
+    return out
+
+
+def run_child(script: Path, root: Path, *args: str, timeout: float = 1800) -> dict:
+    """`python script ARGS` with `root`'s evalsuite first on the path; the JSON its last line prints."""
+    import json
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{script.name} on {root}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def mean_ci(xs: list[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of repeated figures and its Student t interval."""
+    import statistics
+
+    from scipy import stats
+
+    m = statistics.fmean(xs)
+    if len(xs) < 2:
+        return m, float("nan"), float("nan")
+    half = stats.t.ppf(0.5 + level / 2, len(xs) - 1) * statistics.stdev(xs) / len(xs) ** 0.5
+    return m, m - half, m + half

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,26 +99,110 @@ def load_jsonl(path: str | Path) -> tuple[list[Any], LineMap]:
     return records, lines
 
 
+#: an atomic write's temporary file: `.NAME.PID-RANDOM.tmp` beside its target, so a later writer can
+#: tell a dead writer's leftover (its process is gone) from a write in progress
+_TMP_SUFFIX = ".tmp"
+_swept_dirs: set[str] = set()
+_umask_lock = threading.Lock()
+
+
+def file_mode() -> int:
+    """The mode a new file gets under the process's umask (0666 & ~umask): what `open()` would give.
+
+    mkstemp creates 0600 files; a report or a run file written atomically must be as readable as any
+    other file the user writes. Linux names the umask in /proc; elsewhere it is read (and restored)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _umask_lock:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return 0o666 & ~mask
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid runs on this host (a process of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def temp_writer_pid(name: str) -> int | None:
+    """The writer's pid in an atomic write's temporary file name (`.NAME.PID-RANDOM.tmp`), else None."""
+    if not (name.startswith(".") and name.endswith(_TMP_SUFFIX)):
+        return None
+    tag = name[: -len(_TMP_SUFFIX)].rsplit(".", 1)[-1]
+    pid, _, rand = tag.partition("-")
+    return int(pid) if pid.isdigit() and rand else None
+
+
+def sweep_temp_files(directory: str | Path) -> list[Path]:
+    """Remove the temporary files that killed writers left in `directory` (their process is gone);
+    a live writer's file is left alone. Returns what was removed."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for e in entries:
+        pid = temp_writer_pid(e.name)
+        if pid is not None and pid != os.getpid() and not pid_alive(pid) and e.is_file(follow_symlinks=False):
+            try:
+                os.unlink(e.path)
+                removed.append(Path(e.path))
+            except OSError:
+                pass
+    return removed
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside `path` to write into; on a clean exit it replaces `path` at once
+    (readers see the old file or the new one, never half of it), with the mode a new file gets
+    under the umask (or the replaced file's own mode). On an error the temporary file is removed.
+
+    The first atomic write into a directory removes what killed writers left there."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = str(path.parent)
+    if key not in _swept_dirs:
+        sweep_temp_files(path.parent)
+        _swept_dirs.add(key)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}-", suffix=_TMP_SUFFIX)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except FileNotFoundError:
+            mode = file_mode()
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def atomic_write_text(path: str | Path, text: str, check=None) -> None:
     """Write a file so that readers see the old content or the new one, never half of it.
 
     `check(tmp_path)`, if given, runs on the written temporary file before it replaces `path`;
     if it raises, `path` is left untouched.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         if check is not None:
-            check(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+            check(str(tmp))
 
 
 def dump_yaml(data: Any) -> str:

@@ -75,3 +75,58 @@ def test_a_skipped_variant_shows_its_install_command(tmp_path, monkeypatch):
     out = io.StringIO()
     run_demo(REPO / "suites" / "fake.yaml", DemoOptions(profile="quick", runs_dir=str(tmp_path / "runs"), cache_path=str(tmp_path / "c.sqlite")), console=Console(file=out, width=200))
     assert "skipping variant fake-int8: needs llama_cpp: pip install 'evalsuite[llamacpp]'" in out.getvalue()
+
+
+SPEED_SUITE = """schema_version: 1
+name: speed
+casesets:
+  - {{path: {casesets}, tags: [example]}}
+generation: {{max_new_tokens: 32, temperature: 0, batch_size: 1}}
+output_dir: out
+variants:
+  - name: baseline
+    baseline: true
+    backend: fake
+    options: {{default: "I don't know based on the provided documents.", delay_s: 0.002}}
+  # the same outputs, fifteen times slower: a single sequential pass shows latency x15
+  - name: slow-int8
+    quantization: {{method: bnb, bits: 8}}
+    options: {{default: "I don't know based on the provided documents.", delay_s: 0.03}}
+  - name: baseline-batch4
+    noise: true
+    generation: {{batch_size: 4}}
+"""
+
+#: what a library's warning looks like in a terminal (transformers, Python's warnings module, torch)
+LIBRARY_WARNING = r"\[transformers\]|\b\w*Warning\b|is deprecated|will be removed in"
+
+
+def test_the_demo_never_warns_on_speed_from_one_sequential_pass(tmp_path, capfd):
+    """A variant fifteen times slower in a single sequential pass: the demo's verdict says speed
+    cannot be judged (the reason on the rule, one note in the verdict), never `warn performance`;
+    `evalsuite gate` on the run says the same; and no library warning reaches the output."""
+    import json
+    import re
+
+    from typer.testing import CliRunner
+
+    from evalsuite.cli import app
+
+    suite = tmp_path / "speed.yaml"
+    suite.write_text(SPEED_SUITE.format(casesets=REPO / "casesets"), "utf-8")
+    out = io.StringIO()
+    opts = DemoOptions(profile="quick", runs_dir=str(tmp_path / "runs"), cache_path=str(tmp_path / "c.sqlite"))
+    judgment = run_demo(suite, opts, console=Console(file=out, width=200))
+    text = out.getvalue()
+    assert not [line for line in text.splitlines() if line.lstrip().startswith("warn performance")], text
+    perf = judgment.verdict.result("slow-int8", "performance")
+    assert perf.status == "cannot_judge" and "latency p95 x" in perf.note and "from one sequential pass" in perf.note, perf
+    assert "speed (latency, tokens/s) is not judged" in text
+    assert judgment.comparison.perf_for("slow-int8").latency_p95_ratio > 5, "the pass itself did see the slowdown"
+
+    gate = CliRunner().invoke(app, ["gate", "last", "--runs-dir", str(tmp_path / "runs"), "--json", str(tmp_path / "v.json")])
+    doc = json.loads((tmp_path / "v.json").read_text())
+    assert gate.exit_code == judgment.exit_code
+    assert {(r["variant"], r["rule"]): r["status"] for r in doc["results"]} == {(r.variant, r.rule): r.status for r in judgment.verdict.results}
+    captured = capfd.readouterr()
+    assert not re.search(LIBRARY_WARNING, text + captured.out + captured.err), captured.err

@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import EvalsuiteError
 from ..run.store import RunStore
 from ..verdict.compare import per_case
-from .verdict import AdaptiveSettings, Check, VariantState, build_checks, evaluate, is_done, needed_cases, replay, seeded_order
+from .verdict import AdaptiveSettings, Check, Look, VariantState, build_checks, evaluate, is_done, needed_cases, replay, seeded_order
 
 log = logging.getLogger("evalsuite")
 
@@ -65,7 +65,7 @@ def load_state(store: RunStore) -> dict | None:
 def _checks_for(store: RunStore, state: dict, sr: Any) -> tuple[list[Check], dict, dict]:
     """The run's sequential checks for the stage rubric `sr`, and the baseline's and variants' per-case scores."""
     settings = AdaptiveSettings(**state["settings"])
-    base, others = split_records(store.scores(), store.signature.get("baseline"))
+    base, others = split_records(store.scores(), store.signature.get("baseline") or "")
     return build_checks(sr, base, state["order"], settings), base, others
 
 
@@ -76,7 +76,7 @@ def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) 
     from ..run.store import DEFAULT_CACHE, GenerationCache
     from ..scoring.pipeline import run_suite
     from ..scoring.run import score_run
-    from ..verdict.rubric import load_rubric
+    from ..verdict.rubric import load_rubric, resolve_rubric_path
 
     opts = options or RunOptions()
     settings = settings or AdaptiveSettings()
@@ -95,7 +95,7 @@ def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) 
     state, settings = _start_or_resume(store, settings, cases, opts.resume)
     store.write_json(STATE_FILE, state)
     store.mark_complete(False, adaptive=True)
-    sr = load_rubric(settings.rubric).for_stage(settings.stage)
+    sr = load_rubric(resolve_rubric_path(settings.rubric, store.suite)).for_stage(settings.stage)
     base, _ = split_records(store.scores(), suite.baseline.name)
     noise_floor = None
     if reference:
@@ -179,7 +179,7 @@ class _Run:
     progress: bool
 
     def save(self) -> None:
-        self.store.write_json(STATE_FILE, self.state)
+        self.store.write_json(STATE_FILE, self.state, indent=None)  # rewritten twice a batch: the compact, fast encoding
 
 
 def _bound_backend(run: _Run, v, factory, cases) -> tuple[Any, str]:
@@ -201,47 +201,33 @@ def _bound_backend(run: _Run, v, factory, cases) -> tuple[Any, str]:
 def _adaptive_variant(run: _Run, v, backend, fp: str) -> VariantState:
     """Generate one variant batch by batch until its checks decide (or its cases run out), saving
     the state before and after every batch; its state at the stop."""
-    from ..run.runner import _progress, _run_variant
-    from ..scoring.run import score_generations
+    from ..run.runner import VariantJob, _progress, _run_variant
 
     order, store = run.state["order"], run.store
     entry = run.state["variants"].setdefault(v.name, {"batches": [], "pending": None, "stopped": False})
-    pair = (run.baseline, v.name)
-
-    def scored(case_ids: set) -> list:  # the variant's score records of these cases (stored scores reused)
-        gens = [g for g in store.generations() if g.variant in pair and g.case_id in case_ids]
-        return [r for r in score_generations([run.by_id[c] for c in order if c in case_ids], gens, run.baseline, cache=run.cache) if r.variant == v.name]
-
+    outputs = _Outputs(store, (run.baseline, v.name), v.generation.samples)
     generated = {c for b in entry["batches"] for c in b}
-    records = scored(generated) if generated else []
-    done = {g.key() for g in store.generations() if g.ok}
+    var: dict = {}  #: the variant's per-case scores, (scenario, metric) -> case -> CaseAgg, a batch at a time
+    _add_scores(var, _scored(run, v.name, outputs, generated) if generated else [])
+    job = VariantJob(v, backend, fp, [], store, run.cache, {g.key() for g in store.generations() if g.ok}, run.ref, progress=False)
     batch_size = run.settings.batch_size or v.generation.batch_size
     with _progress(run.progress, f"{v.name} (adaptive)", len(order)) as advance:
         advance(len(generated))
         while not entry["stopped"]:
-            batch = entry["pending"]
+            batch = entry["pending"] or _next_batch(run, v.name, entry, var, generated, batch_size)
             if not batch:
-                st = _evaluate(v.name, run.checks, run.base, records, entry, order, run.sr, run.noise_floor)
-                entry["state"] = st.to_dict()
-                nxt = [] if is_done(st, run.settings.until) else needed_cases(st, run.checks, order, generated)[:batch_size]
-                if not nxt:
-                    entry["stopped"] = True
-                    entry["stop"] = f"verdict {st.verdict}" if st.verdict != "open" else "case sets exhausted"
-                    run.save()
-                    break
-                entry["pending"] = batch = nxt
-                run.save()
-            run.summaries[v.name] = _run_variant(
-                v, backend, fp, [run.by_id[c] for c in batch], store, run.cache, done, run.ref, False, run.summaries.get(v.name)
-            )
+                break
+            cases = [run.by_id[c] for c in batch]
+            run.summaries[v.name] = _run_variant(replace(job, cases=cases, previous=run.summaries.get(v.name)))
             store.write_json(store.VARIANTS, run.summaries)
-            records += scored(set(batch))
+            outputs.add(store, set(batch))
+            _add_scores(var, _scored(run, v.name, outputs, set(batch)))
             entry["batches"].append(batch)
             entry["pending"] = None
             generated |= set(batch)
             run.save()
             advance(len(batch))
-    st = _evaluate(v.name, run.checks, run.base, records, entry, order, run.sr, run.noise_floor, bounds=True)
+    st = _evaluate(v.name, run, var, entry, bounds=True)
     st.total = len(order)
     entry["state"] = st.to_dict()
     entry["generated"], entry["total"] = len(generated), len(order)
@@ -249,11 +235,61 @@ def _adaptive_variant(run: _Run, v, backend, fp: str) -> VariantState:
     return st
 
 
-def _evaluate(name: str, checks, base, records, entry, order, sr, noise_floor, bounds: bool = False) -> VariantState:
-    per = per_case(records)
-    var = {(s, m): aggs for (v, s, m), aggs in per.items() if v == name}
+def _next_batch(run: _Run, name: str, entry: dict, var: dict, generated: set, batch_size: int) -> list[str]:
+    """The variant's next batch of cases (saved as pending before it is generated), or [] when it
+    stops: its verdict decided, or its cases exhausted (the stop is saved too)."""
+    st = _evaluate(name, run, var, entry)
+    entry["state"] = st.to_dict()
+    nxt = [] if is_done(st, run.settings.until) else needed_cases(st, run.checks, run.state["order"], generated)[:batch_size]
+    if not nxt:
+        entry["stopped"] = True
+        entry["stop"] = f"verdict {st.verdict}" if st.verdict != "open" else "case sets exhausted"
+    else:
+        entry["pending"] = nxt
+    run.save()
+    return nxt
+
+
+class _Outputs:
+    """The baseline's and one variant's stored outputs, by case, kept in memory for the whole
+    variant: a batch adds its own outputs, so the run's generations.jsonl is read once, not per batch."""
+
+    def __init__(self, store: RunStore, pair: tuple[str, str], samples: int) -> None:
+        self.variant, self.samples = pair[1], samples
+        self.by_case: dict[tuple[str, str], list] = {}
+        for g in store.generations():
+            if g.variant in pair:
+                self.by_case.setdefault((g.variant, g.case_id), []).append(g)
+        self.pair = pair
+
+    def add(self, store: RunStore, case_ids: set) -> None:
+        """A generated batch's outputs of the variant (the store hands them from memory: its own appends)."""
+        for cid in case_ids:
+            self.by_case[(self.variant, cid)] = store.lookup([(self.variant, cid, s) for s in range(self.samples)])
+
+    def of(self, case_ids: set) -> list:
+        return [g for v in self.pair for c in sorted(case_ids) for g in self.by_case.get((v, c), ())]
+
+
+def _scored(run: _Run, name: str, outputs: _Outputs, case_ids: set) -> list:
+    """The variant's score records of these cases (stored scores reused, the baseline's too)."""
+    from ..scoring.run import score_generations
+
+    cases = [run.by_id[c] for c in run.state["order"] if c in case_ids]
+    return [r for r in score_generations(cases, outputs.of(case_ids), run.baseline, cache=run.cache) if r.variant == name]
+
+
+def _add_scores(var: dict, records: list) -> None:
+    """A batch's score records into the variant's per-case scores: each case comes in one batch, so
+    its aggregate is built once (the records of earlier batches are not aggregated again)."""
+    for (_v, s, m), aggs in per_case(records).items():
+        var.setdefault((s, m), {}).update(aggs)
+
+
+def _evaluate(name: str, run: _Run, var: dict, entry: dict, bounds: bool = False) -> VariantState:
     sequence = [c for b in entry["batches"] for c in b]
-    return evaluate(name, checks, base, var, set(sequence), order, method=sr.multiple_testing, noise_floor=noise_floor, bounds=bounds, sequence=sequence)
+    look = Look(method=run.sr.multiple_testing, noise_floor=run.noise_floor, bounds=bounds, sequence=sequence)
+    return evaluate(name, run.checks, run.base, var, set(sequence), run.state["order"], look)
 
 
 def replay_run(
@@ -270,7 +306,7 @@ def replay_run(
     sr = load_rubric(resolve_rubric_path(rubric_path or settings.rubric, store.suite)).for_stage(settings.stage)
     cases = run_cases(store)
     order = seeded_order(cases, settings.seed)
-    base, others = split_records(store.scores(), store.signature.get("baseline"))
+    base, others = split_records(store.scores(), store.signature.get("baseline") or "")
     checks = build_checks(sr, base, order, settings)
     infos = variant_infos(store)
     noise = [i.name for i in infos if i.noise and i.name in others]
@@ -280,7 +316,7 @@ def replay_run(
     for info in infos:
         if info.baseline or info.noise or info.name not in others:
             continue
-        st = replay(info.name, checks, base, others[info.name], order, batch, settings.until, method=sr.multiple_testing, noise_floor=floor)
+        st = replay(info.name, checks, base, others[info.name], order, batch, settings.until, Look(method=sr.multiple_testing, noise_floor=floor))
         out[info.name] = st
     return out
 

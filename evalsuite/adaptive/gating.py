@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import EvalsuiteError
 from ..verdict.compare import Comparison
-from ..verdict.decisions import AdaptiveDecisions, SequentialCheck
+from ..verdict.decisions import AdaptiveDecisions
 from ..verdict.rubric import StageRubric
 from .driver import STATE_FILE, _checks_for, load_state
-from .verdict import CheckResult, VariantState, evaluate
+from .verdict import CheckResult, Look, VariantState, evaluate
 
 __all__ = ["STATE_FILE", "adaptive_decisions", "is_adaptive"]
 
@@ -31,22 +32,22 @@ def adaptive_decisions(store: Any, sr: StageRubric, comparison: Comparison) -> A
     """The sequential decisions of an adaptive run for `sr`'s stage, with the problems that keep it
     from being judged (an unfinished variant, an undecided stage, a changed recorded decision)."""
     state = load_state(store)
+    if state is None:  # is_adaptive said the file is there: it was removed since
+        raise EvalsuiteError(f"{store.dir / STATE_FILE}: the adaptive state is missing")
     checks, base, others = _checks_for(store, state, sr)
     recorded_stage = state["settings"].get("stage")
     problems: list[str] = []
     notes: list[str] = []
-    out: dict[str, tuple[SequentialCheck, ...]] = {}
+    out: dict[str, tuple[CheckResult, ...]] = {}
     verdicts: dict[str, str] = {}
     for variant in [v for v in comparison.variants if v in state.get("variants", {})]:
         entry = state["variants"][variant]
         sequence = [c for b in entry.get("batches", []) for c in b]
-        st = evaluate(
-            variant, checks, base, others.get(variant, {}), set(sequence), state["order"],
-            method=sr.multiple_testing, noise_floor=comparison.noise_floor, bounds=True, sequence=sequence,
-        )  # fmt: skip
+        look = Look(method=sr.multiple_testing, noise_floor=comparison.noise_floor, bounds=True, sequence=sequence)
+        st = evaluate(variant, checks, base, others.get(variant, {}), set(sequence), state["order"], look)
         problems += _problems(variant, entry, st, sr.stage, recorded_stage)
         notes.append(_stop_note(variant, st, len(state["order"])))
-        out[variant] = tuple(_check(r) for r in st.results)
+        out[variant] = tuple(st.results)
         verdicts[variant] = st.verdict
     return AdaptiveDecisions(sr.stage, out, verdicts, tuple(problems), tuple(notes))
 
@@ -73,10 +74,6 @@ def _stop_note(variant: str, st: VariantState, total: int) -> str:
     return f"{variant}: adaptive verdict {st.verdict} after {after} of {total} cases ({st.generated} generated)" + (
         f"; decided by {decider}" if decider else ""
     )
-
-
-def _check(r: CheckResult) -> SequentialCheck:
-    return SequentialCheck(r.rule, r.scenario, r.metric, r.severity, r.status, r.how, r.seen, r.population, r.decided_at, r.reason, dict(r.numbers))
 
 
 def _decider(st: VariantState) -> str:

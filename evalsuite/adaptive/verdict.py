@@ -39,12 +39,13 @@ import functools
 import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..verdict.compare import DEFAULT_SEED, CaseAgg, MetricDelta, NoiseFloor
+from ..verdict.decisions import CheckResult  # the gate reads an adaptive run's checks as they are
 from ..verdict.rubric import MetricRule, StageRubric
 from ..verdict.stats import seed_for as _seed_for
 from . import sequential as sq
@@ -201,28 +202,6 @@ def build_checks(sr: StageRubric, base: Mapping[tuple[str, str], Mapping[str, Ca
 # evaluating a check on the cases generated so far
 
 
-@dataclass
-class CheckResult:
-    """Where a check stands: decided (pass/fail, how, after how many of its cases) or open."""
-
-    key: str
-    rule: str
-    scenario: str
-    metric: str
-    severity: str
-    status: str  #: pass | fail | open
-    how: str = ""  #: sequential | exact | final look
-    seen: int = 0  #: cases of this check read (its prefix in the run's order)
-    population: int = 0
-    decided_at: int | None = None  #: cases of this check read when it was decided
-    variant_cases: int | None = None  #: cases of the variant generated when it was decided (filled by evaluate)
-    reason: str = ""
-    numbers: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
 def _seq_arrays(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, CaseAgg], generated: set) -> dict:
     """The check's observed prefix: paired per-case values, their differences (harm), and what the
     cases after each observed one could still add (from their baseline values)."""
@@ -340,7 +319,7 @@ def evaluate_check(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, 
     res = CheckResult(check.key, r.name, check.scenario, check.metric, r.severity, "open", seen=len(s["ids"]), population=s["n_pop"])
     d = s["d"]
     n = len(d)
-    numbers: dict = {
+    res.numbers = {
         "n": n,
         "N": s["n_pop"],
         "harm": float(d.mean()) if n else None,
@@ -354,65 +333,94 @@ def evaluate_check(check: Check, base: Mapping[str, CaseAgg], var: Mapping[str, 
         # without paired scores (a `required` rule stays open: the gate then cannot judge the run)
         res.status, res.how, res.decided_at = "pass", "skipped", 0
         res.reason = f"no paired scores of {check.metric} on the variant: the rule is skipped (it is not `required`)"
-        res.numbers = numbers
         return res, s
-    ex_fail, ex_pass, ex_why = _exact(check, s)
-    seq_fail = seq_pass = None
-    seq_why_fail = seq_why_pass = ""
-    if check.sequential and n:
-        le_fail = sq.regression_log_e(d)
-        harm_run = np.cumsum(d) / np.arange(1, n + 1)
-        material = np.zeros(n, dtype=bool)
-        if r.max_drop is not None:
-            material |= harm_run > r.max_drop + 1e-12
-        if r.max_drop_rel is not None:
-            bm = abs(check.baseline_mean)
-            material |= (harm_run > 0) if bm == 0 else (harm_run / bm > r.max_drop_rel + 1e-12)
-        if r.max_flips is not None and check.pass_fail:
-            material |= s["p2f"] > r.max_flips
-        seq_fail = sq.first_crossing(le_fail, check.alpha_fail, material)
-        le_pass = sq.no_large_drop_log_e(d, s["n_pop"], check.tau, s["dmax_after"])
-        # and, like the fail side's materiality, the drop seen so far is at most half the tolerance: a
-        # drop already near tau is left to run on (the fixed-n test may fail it) rather than tolerated
-        # (the test assumes each d in [-1, 1]: no early pass off the [0, 1] range, where d is clipped)
-        seq_pass = sq.first_crossing(le_pass, check.alpha_pass, (harm_run <= check.tau * PASS_MAX_SEEN + 1e-12) & s["bounded"])
-        if seq_pass is not None and seq_pass + 1 >= s["n_pop"]:
-            seq_pass = None  # at the last case passing early saves nothing: the final look (the fixed-n test) judges
-        top_f, top_p = float(np.max(le_fail)), float(np.max(le_pass))
-        numbers.update(e_fail=math.exp(min(700.0, top_f)), e_pass=math.exp(min(700.0, top_p)) if math.isfinite(top_p) else "certain")
-        if seq_fail is not None:
-            e = math.exp(min(700.0, float(np.max(le_fail[: seq_fail + 1]))))
-            seq_why_fail = f"regression e-value {e:.4g} >= 1/alpha {1 / check.alpha_fail:.4g} after {seq_fail + 1} of {s['n_pop']} cases, drop so far {harm_run[seq_fail]:.3f}"
-        if seq_pass is not None:
-            certain = not math.isfinite(float(le_pass[seq_pass]))
-            seq_why_pass = (
-                f"a drop of {check.tau:.3f} or more over the {s['n_pop']} cases is "
-                + ("no longer possible" if certain else f"ruled out (e-value >= 1/alpha {1 / check.alpha_pass:.4g})")
-                + f" after {seq_pass + 1} cases"
-            )
-    fails = [(i, how, why) for i, how, why in ((ex_fail, "exact", ex_why), (seq_fail, "sequential", seq_why_fail)) if i is not None]
+    seq = _sequential(check, s, res.numbers) if check.sequential and n else _Sequential()
+    _decide(res, check, s, _exact(check, s), seq)
+    if bounds and n and check.sequential:
+        res.numbers["ci_low"] = sq.lower_bound(d, check.alpha_fail)
+        res.numbers["ci_high"] = sq.upper_bound(d, s["n_pop"], check.alpha_pass, s["dmax_after"])
+    return res, s
+
+
+@dataclass(frozen=True)
+class _Sequential:
+    """Where a check's e-processes crossed (index of the deciding case, or None), and why."""
+
+    fail: int | None = None
+    passed: int | None = None
+    why_fail: str = ""
+    why_pass: str = ""
+
+
+def _material(check: Check, s: dict, harm_run: np.ndarray) -> np.ndarray:
+    """Per observed case: whether the drop seen so far breaks the rule's threshold (a significant
+    regression fails only when it is also material)."""
+    r = check.rule
+    material = np.zeros(len(harm_run), dtype=bool)
+    if r.max_drop is not None:
+        material |= harm_run > r.max_drop + 1e-12
+    if r.max_drop_rel is not None:
+        bm = abs(check.baseline_mean)
+        material |= (harm_run > 0) if bm == 0 else (harm_run / bm > r.max_drop_rel + 1e-12)
+    if r.max_flips is not None and check.pass_fail:
+        material |= s["p2f"] > r.max_flips
+    return material
+
+
+def _sequential(check: Check, s: dict, numbers: dict) -> _Sequential:
+    """The sequential parts of a significance-gated check: the regression e-process (fail) and the
+    without-replacement one that rules out a drop of tau (pass); their e-values go into `numbers`."""
+    d = s["d"]
+    n = len(d)
+    le_fail = sq.regression_log_e(d)
+    harm_run = np.cumsum(d) / np.arange(1, n + 1)
+    seq_fail = sq.first_crossing(le_fail, check.alpha_fail, _material(check, s, harm_run))
+    le_pass = sq.no_large_drop_log_e(d, s["n_pop"], check.tau, s["dmax_after"])
+    # and, like the fail side's materiality, the drop seen so far is at most half the tolerance: a
+    # drop already near tau is left to run on (the fixed-n test may fail it) rather than tolerated
+    # (the test assumes each d in [-1, 1]: no early pass off the [0, 1] range, where d is clipped)
+    seq_pass = sq.first_crossing(le_pass, check.alpha_pass, (harm_run <= check.tau * PASS_MAX_SEEN + 1e-12) & s["bounded"])
+    if seq_pass is not None and seq_pass + 1 >= s["n_pop"]:
+        seq_pass = None  # at the last case passing early saves nothing: the final look (the fixed-n test) judges
+    top_f, top_p = float(np.max(le_fail)), float(np.max(le_pass))
+    numbers.update(e_fail=math.exp(min(700.0, top_f)), e_pass=math.exp(min(700.0, top_p)) if math.isfinite(top_p) else "certain")
+    why_fail = why_pass = ""
+    if seq_fail is not None:
+        e = math.exp(min(700.0, float(np.max(le_fail[: seq_fail + 1]))))
+        why_fail = (
+            f"regression e-value {e:.4g} >= 1/alpha {1 / check.alpha_fail:.4g} after {seq_fail + 1} of {s['n_pop']} cases, drop so far {harm_run[seq_fail]:.3f}"
+        )
+    if seq_pass is not None:
+        certain = not math.isfinite(float(le_pass[seq_pass]))
+        why_pass = (
+            f"a drop of {check.tau:.3f} or more over the {s['n_pop']} cases is "
+            + ("no longer possible" if certain else f"ruled out (e-value >= 1/alpha {1 / check.alpha_pass:.4g})")
+            + f" after {seq_pass + 1} cases"
+        )
+    return _Sequential(seq_fail, seq_pass, why_fail, why_pass)
+
+
+def _decide(res: CheckResult, check: Check, s: dict, exact: tuple[int | None, int | None, str], seq: _Sequential) -> None:
+    """The check's decision from its exact and sequential parts: the first decision stands (a check
+    that passed is not read again, nor one that failed)."""
+    ex_fail, ex_pass, ex_why = exact
+    fails = [(i, how, why) for i, how, why in ((ex_fail, "exact", ex_why), (seq.fail, "sequential", seq.why_fail)) if i is not None]
     first_fail = min(fails) if fails else None
     pass_at = None
-    if ex_pass is not None and (not check.sequential or seq_pass is not None):
-        pass_at = max(ex_pass, seq_pass if check.sequential else -1)
-    # the first decision stands: a check that passed is not read again (nor one that failed)
+    if ex_pass is not None and (not check.sequential or seq.passed is not None):
+        pass_at = max(ex_pass, seq.passed if check.sequential else -1)  # type: ignore[type-var]
     if first_fail is not None and (pass_at is None or first_fail[0] <= pass_at):
         i, how, why = first_fail
         res.status, res.how, res.decided_at, res.reason = "fail", how, i + 1, why
     elif pass_at is not None:
         res.status, res.decided_at = "pass", max(pass_at + 1, 1)
-        seq_last = check.sequential and (seq_pass or 0) >= ex_pass
+        seq_last = check.sequential and (seq.passed or 0) >= (ex_pass if ex_pass is not None else -1)
         res.how = "sequential" if seq_last else "exact"
         res.reason = (
-            seq_why_pass
+            seq.why_pass
             if seq_last
             else ("no outcome of the remaining cases can break the rule" if res.decided_at < s["n_pop"] else f"all {s['n_pop']} cases checked")
         )
-    if bounds and n and check.sequential:
-        numbers["ci_low"] = sq.lower_bound(d, check.alpha_fail)
-        numbers["ci_high"] = sq.upper_bound(d, s["n_pop"], check.alpha_pass, s["dmax_after"])
-    res.numbers = numbers
-    return res, s
 
 
 def _has_exact(r: MetricRule) -> bool:
@@ -449,6 +457,35 @@ class VariantState:
         }
 
 
+@dataclass(frozen=True)
+class Look:
+    """How `evaluate` looks at a variant's generated cases (everything but the cases and scores)."""
+
+    method: str = "tarone"  #: the final look's multiple-testing correction (the rubric's)
+    noise_floor: Callable[[str, str], NoiseFloor] | None = None  #: (scenario, metric) -> the noise runs' floor
+    bounds: bool = False  #: also compute each sequential check's confidence bounds
+    variant_name: str | None = None  #: the name that seeds the final look (default: the variant's)
+    #: a dict kept across calls on a growing prefix (replay): a check decided before the final look
+    #: stays decided as more cases come, so it is not recomputed
+    memo: dict | None = None
+    sequence: Sequence[str] | None = None  #: the generated cases in generation order (default: the run's order)
+
+
+@dataclass(frozen=True)
+class _Prefix:
+    """One variant's generated prefix, as `evaluate` reads it."""
+
+    variant: str
+    checks: Sequence[Check]
+    base: Mapping[tuple[str, str], Mapping[str, CaseAgg]]
+    var: Mapping[tuple[str, str], Mapping[str, CaseAgg]]
+    generated: set
+    look: Look
+
+    def var_of(self, ch: Check) -> Mapping[str, CaseAgg]:
+        return self.var.get((ch.scenario, ch.metric), {})
+
+
 def evaluate(
     variant: str,
     checks: Sequence[Check],
@@ -456,97 +493,110 @@ def evaluate(
     var: Mapping[tuple[str, str], Mapping[str, CaseAgg]],
     generated: set,
     order: Sequence[str],
-    *,
-    method: str = "tarone",
-    noise_floor: Callable[[str, str], NoiseFloor] | None = None,
-    bounds: bool = False,
-    variant_name: str | None = None,
-    memo: dict | None = None,
-    sequence: Sequence[str] | None = None,
+    look: Look = Look(),
 ) -> VariantState:
     """Every check of a variant on the cases generated so far, the final look on the exhausted ones,
-    and the verdict (fail: a block check failed; pass: every block check passed).
+    and the verdict (fail: a block check failed; pass: every block check passed)."""
+    pre = _Prefix(variant, checks, base, var, generated, look)
+    results, states = _check_results(pre)
+    awaiting = _final_looks(pre, results, states)
+    gen_pos = list(look.sequence) if look.sequence is not None else [c for c in order if c in generated]
+    _map_to_variant_cases(results, states, gen_pos)
+    verdict, after = _verdict(results, len(gen_pos))
+    return VariantState(variant, verdict, results, len(gen_pos), after, awaiting=awaiting)
 
-    `memo`: a dict kept across calls on a growing prefix (replay): a check decided before the final
-    look stays decided as more cases come, so it is not recomputed. `sequence`: the generated cases
-    in the order they were generated (default: the run's order)."""
-    from ..verdict.stats import adjust_pvalues
 
+def _check_results(pre: _Prefix) -> tuple[list[CheckResult], list[dict]]:
+    """Each check decided on the prefix (the memo's decided checks as they were)."""
+    memo = pre.look.memo
     results, states = [], []
-    for ch in checks:
+    for ch in pre.checks:
         if memo is not None and ch.key in memo:
             r, s = memo[ch.key]
         else:
-            r, s = evaluate_check(ch, base[(ch.scenario, ch.metric)], var.get((ch.scenario, ch.metric), {}), generated, bounds)
+            r, s = evaluate_check(ch, pre.base[(ch.scenario, ch.metric)], pre.var_of(ch), pre.generated, pre.look.bounds)
             if memo is not None and r.status != "open":
                 memo[ch.key] = (r, s)
         results.append(r)
         states.append(s)
-    # the final look, on the significance-gated checks whose case set is exhausted undecided
-    fam = [i for i, ch in enumerate(checks) if ch.block and ch.sequential]
-    awaiting = False
-    name = variant_name or variant
-    cache = memo if memo is not None else {}
+    return results, states
 
-    def final(i: int) -> tuple[MetricDelta, float]:  # a complete check's final figures never change: computed once
-        key = ("final", checks[i].key)
-        if key not in cache:
-            ch = checks[i]
-            st = states[i] if states[i]["exhausted"] else _seq_arrays(ch, base[(ch.scenario, ch.metric)], var.get((ch.scenario, ch.metric), {}), generated)
-            cache[key] = final_delta(name, ch, st)
-        return cache[key]
 
+def _final_looks(pre: _Prefix, results: list[CheckResult], states: list[dict]) -> bool:
+    """The final look, on the significance-gated checks whose case set is exhausted undecided;
+    returns whether one awaits the rest of its family's cases."""
+    checks = pre.checks
     looks = [i for i, ch in enumerate(checks) if ch.sequential and results[i].status == "open" and states[i]["exhausted"] and states[i]["ids"]]
-    if looks:
-        # the family's checks whose every case is generated (some decided early, their cases generated for
-        # other checks): their p and p_min are known; the others count as able to reject (p_min 0)
-        complete = {i: final(i) for i in fam if all(c in generated for c in checks[i].population)}
-        alpha = checks[fam[0]].alpha_final if fam else 0.0
-        k_all = max(len(fam), 1)
-        # a check Tarone leaves out can still have failed sequentially: its crossing mass comes off the top
-        # (the checks with p_min > alpha / K include every check Tarone leaves out, for any K' <= K)
-        alpha_f = alpha - sum(pc for i, (dl, pc) in complete.items() if dl.p_min > alpha / k_all)
-        cons = (
-            dict(
-                zip(
-                    fam,
-                    adjust_pvalues(
-                        [complete[i][0].p_worse if i in complete else 1.0 for i in fam],
-                        [complete[i][0].p_min if i in complete else 0.0 for i in fam],
-                        method,
-                        alpha_f,
-                    ),
-                )
-            )
-            if fam
-            else {}
-        )
-        known = [i for i in fam if i in complete]
-        opt = dict(zip(known, adjust_pvalues([complete[i][0].p_worse for i in known], [complete[i][0].p_min for i in known], method, alpha_f))) if known else {}
-        for i in looks:
-            ch = checks[i]
-            delta, p_cross = final(i)
-            # each rule at its own alpha (as the fixed-n gate judges it), less the crossing mass taken off
-            rule = _with_alpha(ch.rule, ch.alpha_final - (alpha - alpha_f) if ch.block else ch.alpha_final)
-            noise = noise_floor(ch.scenario, ch.metric) if noise_floor else None
-            p = cons.get(i) if ch.block else delta.p_worse
-            reason = rule.fails(delta, noise, p)
-            # the conservative correction passes it, but the family's full-set correction could fail it:
-            # generate the rest of the family's cases first (then the final look is the fixed-n gate's Tarone)
-            pending = ch.block and not reason and rule.fails(delta, noise, opt.get(i)) is not None and len(known) < len(fam)
-            res = results[i]
-            res.how, res.decided_at = "final look", res.seen
-            res.numbers.update(p_worse=delta.p_worse, p_adjusted=p, alpha_final=rule.alpha, p_cross=p_cross)
-            if reason:
-                res.status, res.reason = "fail", f"final look at all {res.population} cases (alpha {rule.alpha:g}): {reason}"
-            elif pending:
-                awaiting = True
-                res.how, res.decided_at = "final look pending", None
-                res.reason = "significant unless every check of the family is corrected for: the rest of the family's cases are needed"
-            else:
-                res.status, res.reason = "pass", f"final look at all {res.population} cases (alpha {rule.alpha:g}): within the rule"
-    # map each decision to the variant's generated-case count (in generation order)
-    gen_pos = list(sequence) if sequence is not None else [c for c in order if c in generated]
+    if not looks:
+        return False
+    fam = [i for i, ch in enumerate(checks) if ch.block and ch.sequential]
+    final = functools.partial(_final_figures, pre, states, pre.look.memo if pre.look.memo is not None else {})
+    # the family's checks whose every case is generated (some decided early, their cases generated for
+    # other checks): their p and p_min are known; the others count as able to reject (p_min 0)
+    complete = {i: final(i) for i in fam if all(c in pre.generated for c in checks[i].population)}
+    alpha = checks[fam[0]].alpha_final if fam else 0.0
+    # a check Tarone leaves out can still have failed sequentially: its crossing mass comes off the top
+    # (the checks with p_min > alpha / K include every check Tarone leaves out, for any K' <= K)
+    alpha_f = alpha - sum(pc for i, (dl, pc) in complete.items() if dl.p_min > alpha / max(len(fam), 1))
+    adjust = functools.partial(_adjusted, pre.look.method, alpha_f)
+    cons = adjust({i: complete.get(i, (None, 0.0))[0] for i in fam})  # the unknown ones at p 1, p_min 0
+    known = [i for i in fam if i in complete]
+    opt = adjust({i: complete[i][0] for i in known})
+    awaiting = False
+    for i in looks:
+        awaiting |= _final_look(pre, results[i], checks[i], final(i), (alpha - alpha_f, cons.get(i), opt.get(i), len(known) < len(fam)))
+    return awaiting
+
+
+def _final_figures(pre: _Prefix, states: list[dict], cache: dict, i: int) -> tuple[MetricDelta, float]:
+    """A complete check's final figures (they never change as more cases come: computed once per `cache`)."""
+    ch = pre.checks[i]
+    key = ("final", ch.key)
+    if key not in cache:
+        st = states[i] if states[i]["exhausted"] else _seq_arrays(ch, pre.base[(ch.scenario, ch.metric)], pre.var_of(ch), pre.generated)
+        cache[key] = final_delta(pre.look.variant_name or pre.variant, ch, st)
+    return cache[key]
+
+
+def _adjusted(method: str, alpha: float, deltas: Mapping[int, MetricDelta | None]) -> dict[int, float]:
+    """The family's p-values corrected together (a check without figures: p 1, p_min 0)."""
+    from ..verdict.stats import adjust_pvalues
+
+    if not deltas:
+        return {}
+    idx = list(deltas)
+    ps = [deltas[i].p_worse if deltas[i] is not None else 1.0 for i in idx]  # type: ignore[union-attr]
+    mins = [deltas[i].p_min if deltas[i] is not None else 0.0 for i in idx]  # type: ignore[union-attr]
+    return dict(zip(idx, adjust_pvalues(ps, mins, method, alpha)))
+
+
+def _final_look(pre: _Prefix, res: CheckResult, ch: Check, figures: tuple[MetricDelta, float], family: tuple) -> bool:
+    """One check's final look at all its cases: fail, pass, or pending the rest of its family's
+    cases (returned True). `family`: (alpha taken off, conservative p, full-family p, family incomplete)."""
+    delta, p_cross = figures
+    taken, p_cons, p_opt, incomplete = family
+    # each rule at its own alpha (as the fixed-n gate judges it), less the crossing mass taken off
+    rule = _with_alpha(ch.rule, ch.alpha_final - taken if ch.block else ch.alpha_final)
+    noise = pre.look.noise_floor(ch.scenario, ch.metric) if pre.look.noise_floor else None
+    p = p_cons if ch.block else delta.p_worse
+    reason = rule.fails(delta, noise, p)
+    # the conservative correction passes it, but the family's full-set correction could fail it:
+    # generate the rest of the family's cases first (then the final look is the fixed-n gate's Tarone)
+    pending = ch.block and not reason and rule.fails(delta, noise, p_opt) is not None and incomplete
+    res.how, res.decided_at = "final look", res.seen
+    res.numbers.update(p_worse=delta.p_worse, p_adjusted=p, alpha_final=rule.alpha, p_cross=p_cross)
+    if reason:
+        res.status, res.reason = "fail", f"final look at all {res.population} cases (alpha {rule.alpha:g}): {reason}"
+    elif pending:
+        res.how, res.decided_at = "final look pending", None
+        res.reason = "significant unless every check of the family is corrected for: the rest of the family's cases are needed"
+    else:
+        res.status, res.reason = "pass", f"final look at all {res.population} cases (alpha {rule.alpha:g}): within the rule"
+    return bool(pending)
+
+
+def _map_to_variant_cases(results: list[CheckResult], states: list[dict], gen_pos: list[str]) -> None:
+    """Each decision's count of the variant's generated cases (in generation order)."""
     where = {c: i + 1 for i, c in enumerate(gen_pos)}
     for r, s in zip(results, states):
         if r.status != "open" and r.decided_at:
@@ -554,17 +604,19 @@ def evaluate(
             ids = s["ids"]
             last = ids[min(r.decided_at, len(ids)) - 1] if ids else None
             r.variant_cases = where.get(last, len(gen_pos)) if last else len(gen_pos)
+
+
+def _verdict(results: list[CheckResult], n_generated: int) -> tuple[str, int | None]:
+    """The variant's verdict from its block checks, and after how many of its cases it was decided."""
     block = [r for r in results if r.severity == "block"]
     fails = [r for r in block if r.status == "fail"]
     if fails:
-        verdict, after = "fail", min(r.variant_cases or len(gen_pos) for r in fails)
-    elif block and all(r.status == "pass" for r in block):
-        verdict, after = "pass", max(r.variant_cases or len(gen_pos) for r in block)
-    elif not block:
-        verdict, after = "pass", 0
-    else:
-        verdict, after = "open", None
-    return VariantState(variant, verdict, results, len(gen_pos), after, awaiting=awaiting)
+        return "fail", min(r.variant_cases or n_generated for r in fails)
+    if block and all(r.status == "pass" for r in block):
+        return "pass", max(r.variant_cases or n_generated for r in block)
+    if not block:
+        return "pass", 0
+    return "open", None
 
 
 def final_delta(variant: str, ch: Check, s: dict) -> tuple[MetricDelta, float]:
@@ -605,8 +657,6 @@ def final_delta(variant: str, ch: Check, s: dict) -> tuple[MetricDelta, float]:
 
 
 def _with_alpha(rule: MetricRule, alpha: float) -> MetricRule:
-    from dataclasses import replace
-
     return replace(rule, alpha=alpha)
 
 
@@ -629,16 +679,17 @@ def is_done(state: VariantState, until: str) -> bool:
 
 
 def replay(
-    variant: str, checks: Sequence[Check], base, var, order: Sequence[str], batch_size: int, until: str = "verdict", *, method: str = "tarone", noise_floor=None
+    variant: str, checks: Sequence[Check], base, var, order: Sequence[str], batch_size: int, until: str = "verdict", look: Look = Look()
 ) -> VariantState:
     """What an adaptive run would have generated and decided, on a variant whose every case is
     already scored: the driver's loop (batches of the needed cases, a decision after each), without
-    generating anything. The demo and the benchmark use it on stored full runs."""
+    generating anything. The demo and the benchmark use it on stored full runs. (`look.memo` and
+    `look.sequence` are the replay's own.)"""
     generated: set = set()
     sequence: list[str] = []
-    memo: dict = {}
+    look = replace(look, memo={}, sequence=sequence)
     while True:
-        state = evaluate(variant, checks, base, var, generated, order, method=method, noise_floor=noise_floor, memo=memo, sequence=sequence)
+        state = evaluate(variant, checks, base, var, generated, order, look)
         if is_done(state, until):
             break
         nxt = needed_cases(state, checks, order, generated)[:batch_size]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..cases.caseset import sha256_json
@@ -77,12 +77,18 @@ class Generation:
         return (self.variant, self.case_id, self.sample)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # every field by name, `extra` copied one level deep: what `asdict` gives for these field
+        # types, without its recursive deep copy (the runner encodes every generation it stores)
+        d = {name: getattr(self, name) for name in _GENERATION_FIELDS}
+        d["extra"] = dict(self.extra)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> Generation:
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        return cls(**{k: v for k, v in d.items() if k in _GENERATION_FIELDS})
+
+
+_GENERATION_FIELDS = tuple(Generation.__dataclass_fields__)
 
 
 @runtime_checkable

@@ -44,6 +44,19 @@ for _noisy in ("torchao", "bitsandbytes", "torch.utils._pytree"):
     logging.getLogger(_noisy).setLevel(logging.ERROR)
 warnings.filterwarnings("ignore", message=r".*MatMul8bitLt.*")
 
+
+class _DraftConfigNotice(logging.Filter):
+    """Drops the one deprecation notice transformers logs about its *own* call: in draft-model
+    (assisted) generation its candidate generator calls the draft's `generate` with a
+    `generation_config` plus `min_new_tokens`/`max_new_tokens`. evalsuite passes its settings one way
+    (keyword arguments only), so the notice says nothing the user can act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Passing `generation_config` together with generation-related" not in record.getMessage()
+
+
+_DRAFT_NOTICE = _DraftConfigNotice()
+
 # torch and transformers are imported on first use (`_torch()`, `load()`), never at construction:
 # the fingerprint needs only file hashes and settings, so a warm run whose every generation is a
 # cache hit does not pay for them (seconds of import, more than the rest of such a run).
@@ -77,6 +90,7 @@ def _torch():
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise MissingExtraError("the transformers backend", "models", exc.name or "transformers") from exc
         transformers.utils.logging.disable_progress_bar()  # weight-loading bars; the runner shows progress
+        logging.getLogger("transformers.generation.utils").addFilter(_DRAFT_NOTICE)
         torch = _t
     return torch
 

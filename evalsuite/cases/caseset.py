@@ -266,11 +266,16 @@ class Case:
         return out
 
     def digest(self) -> str:
-        """Content hash of everything that can change what the case asks or how it is scored."""
-        payload = self.to_dict()
-        if self.glossary is not None:
-            payload = dict(payload, _glossary=self.glossary.digest)
-        return sha256_json(payload)
+        """Content hash of everything that can change what the case asks or how it is scored
+        (computed once per case: a run asks for it per case, per variant and per score pass)."""
+        known = self.__dict__.get("_digest")
+        if known is None:
+            payload = self.to_dict()
+            if self.glossary is not None:
+                payload = dict(payload, _glossary=self.glossary.digest)
+            known = sha256_json(payload)
+            object.__setattr__(self, "_digest", known)  # a frozen dataclass's memo, outside its fields
+        return known
 
 
 @dataclass(frozen=True, eq=False)

@@ -301,26 +301,19 @@ def _flat(df):
 
 def write_frame(df, path: Path, fmt: str) -> None:
     """Write one frame atomically (a temporary file renamed into place)."""
-    import os
-    import tempfile
+    from ..yamlio import atomic_path
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        flat = _flat(df)
+    flat = _flat(df)
+    if fmt != "csv":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError as exc:
+            raise MissingExtraError("exporting Parquet files", "parquet", "pyarrow") from exc
+    with atomic_path(path) as tmp:
         if fmt == "csv":
             flat.to_csv(tmp, index=False)
         else:
-            try:
-                import pyarrow  # noqa: F401
-            except ImportError as exc:
-                raise MissingExtraError("exporting Parquet files", "parquet", "pyarrow") from exc
             flat.to_parquet(tmp, index=False, engine="pyarrow")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def check_format(fmt: str) -> str:

@@ -68,7 +68,11 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
             f"| {_f(p['ttft_p50_s'], '.3f')} | {_f(p['tokens_per_s'], '.1f')} | {_f(p['peak_memory_mb'], '.0f')} | {_f(p['speedup'], '.2f')} | {_f(None if q is None else 100 * q, '+.1f')} |"
         )
     lines += release_lines(data.releases)
-    lines += ["", f"{data.flagged_total} flagged case(s)." + (f" Full report with side-by-side diffs: `{html_path}`" if html_path else "")]
+    lines += [
+        "",
+        f"{data.flagged_total} flagged output(s) (one variant's output for one case each)."
+        + (f" Full report with side-by-side diffs: `{html_path}`" if html_path else ""),
+    ]
     sig = data.signature
     lines.append(f"_case digest `{str(sig.get('case_digest', '-'))[:16]}`, {sig.get('cases', '-')} cases, evalsuite {sig.get('evalsuite', '-')}_")
     return "\n".join(lines) + "\n"

@@ -498,17 +498,14 @@ def dataframe(queue: str | Path | ReviewStore | None = None, *, status: str | No
 
 def export(out: str | Path, *, fmt: str | None = None, queue: str | Path | ReviewStore | None = None, status: str | None = None) -> Path:
     """Write the queue (items with current verdicts) as csv or parquet, atomically."""
-    import tempfile
+    from ..yamlio import atomic_path
 
     out = Path(out)
     fmt = (fmt or out.suffix.lstrip(".") or "csv").lower()
     if fmt not in ("csv", "parquet"):
         raise QueueError(f"--format: must be csv or parquet, got {fmt!r}")
     df = dataframe(queue, status=status)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(out) as tmp:
         if fmt == "csv":
             df.to_csv(tmp, index=False)
         else:
@@ -516,7 +513,4 @@ def export(out: str | Path, *, fmt: str | None = None, queue: str | Path | Revie
                 df.to_parquet(tmp, index=False)
             except ImportError as exc:
                 raise QueueError(f"parquet export needs pyarrow: pip install pyarrow ({exc})") from exc
-        os.replace(tmp, out)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
     return out

@@ -7,6 +7,7 @@ run. A kill between the two is harmless: on resume the cache serves it and it is
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import platform
 import sys
@@ -69,14 +70,21 @@ class RunResult:
         return self.store.dir
 
 
-def library_versions() -> dict:
-    out = {"python": platform.python_version()}
+@functools.cache
+def _installed_versions() -> tuple[tuple[str, str], ...]:
+    # reading package metadata costs tens of milliseconds; installed versions do not change in a process
+    out = []
     for name in _LIBRARIES:
         try:
-            out[name] = metadata.version(name)
+            out.append((name, metadata.version(name)))
         except metadata.PackageNotFoundError:
             pass
-    return out
+    return tuple(out)
+
+
+def library_versions() -> dict:
+    """Python's and the installed libraries' versions, for the run's signature."""
+    return {"python": platform.python_version(), **dict(_installed_versions())}
 
 
 def hardware() -> dict:
@@ -228,148 +236,213 @@ def make_signature(suite: Suite, cases: Sequence[Case], fingerprints: dict[str, 
 def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
     """Generate (or resume) a suite's run; return where the run was stored and what was done.
     Scoring is the next step (evalsuite.scoring.pipeline.run_suite does both)."""
+    from ..cases.options import parse_timing
+
     opts = options or RunOptions()
     cases = select_cases(suite, opts.scenarios, opts.limit)
-    variants = list(suite.variants)
-    if opts.variants is not None:
-        wanted = set(opts.variants)
-        for name in wanted:
-            suite.variant(name)  # raises with close matches
-        variants = [v for v in variants if v.baseline or v.name in wanted]
-    # the baseline first: later stages compare everything with it
-    variants.sort(key=lambda v: (not v.baseline, v.noise))
-
-    from ..cases.options import parse_timing
-    from .timing import time_run
-
+    variants = _variants_to_run(suite, opts.variants)
     timing = parse_timing(opts.timing, f"{suite.path}: timing") if opts.timing is not None else suite.timing
     factory = opts.backend_factory or make_backend
-    backends = {}
-    fingerprints = {}
-    for v in variants:
-        be = _build_backend(factory, v, cases)
-        backends[v.name] = be
-        fingerprints[v.name] = be.fingerprint()
+    backends = {v.name: _build_backend(factory, v, cases) for v in variants}
+    fingerprints = {name: be.fingerprint() for name, be in backends.items()}
     for w in suite.warnings:
         log.warning(w)
-
-    runs_dir = Path(opts.runs_dir or Path(suite.output_dir) / "runs")
-    signature = make_signature(suite, cases, fingerprints)
-    if opts.resume:
-        store = RunStore.find(runs_dir, opts.resume)
-        old = store.signature
-        if old.get("case_digest") != signature["case_digest"]:
-            raise EvalsuiteError(f"cannot resume {store.run_id}: its cases differ from the suite's now (case digest changed); start a new run")
-        changed = {n for n, fp in fingerprints.items() if n in old.get("variants", {}) and old["variants"][n] != fp}
-        if changed:
-            raise EvalsuiteError(f"cannot resume {store.run_id}: variant(s) {sorted(changed)} changed since; start a new run")
-        dropped = store.repair()
-        if dropped:
-            log.warning("run %s: dropped a partial last record (%d bytes) left by an interrupted write", store.run_id, dropped)
-        if not (store.dir / store.CASES).is_file():  # killed between creating the run and writing its cases
-            from ..cases.interop import to_jsonl
-
-            to_jsonl(cases, store.dir / store.CASES)
-        merged = dict(old)
-        merged["variants"] = {**old.get("variants", {}), **fingerprints}
-        store.write_json(store.SIGNATURE, merged)
-    else:
-        store = RunStore.create(runs_dir, suite.name, suite.resolved(), signature)
-        # the resolved cases travel with the run, so it can be rescored after the files change
-        from ..cases.interop import to_jsonl
-
-        to_jsonl(cases, store.dir / store.CASES)
-
+    store = _open_store(suite, opts, cases, fingerprints)
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
-    executor = make_executor(getattr(suite, "executor", None))  # where batches run; storage stays here
     result = RunResult(store=store, cases=cases)
-    done = {g.key() for g in store.generations() if g.ok}
-    summaries = store.read_json(store.VARIANTS, {}) or {}
-
+    executor = make_executor(getattr(suite, "executor", None))  # where batches run; storage stays here
+    run = _SuiteRun(variants, backends, fingerprints, factory, cases, cache, result, opts.progress, executor, timing is not None)
     try:
-        for v in variants:
-            build = functools.partial(_build_backend, factory, v, cases)
-            summaries[v.name] = _run_variant(
-                v, backends[v.name], fingerprints[v.name], cases, store, cache, done, result, opts.progress, summaries.get(v.name), executor, build
-            )
-            store.write_json(store.VARIANTS, summaries)
-            if timing is None:
-                backends[v.name].close()
+        result.variants = _generate_variants(run)
         if timing is not None:  # every backend still loaded: time them against each other in alternating blocks
-            try:
-                time_run(store, variants, backends, cases, timing, opts.progress)
-            finally:
-                for be in backends.values():
-                    be.close()
+            from .timing import time_run
+
+            time_run(store, variants, backends, cases, timing, opts.progress)
     finally:
+        for name, be in backends.items():
+            if name not in run.closed:
+                be.close()
         cache.close()
-    result.variants = summaries
     store.mark_complete(True, generated=result.generated, cached=result.cached, errors=result.errors)
     return result
 
 
-def _run_variant(
-    variant: Variant,
-    backend: Backend,
-    fp: str,
-    cases: Sequence[Case],
-    store: RunStore,
-    cache: GenerationCache,
-    done: set,
-    result: RunResult,
-    progress: bool,
-    previous: dict | None,
-    executor: Executor | None = None,
-    build: Callable[[], Backend] | None = None,
-) -> dict:
-    requests = build_requests(cases, variant)
-    todo: list[Request] = []
-    from_cache: list[Generation] = []
-    for req in requests:
-        if (variant.name, req.case_id, req.sample) in done:
-            result.skipped += 1
-            continue
-        hit = cache.get(fp, req.request_hash(), req.sample)
-        if hit is not None:
-            g = Generation.from_dict(hit)
-            from_cache.append(replace(g, variant=variant.name, cached=True))
-        else:
-            todo.append(req)
+def _variants_to_run(suite: Suite, names: Sequence[str] | None) -> list[Variant]:
+    """The suite's variants that `names` selects (the baseline always), the baseline first: later
+    stages compare everything with it; noise runs last."""
+    variants = list(suite.variants)
+    if names is not None:
+        wanted = set(names)
+        for name in wanted:
+            suite.variant(name)  # raises with close matches
+        variants = [v for v in variants if v.baseline or v.name in wanted]
+    variants.sort(key=lambda v: (not v.baseline, v.noise))
+    return variants
+
+
+def _open_store(suite: Suite, opts: RunOptions, cases: Sequence[Case], fingerprints: dict[str, str]) -> RunStore:
+    """The run to write into: a new run directory, or the one `opts.resume` names (checked against
+    the suite as it is now, and repaired after a kill)."""
+    runs_dir = Path(opts.runs_dir or Path(suite.output_dir) / "runs")
+    signature = make_signature(suite, cases, fingerprints)
+    if not opts.resume:
+        return RunStore.create(runs_dir, suite.name, suite.resolved(), signature, prepare=lambda st: _write_cases(cases, st))
+    store = RunStore.find(runs_dir, opts.resume)
+    old = store.signature
+    if old.get("case_digest") != signature["case_digest"]:
+        raise EvalsuiteError(f"cannot resume {store.run_id}: its cases differ from the suite's now (case digest changed); start a new run")
+    changed = {n for n, fp in fingerprints.items() if n in old.get("variants", {}) and old["variants"][n] != fp}
+    if changed:
+        raise EvalsuiteError(f"cannot resume {store.run_id}: variant(s) {sorted(changed)} changed since; start a new run")
+    dropped = store.repair()
+    if dropped:
+        log.warning("run %s: dropped a partial last record (%d bytes) left by an interrupted write", store.run_id, dropped)
+    if not (store.dir / store.CASES).is_file():  # a run made before cases were written at creation
+        _write_cases(cases, store)
+    merged = dict(old)
+    merged["variants"] = {**old.get("variants", {}), **fingerprints}
+    store.write_json(store.SIGNATURE, merged)
+    return store
+
+
+def _write_cases(cases: Sequence[Case], store: RunStore) -> None:
+    """The resolved cases travel with the run, so it can be rescored after the case files change."""
+    from ..cases.interop import to_jsonl
+
+    to_jsonl(cases, store.dir / store.CASES)
+
+
+@dataclass
+class _SuiteRun:
+    """What `generate_suite` hands its variant loop."""
+
+    variants: list[Variant]
+    backends: dict[str, Backend]
+    fingerprints: dict[str, str]
+    factory: Callable[[Variant], Backend]
+    cases: Sequence[Case]
+    cache: GenerationCache
+    result: RunResult
+    progress: bool
+    executor: Executor
+    timed: bool  #: interleaved timing follows: every backend stays loaded until then
+    closed: set = field(default_factory=set)  #: backends already closed (each once its variant is done)
+
+
+def _generate_variants(run: _SuiteRun) -> dict:
+    """Every variant in turn through `_run_variant`; variants.json after each. Without interleaved
+    timing each backend is closed as soon as its variant is done (one model in memory at a time)."""
+    store = run.result.store
+    done = {g.key() for g in store.generations() if g.ok}
+    summaries = store.read_json(store.VARIANTS, {}) or {}
+    for v in run.variants:
+        job = VariantJob(
+            v, run.backends[v.name], run.fingerprints[v.name], run.cases, store, run.cache, done, run.result,
+            run.progress, summaries.get(v.name), run.executor, functools.partial(_build_backend, run.factory, v, run.cases),
+        )  # fmt: skip
+        summaries[v.name] = _run_variant(job)
+        store.write_json(store.VARIANTS, summaries)
+        if not run.timed:
+            run.backends[v.name].close()
+            run.closed.add(v.name)
+    return summaries
+
+
+@dataclass(frozen=True)
+class VariantJob:
+    """One variant's generation over a set of cases: what `_run_variant` needs, for the runner (all
+    of a variant's cases at once) and the adaptive driver (one batch of cases at a time) alike."""
+
+    variant: Variant
+    backend: Backend
+    fingerprint: str
+    cases: Sequence[Case]
+    store: RunStore
+    cache: GenerationCache
+    done: set  #: (variant, case, sample) keys the run holds already (resume): skipped; shared with the caller
+    result: RunResult  #: counts (generated, cached, skipped, errors) are added to it
+    progress: bool = True
+    previous: dict | None = None  #: the variant's summary so far (resume, earlier adaptive batches): its times add up
+    executor: Executor | None = None  #: where the batches run (default: this process)
+    build: Callable[[], Backend] | None = None  #: rebuilds the backend on a worker (executors other than the local one)
+
+
+def _run_variant(job: VariantJob) -> dict:
+    """Generate a variant's missing outputs (the cache first), store them, and return its summary."""
+    todo, from_cache = _plan(job)
     if from_cache:
-        store.append(from_cache)
-        result.cached += len(from_cache)
-
-    # load the model before the clock starts: wall_s (and the throughput read from it) is generation
-    # time, as in a plain generate loop; the load is its own figure. A load that fails is left to
-    # the first batch, whose error handling records it against the cases.
-    load_s = 0.0
-    loader = getattr(backend, "load", None)
-    if todo and callable(loader) and isinstance(executor or LocalExecutor(), LocalExecutor):
-        t_load = time.perf_counter()
-        try:
-            loader()
-        except Exception as exc:  # noqa: BLE001 - recorded per case by the first batch's own attempt
-            log.debug("variant %s: loading before generation failed (%s); the first batch will record it", variant.name, exc)
-        load_s = time.perf_counter() - t_load
+        job.store.append(from_cache)
+        job.result.cached += len(from_cache)
+    load_s = _load_before_clock(job, todo)
     t_start = time.perf_counter()
-    todo_batches = batches(todo, variant.generation.batch_size)
-    progress_ctx = progress_bar(progress, variant.name, len(todo))
-    with progress_ctx as advance:
-        for batch, gens in (executor or LocalExecutor()).generate(variant, backend, build or (lambda: backend), todo_batches, _generate_batch):
-            stamped = []
-            for req, g in zip(batch, gens):
-                g = replace(g, case_id=req.case_id, sample=req.sample, variant=variant.name, request_hash=req.request_hash(), fingerprint=fp)
-                cache.put(g)
-                stamped.append(g)
-            store.append(stamped)
-            for g in stamped:
-                result.generated += 1
-                if not g.ok:
-                    result.errors += 1
-            advance(len(batch))
+    _generate_todo(job, todo)
     wall = time.perf_counter() - t_start
+    job.store.sync()
+    return _variant_summary(job, len(todo), len(from_cache), wall, load_s)
 
-    mine = [g for g in store.generations() if g.variant == variant.name]
+
+def _plan(job: VariantJob) -> tuple[list[tuple[Request, str]], list[Generation]]:
+    """The variant's requests still to generate (with their request hashes), and the generations
+    the cache answers (one query per 500 requests)."""
+    v = job.variant
+    wanted = []
+    for req in build_requests(job.cases, v):
+        if (v.name, req.case_id, req.sample) in job.done:
+            job.result.skipped += 1
+        else:
+            wanted.append(req)
+    hashes = [req.request_hash() for req in wanted]
+    hits = job.cache.get_many(job.fingerprint, [(h, req.sample) for h, req in zip(hashes, wanted)])
+    todo, from_cache = [], []
+    for h, req in zip(hashes, wanted):
+        hit = hits.get((h, req.sample))
+        if hit is None:
+            todo.append((req, h))
+        else:
+            from_cache.append(replace(Generation.from_dict(hit), variant=v.name, cached=True))
+    return todo, from_cache
+
+
+def _load_before_clock(job: VariantJob, todo: Sequence[Any]) -> float:
+    """Load the model before the clock starts: wall_s (and the throughput read from it) is generation
+    time, as in a plain generate loop; the load is its own figure. A load that fails is left to the
+    first batch, whose error handling records it against the cases. Returns the load's seconds."""
+    loader = getattr(job.backend, "load", None)
+    if not (todo and callable(loader) and isinstance(job.executor or LocalExecutor(), LocalExecutor)):
+        return 0.0
+    t_load = time.perf_counter()
+    try:
+        loader()
+    except Exception as exc:  # noqa: BLE001 - recorded per case by the first batch's own attempt
+        log.debug("variant %s: loading before generation failed (%s); the first batch will record it", job.variant.name, exc)
+    return time.perf_counter() - t_load
+
+
+def _generate_todo(job: VariantJob, todo: list[tuple[Request, str]]) -> None:
+    """Generate `todo` (requests and their hashes) batch by batch; each batch is committed to the
+    cache, then appended to the run, each generation serialized once for both."""
+    v, fp, result = job.variant, job.fingerprint, job.result
+    hashes = {(req.case_id, req.sample): h for req, h in todo}
+    executor = job.executor or LocalExecutor()
+    todo_batches = batches([req for req, _ in todo], v.generation.batch_size)
+    with progress_bar(job.progress, v.name, len(todo)) as advance:
+        for batch, gens in executor.generate(v, job.backend, job.build or (lambda: job.backend), todo_batches, _generate_batch):
+            stamped = [
+                replace(g, case_id=req.case_id, sample=req.sample, variant=v.name, request_hash=hashes[(req.case_id, req.sample)], fingerprint=fp)
+                for req, g in zip(batch, gens)
+            ]
+            encoded = [json.dumps(g.to_dict(), ensure_ascii=False) for g in stamped]
+            job.cache.put_many(stamped, encoded)
+            job.store.append(stamped, encoded)
+            result.generated += len(stamped)
+            result.errors += sum(1 for g in stamped if not g.ok)
+            advance(len(batch))
+
+
+def _variant_summary(job: VariantJob, generated: int, cached: int, wall: float, load_s: float) -> dict:
+    """The variant's performance summary (variants.json) over every output the run holds for it."""
+    v, backend, previous = job.variant, job.backend, job.previous or {}
+    mine = [g for g in job.store.generations() if g.variant == v.name]
     peak = getattr(backend, "peak_memory_mb", None)
     peak = peak() if callable(peak) else peak
     weights = getattr(backend, "model_memory_mb", None)
@@ -377,18 +450,18 @@ def _run_variant(
     summary = summarize_generations(mine)
     summary.update(
         {
-            "fingerprint": fp,
-            "backend": variant.backend,
-            "changes": list(variant.changes),
+            "fingerprint": job.fingerprint,
+            "backend": v.backend,
+            "changes": list(v.changes),
             # a backend that cannot see its model's memory (a remote server) reports none: this
             # process's RSS would be a wrong number, not a rough one
-            "peak_memory_mb": peak if peak is not None else (previous or {}).get("peak_memory_mb"),
+            "peak_memory_mb": peak if peak is not None else previous.get("peak_memory_mb"),
             "peak_memory_source": "backend" if peak is not None else "not reported by the backend",
             "model_memory_mb": weights,
-            "generated_now": len(todo),
-            "cached_now": len(from_cache),
-            "wall_s": wall + (previous or {}).get("wall_s", 0.0),
-            "load_s": round(load_s + (previous or {}).get("load_s", 0.0), 3),
+            "generated_now": generated,
+            "cached_now": cached,
+            "wall_s": wall + previous.get("wall_s", 0.0),
+            "load_s": round(load_s + previous.get("load_s", 0.0), 3),
         }
     )
     return summary
@@ -399,7 +472,7 @@ def summarize_generations(gens: Sequence[Generation]) -> dict:
     import statistics
 
     fresh = [g for g in gens if g.ok and not g.cached and g.latency_s is not None]
-    lat = sorted(g.latency_s for g in fresh)
+    lat = sorted(g.latency_s for g in fresh if g.latency_s is not None)
     ttft = sorted(g.ttft_s for g in fresh if g.ttft_s is not None)
     tps = [g.tokens_per_s for g in fresh if g.tokens_per_s]
 

@@ -4,13 +4,15 @@ Layout of a run, `reports/runs/<run-id>/`:
 
 - `suite.yaml`        the resolved suite (every default filled in)
 - `signature.json`    case-set digest, variant fingerprints, settings, versions, hardware
-- `generations.jsonl` one generation per line, appended (and fsync'd) as each finishes
+- `generations.jsonl` one generation per line, appended as each batch finishes (fsync'd at least every second)
 - `variants.json`     per-variant performance summary (latency, tokens/s, peak memory, errors)
 - `scores.jsonl`      per-case scores (recomputable with `evalsuite score RUN`)
 - `status.json`       `complete: true` once every planned generation is stored
 
 Crash safety: a kill at any moment leaves at most one partial last line in `generations.jsonl`,
-which the next open repairs (truncates); every other file is replaced atomically. The cache is
+which the next open repairs (truncates); every other file is replaced atomically, and what a killed
+writer left (a temporary file, a run directory whose creation it did not finish) is removed by the
+next process that writes there. The cache is
 SQLite (transactional): a generation is committed there before it is appended to the run, so a
 resumed run never generates anything twice.
 """
@@ -19,17 +21,23 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import os
+import shutil
+import socket
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..backends.base import Generation
 from ..errors import EvalsuiteError
 from ..yamlio import atomic_write_text, dump_yaml
+
+log = logging.getLogger("evalsuite")
 
 SCHEMA_VERSION = 1
 DEFAULT_CACHE = Path("reports") / "cache" / "generations.sqlite"
@@ -56,11 +64,13 @@ class ScoreRecord:
     details: dict
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # the fields by name, without `asdict`'s recursive deep copy of `details` (a run writes every record)
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     @classmethod
     def from_dict(cls, d: dict) -> ScoreRecord:
-        return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
+        fields: dict[str, Any] = {k: d.get(k) for k in cls.__dataclass_fields__}
+        return cls(**fields)
 
 
 class GenerationCache:
@@ -89,6 +99,7 @@ class GenerationCache:
         # which scorer (by name) each scorer key belongs to, and when it was last used: bounds the scores
         self._db.execute("CREATE TABLE IF NOT EXISTS scorer_keys (scorer_key TEXT PRIMARY KEY, name TEXT NOT NULL, last_used TEXT NOT NULL)")
         self._db.commit()
+        self._recorded_keys: dict[str, str] = {}  #: scorer name -> key, recorded by this connection
 
     def get(self, fingerprint: str, request_hash: str, sample: int) -> dict | None:
         with self._lock:
@@ -97,15 +108,36 @@ class GenerationCache:
             ).fetchone()
         return json.loads(row[0]) if row else None
 
+    def get_many(self, fingerprint: str, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], dict]:
+        """Stored generations of one variant fingerprint, by (request hash, sample): one query per
+        500 keys rather than one per request (missing keys are absent)."""
+        out: dict[tuple[str, int], str] = {}
+        hashes = list(dict.fromkeys(h for h, _ in keys))
+        wanted = set(keys)
+        with self._lock:
+            for i in range(0, len(hashes), 500):  # SQLite's bound-parameter limit
+                chunk = hashes[i : i + 500]
+                rows = self._db.execute(
+                    f"SELECT request_hash, sample, payload FROM generations WHERE fingerprint=? AND request_hash IN ({','.join('?' * len(chunk))})",
+                    [fingerprint, *chunk],
+                ).fetchall()
+                out.update({(h, s): payload for h, s, payload in rows if (h, s) in wanted})
+        return {k: json.loads(v) for k, v in out.items()}
+
     def put(self, gen: Generation) -> None:
         """Store a successful generation (errors and timeouts are not cached: they are retried)."""
-        if not gen.ok or gen.timeout:
+        self.put_many([gen])
+
+    def put_many(self, gens: Sequence[Generation], encoded: Sequence[str] | None = None) -> None:
+        """Store a batch's successful generations in one transaction (errors and timeouts are not
+        cached: they are retried). `encoded`: each generation's JSON, when the caller has it already."""
+        now = _now()
+        payloads = encoded if encoded is not None else [json.dumps(g.to_dict(), ensure_ascii=False) for g in gens]
+        rows = [(g.fingerprint, g.request_hash, g.sample, payload, SCHEMA_VERSION, now) for g, payload in zip(gens, payloads) if g.ok and not g.timeout]
+        if not rows:
             return
-        payload = json.dumps(gen.to_dict(), ensure_ascii=False)
         with self._lock:
-            self._db.execute(
-                "INSERT OR IGNORE INTO generations VALUES (?, ?, ?, ?, ?, ?)", (gen.fingerprint, gen.request_hash, gen.sample, payload, SCHEMA_VERSION, _now())
-            )
+            self._db.executemany("INSERT OR IGNORE INTO generations VALUES (?, ?, ?, ?, ?, ?)", rows)
             self._db.commit()
 
     def count(self) -> int:
@@ -137,26 +169,33 @@ class GenerationCache:
         scorer's source, config or version changed), the scores of all but the KEEP_SCORER_VERSIONS
         most recently used keys of each scorer are dropped, and so are scores whose key no scorer
         claims (left by a version of evalsuite before this bookkeeping): the table holds a few
-        versions of each scorer, not every version ever run. Returns the number of rows dropped."""
+        versions of each scorer, not every version ever run. Returns the number of rows dropped.
+
+        Keys this connection recorded already are not written again: an adaptive run scores batch
+        after batch with the same scorers, and records them once."""
+        if keys.items() <= self._recorded_keys.items():
+            return 0
         now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")  # orders versions used seconds apart
         with self._lock:
             known = {k for (k,) in self._db.execute("SELECT scorer_key FROM scorer_keys")}
             self._db.executemany("INSERT OR REPLACE INTO scorer_keys VALUES (?, ?, ?)", [(k, name, now) for name, k in keys.items()])
-            dropped = 0
-            if set(keys.values()) - known:
-                stale = [
-                    k
-                    for (k,) in self._db.execute(
-                        "SELECT scorer_key FROM (SELECT scorer_key, ROW_NUMBER() OVER (PARTITION BY name ORDER BY last_used DESC, scorer_key) AS age FROM scorer_keys)"
-                        " WHERE age > ?",
-                        (KEEP_SCORER_VERSIONS,),
-                    )
-                    if k not in keys.values()
-                ]
-                self._db.executemany("DELETE FROM scorer_keys WHERE scorer_key=?", [(k,) for k in stale])
-                dropped = self._db.execute("DELETE FROM scores WHERE scorer_key NOT IN (SELECT scorer_key FROM scorer_keys)").rowcount
+            dropped = self._drop_stale_scores(keys) if set(keys.values()) - known else 0
             self._db.commit()
+        self._recorded_keys.update(keys)
         return dropped
+
+    def _drop_stale_scores(self, keys: dict[str, str]) -> int:
+        stale = [
+            k
+            for (k,) in self._db.execute(
+                "SELECT scorer_key FROM (SELECT scorer_key, ROW_NUMBER() OVER (PARTITION BY name ORDER BY last_used DESC, scorer_key) AS age FROM scorer_keys)"
+                " WHERE age > ?",
+                (KEEP_SCORER_VERSIONS,),
+            )
+            if k not in keys.values()
+        ]
+        self._db.executemany("DELETE FROM scorer_keys WHERE scorer_key=?", [(k,) for k in stale])
+        return self._db.execute("DELETE FROM scores WHERE scorer_key NOT IN (SELECT scorer_key FROM scorer_keys)").rowcount
 
     def count_scores(self) -> int:
         with self._lock:
@@ -185,8 +224,57 @@ def _stat(path: Path) -> tuple:
     return (st.st_size, st.st_mtime_ns)
 
 
+def _merge(out: dict, gens: Iterable[Generation]) -> dict:
+    """Generations by key, in file order: a later success replaces an error, nothing else replaces."""
+    for g in gens:
+        k = g.key()
+        prev = out.get(k)
+        if prev is None or (not prev.ok and g.ok):
+            out[k] = g
+    return out
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _creator(run_dir: Path) -> dict | None:
+    try:
+        return json.loads((run_dir / RunStore.CREATING).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def incomplete(run_dir: Path) -> str | None:
+    """Why `run_dir` is not a complete run directory (None when it is one): its creation was cut short."""
+    if (run_dir / RunStore.CREATING).exists():
+        who = _creator(run_dir) or {}
+        return f"its creation did not finish (process {who.get('pid', '?')} on {who.get('host', '?')})"
+    if not (run_dir / RunStore.SIGNATURE).is_file():
+        started = any((run_dir / n).is_file() for n in (RunStore.SUITE, RunStore.STATUS, RunStore.GENERATIONS))
+        return "its creation did not finish (no signature.json)" if started else "not a run directory"
+    missing = [n for n in (RunStore.SUITE, RunStore.STATUS, RunStore.GENERATIONS) if not (run_dir / n).is_file()]
+    if missing:
+        return f"its creation did not finish (no {', '.join(missing)})"
+    return None
+
+
+def sweep_runs(runs_dir: Path) -> list[Path]:
+    """Remove the run directories whose creation a killed process left unfinished (its creator, on
+    this host, is gone), with a notice each; and the temporary files killed writers left in `runs_dir`."""
+    from ..yamlio import pid_alive, sweep_temp_files
+
+    sweep_temp_files(runs_dir)
+    removed = []
+    host = socket.gethostname()
+    for marker in runs_dir.glob(f"*/{RunStore.CREATING}"):
+        who = _creator(marker.parent)
+        if not who or who.get("host") != host or who.get("pid") == os.getpid() or pid_alive(int(who.get("pid", 0))):
+            continue
+        shutil.rmtree(marker.parent, ignore_errors=True)
+        log.warning("removed %s: a run whose creation was cut short (its process %s is gone)", marker.parent, who.get("pid"))
+        removed.append(marker.parent)
+    return removed
 
 
 class RunStore:
@@ -207,6 +295,8 @@ class RunStore:
     SCORES = "scores.jsonl"  #: per-case scores
     TIMING = "timing.json"  #: interleaved timing blocks (evalsuite.run.timing)
     ADAPTIVE = "adaptive.json"  #: an adaptive run's settings, order and decisions (evalsuite.adaptive)
+    #: appends to generations.jsonl are fsync'd at most this often (each is in the file at once)
+    SYNC_INTERVAL_S = 1.0
     #: the files a comparison reads: a change to any of them invalidates what `memo` holds
     _MEMO_FILES = (SUITE, SIGNATURE, STATUS, GENERATIONS, VARIANTS, SCORES, TIMING)
 
@@ -214,6 +304,11 @@ class RunStore:
         self.dir = Path(run_dir)
         self._gen_path = self.dir / self.GENERATIONS
         self._memo: dict[Any, tuple[tuple, Any]] = {}
+        #: the stored generations by key, and the state of generations.jsonl they were read at: this
+        #: process's own appends extend them in place, so a writer never re-reads what it wrote
+        self._gens: dict[tuple, Generation] | None = None
+        self._gens_state: tuple = ()
+        self._synced = float("-inf")  #: when generations.jsonl was last fsync'd (time.monotonic)
 
     def memo(self, key: Any, compute: Any) -> Any:
         """`compute()`, once per state of the run's files (their sizes and modification times)."""
@@ -226,32 +321,57 @@ class RunStore:
         return value
 
     # -- creation and lookup -----------------------------------------------------------------
+    CREATING = ".creating"  #: in a run directory while it is being created: the creator's pid and host
+
     @classmethod
-    def create(cls, runs_dir: str | Path, suite_name: str, resolved_suite: dict, signature: dict) -> RunStore:
+    def create(
+        cls, runs_dir: str | Path, suite_name: str, resolved_suite: dict, signature: dict, prepare: Callable[[RunStore], None] | None = None
+    ) -> RunStore:
+        """A new run directory. `signature.json`, which makes a directory a run (`find`), is written
+        last: a kill before it leaves a directory `find` skips and a later `find` or `create` removes.
+        `prepare(store)` writes what else must be there before (the run's cases)."""
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in suite_name)[:40]
-        base = Path(runs_dir) / f"{stamp}-{safe}"
+        runs_dir = Path(runs_dir)
+        if runs_dir.is_dir():
+            sweep_runs(runs_dir)
+        base = runs_dir / f"{stamp}-{safe}"
         run_dir, n = base, 1
-        while run_dir.exists():
-            n += 1
-            run_dir = Path(f"{base}-{n}")
-        run_dir.mkdir(parents=True)
+        while True:
+            try:
+                run_dir.mkdir(parents=True)
+                break
+            except FileExistsError:
+                n += 1
+                run_dir = Path(f"{base}-{n}")
+        (run_dir / cls.CREATING).write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}), "utf-8")
         store = cls(run_dir)
         atomic_write_text(run_dir / cls.SUITE, dump_yaml(resolved_suite))
-        store.write_json(cls.SIGNATURE, signature)
         store.write_json(cls.STATUS, {"schema_version": SCHEMA_VERSION, "complete": False, "created": _now()})
         store._gen_path.touch()
+        if prepare is not None:
+            prepare(store)
+        store.write_json(cls.SIGNATURE, signature)
+        (run_dir / cls.CREATING).unlink()
         return store
 
     @classmethod
     def find(cls, runs_dir: str | Path, run: str) -> RunStore:
-        """A run by path, by id under `runs_dir`, or `last` for the newest."""
+        """A run by path, by id under `runs_dir`, or `last` for the newest complete one (directories a
+        killed process left half-created are skipped, or removed when their creator is gone, with a notice)."""
         runs_dir = Path(runs_dir)
         if run == "last":
-            candidates = sorted((p for p in runs_dir.glob("*") if (p / cls.SIGNATURE).is_file()), key=lambda p: p.name)
-            if not candidates:
-                raise EvalsuiteError(f"no runs under {runs_dir}")
-            return cls(candidates[-1])
+            candidates = sorted((p for p in runs_dir.glob("*") if p.is_dir() and not p.name.startswith(".")), key=lambda p: p.name, reverse=True)
+            swept = sweep_runs(runs_dir)
+            for p in candidates:
+                if p in swept:
+                    continue
+                why = incomplete(p)
+                if why is None:
+                    return cls(p)
+                if why != "not a run directory":
+                    log.warning("skipping %s: %s", p, why)
+            raise EvalsuiteError(f"no runs under {runs_dir}")
         for p in (Path(run), runs_dir / run):
             if (p / cls.SIGNATURE).is_file():
                 return cls(p)
@@ -259,8 +379,9 @@ class RunStore:
 
     @classmethod
     def all(cls, runs_dir: str | Path) -> list[RunStore]:
-        """Every run under `runs_dir`, oldest first (run ids start with their time)."""
-        return [cls(p) for p in sorted((p for p in Path(runs_dir).glob("*") if (p / cls.SIGNATURE).is_file()), key=lambda p: p.name)]
+        """Every run under `runs_dir`, oldest first (run ids start with their time); a directory whose
+        creation a killed process cut short is not a run (`incomplete`)."""
+        return [cls(p) for p in sorted((p for p in Path(runs_dir).glob("*") if p.is_dir() and incomplete(p) is None), key=lambda p: p.name)]
 
     @classmethod
     def latest(cls, runs_dir: str | Path, suite: str) -> RunStore:
@@ -295,8 +416,10 @@ class RunStore:
         return self.dir.name
 
     # -- metadata ------------------------------------------------------------------------------
-    def write_json(self, name: str, obj: Any) -> None:
-        atomic_write_text(self.dir / name, json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=True, default=str) + "\n")
+    def write_json(self, name: str, obj: Any, indent: int | None = 2) -> None:
+        """Replace one of the run's JSON files atomically (`indent=None`: one line, for state that is
+        rewritten often, such as adaptive.json after every batch: Python's C encoder, not its indenting one)."""
+        atomic_write_text(self.dir / name, json.dumps(obj, indent=indent, ensure_ascii=False, sort_keys=True, default=str) + "\n")
 
     def read_json(self, name: str, default: Any = None) -> Any:
         p = self.dir / name
@@ -351,15 +474,35 @@ class RunStore:
             os.fsync(fh.fileno())
             return size - cut
 
-    def append(self, gens: Iterable[Generation]) -> None:
-        """Append generations durably: one write of whole lines, then fsync."""
-        lines = "".join(json.dumps(g.to_dict(), ensure_ascii=False) + "\n" for g in gens)
-        if not lines:
+    def append(self, gens: Iterable[Generation], encoded: Sequence[str] | None = None) -> None:
+        """Append generations: one write of whole lines (`encoded`: each one's JSON, when the caller
+        has it already). The write is in the file as soon as it returns, so a killed process loses
+        nothing it appended; it is fsync'd at most every SYNC_INTERVAL_S (and on `sync`), so a
+        machine that loses power loses at most that much, which a resume generates again."""
+        gens = list(gens)
+        lines = encoded if encoded is not None else [json.dumps(g.to_dict(), ensure_ascii=False) for g in gens]
+        data = "".join(line + "\n" for line in lines).encode("utf-8")
+        if not data:
             return
-        with self._gen_path.open("a", encoding="utf-8") as fh:
-            fh.write(lines)
+        before = _stat(self._gen_path)
+        with self._gen_path.open("ab") as fh:
+            fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            now = time.monotonic()
+            if now - self._synced >= self.SYNC_INTERVAL_S:
+                os.fsync(fh.fileno())
+                self._synced = now
+        after = _stat(self._gen_path)
+        if self._gens is not None and before == self._gens_state and before and after[0] == before[0] + len(data):
+            _merge(self._gens, gens)  # what the file holds now, without reading it again
+            self._gens_state = after
+
+    def sync(self) -> None:
+        """fsync generations.jsonl now (the end of a variant, of a run)."""
+        if self._gen_path.exists():
+            with self._gen_path.open("ab") as fh:
+                os.fsync(fh.fileno())
+        self._synced = time.monotonic()
 
     def iter_generations(self) -> Iterator[Generation]:
         if not self._gen_path.exists():
@@ -372,16 +515,20 @@ class RunStore:
 
     def generations(self) -> list[Generation]:
         """Stored generations, one per (variant, case, sample): a later success replaces an error
-        (read once per state of the run's files)."""
-        return list(self.memo("generations", self._read_generations))
+        (read once per state of generations.jsonl; this process's own appends are added in place)."""
+        return list(self._current().values())
 
-    def _read_generations(self) -> list[Generation]:
-        out: dict[tuple, Generation] = {}
-        for g in self.iter_generations():
-            prev = out.get(g.key())
-            if prev is None or (not prev.ok and g.ok):
-                out[g.key()] = g
-        return list(out.values())
+    def lookup(self, keys: Iterable[tuple[str, str, int]]) -> list[Generation]:
+        """The stored generations of these (variant, case, sample) keys (absent keys are skipped)."""
+        gens = self._current()
+        return [g for k in keys if (g := gens.get(k)) is not None]
+
+    def _current(self) -> dict[tuple, Generation]:
+        state = _stat(self._gen_path)
+        if self._gens is None or state != self._gens_state:
+            self._gens = _merge({}, self.iter_generations())
+            self._gens_state = state
+        return self._gens
 
     # -- scores --------------------------------------------------------------------------------
     def write_scores(self, records: Iterable[Any]) -> None:

@@ -68,7 +68,42 @@ def extract_json(text: str) -> Extracted:
     found = _scan(text or "")
     if found is not None:
         return Extracted(True, found[0], "prose", span=found[1])
-    return Extracted(False, error=raw_error if stripped else "empty output")
+    if not stripped:
+        return Extracted(False, error="empty output")
+    return Extracted(False, error=_candidate_error(text or "") or raw_error)
+
+
+#: at most this many `{` / `[` positions are tried as JSON candidates when nothing parses
+MAX_CANDIDATES = 200
+
+
+def _candidate_error(text: str) -> str | None:
+    """Why the best JSON candidate in `text` did not parse: the error of the `{...}` or `[...]` that
+    parsed furthest (a fenced block's body counts too), at its line and column *inside that
+    candidate*, and where the candidate starts. Prose before the JSON would otherwise give the error
+    of parsing the whole text ("Expecting value (line 1, column 1)"), which points at the prose."""
+    starts = [i for i, ch in enumerate(text) if ch in "{["][:MAX_CANDIDATES]
+    best: tuple[int, int, json.JSONDecodeError] | None = None  # (how far it parsed, start, error)
+    for start in starts:
+        try:
+            _DECODER.raw_decode(text, start)
+        except json.JSONDecodeError as exc:
+            if best is None or exc.pos - start > best[0]:
+                best = (exc.pos - start, start, exc)
+    if best is None:
+        return None
+    _, start, err = best
+    cand, at = text[start:], err.pos - start
+    line = cand.count("\n", 0, at) + 1
+    col = at - (cand.rfind("\n", 0, at) + 1) + 1
+    where_line = text.count("\n", 0, start) + 1
+    where_col = start - (text.rfind("\n", 0, start) + 1) + 1
+    kind = "object" if text[start] == "{" else "array"
+    msg = f"{err.msg} (line {line}, column {col} of the JSON {kind} starting at line {where_line}, column {where_col} of the output)"
+    before = cand[:at].rstrip()
+    if before.endswith(",") and cand[at : at + 1] in ("}", "]"):
+        msg += f": a trailing comma before '{cand[at]}'"
+    return msg
 
 
 def _path(parts) -> str:

@@ -49,7 +49,22 @@ def score_generations(
     for g in generations:
         gens[(g.variant, g.case_id)][g.sample] = g
     variants = sorted({v for v, _ in gens}, key=lambda v: (v != baseline, v))
-    work = []  # (variant, case, inputs, input keys, case key), in scoring order
+    work = _work(cases, gens, variants, baseline)
+    reuse = _Reuse(cache, specs, work) if cache is not None else None
+    records: list[ScoreRecord] = []
+    for i, (variant, case, inputs) in enumerate(work):
+        for spec in specs:
+            if spec.applies(case):
+                records += _score_case(spec, i, variant, case, inputs, reuse)
+    if reuse:
+        reuse.flush()
+    records.extend(_set_level(cases, gens, variants, specs))
+    return records
+
+
+def _work(cases: Sequence[Case], gens: dict, variants: Sequence[str], baseline: str) -> list[tuple[str, Case, list[ScoreInput]]]:
+    """(variant, case, one ScoreInput per sample) in scoring order: every case a variant has outputs for."""
+    work = []
     for variant in variants:
         for case in cases:
             samples = gens.get((variant, case.id))
@@ -74,48 +89,31 @@ def score_generations(
                     )
                 )
             work.append((variant, case, inputs))
-    reuse = _Reuse(cache, specs, work) if cache is not None else None
-    records: list[ScoreRecord] = []
-    for i, (variant, case, inputs) in enumerate(work):
-        for spec in specs:
-            if not spec.applies(case):
-                continue
-            try:
-                if spec.level == "output":
-                    for j, inp in enumerate(inputs):
-                        scores = reuse.scores(spec, i, j, lambda spec=spec, inp=inp: spec.fn(inp)) if reuse else spec.fn(inp)
-                        for sc in scores:
-                            records.append(
-                                ScoreRecord(
-                                    variant, case.id, inp.sample, case.scenario, case.kind, sc.metric, sc.value, sc.passed, sc.higher_is_better, sc.details
-                                )
-                            )
-                elif spec.level == "case":
-                    scores = reuse.scores(spec, i, None, lambda spec=spec, case=case, inputs=inputs: spec.fn(case, inputs)) if reuse else spec.fn(case, inputs)
-                    for sc in scores:
-                        records.append(
-                            ScoreRecord(variant, case.id, None, case.scenario, case.kind, sc.metric, sc.value, sc.passed, sc.higher_is_better, sc.details)
-                        )
-            except Exception as exc:  # noqa: BLE001 - one broken scorer must not lose the others
-                log.error("scorer %s failed on case %s (%s): %s", spec.name, case.id, variant, exc)
-                records.append(
-                    ScoreRecord(
-                        variant,
-                        case.id,
-                        None,
-                        case.scenario,
-                        case.kind,
-                        f"{spec.name}.scorer_error",
-                        None,
-                        None,
-                        True,
-                        {"error": f"{type(exc).__name__}: {exc}"},
-                    )
-                )
-    if reuse:
-        reuse.flush()
-    records.extend(_set_level(cases, gens, variants, specs))
-    return records
+    return work
+
+
+def _score_case(spec: ScorerSpec, item: int, variant: str, case: Case, inputs: list[ScoreInput], reuse: _Reuse | None) -> list[ScoreRecord]:
+    """One scorer on one case of one variant (each sample, or the case as a whole); a scorer that
+    raises adds one `<scorer>.scorer_error` record: one broken scorer must not lose the others."""
+    out = []
+    try:
+        if spec.level == "output":
+            for j, inp in enumerate(inputs):
+                scores = reuse.scores(spec, item, j, lambda spec=spec, inp=inp: spec.fn(inp)) if reuse else spec.fn(inp)
+                out += [
+                    ScoreRecord(variant, case.id, inp.sample, case.scenario, case.kind, sc.metric, sc.value, sc.passed, sc.higher_is_better, sc.details)
+                    for sc in scores
+                ]
+        elif spec.level == "case":
+            scores = reuse.scores(spec, item, None, lambda: spec.fn(case, inputs)) if reuse else spec.fn(case, inputs)
+            out += [
+                ScoreRecord(variant, case.id, None, case.scenario, case.kind, sc.metric, sc.value, sc.passed, sc.higher_is_better, sc.details) for sc in scores
+            ]
+    except Exception as exc:  # noqa: BLE001 - one broken scorer must not lose the others
+        log.error("scorer %s failed on case %s (%s): %s", spec.name, case.id, variant, exc)
+        error = {"error": f"{type(exc).__name__}: {exc}"}
+        out.append(ScoreRecord(variant, case.id, None, case.scenario, case.kind, f"{spec.name}.scorer_error", None, None, True, error))
+    return out
 
 
 class _Reuse:
@@ -125,7 +123,7 @@ class _Reuse:
         from . import reuse
 
         self.cache, self.reuse = cache, reuse
-        digests = {}
+        digests: dict[int, str] = {}
         self.input_keys: list[list[str]] = []
         self.case_keys: list[str] = []
         for _, case, inputs in work:

@@ -141,6 +141,9 @@ class PerfDelta:
     exactness: float | None  #: share of outputs identical to the baseline's (`exactness.identical`)
     exactness_n: int = 0
     noise: bool = False
+    #: a noise run whose settings are the baseline's own (else, e.g. another batch size, it is a noise
+    #: floor for quality only: its speed differs from the baseline's by design)
+    same_settings: bool = True
     latency_p95_ratio_ci: tuple | None = None  #: (low, high, rounds, level) from interleaved timing (evalsuite.perf)
     tokens_per_s_ratio_ci: tuple | None = None  #: (low, high, rounds, level) from interleaved timing
     timing: str = "sequential"  #: interleaved: the ratios above are paired over timing rounds, with intervals
@@ -332,6 +335,7 @@ class VariantInfo:
     baseline: bool = False
     noise: bool = False
     speculative: bool = False  #: changes speculative decoding against the baseline
+    same_settings: bool = True  #: runs with exactly the baseline's settings (backend, model, options, generation ...)
 
 
 def _ratio(a: Any, b: Any) -> float | None:
@@ -369,6 +373,7 @@ def _perf(info: VariantInfo, summary: Mapping | None, base: Mapping | None, reco
         exactness=float(np.mean(vals)) if vals else None,
         exactness_n=len(vals),
         noise=info.noise,
+        same_settings=info.same_settings,
     )
 
 
@@ -447,12 +452,21 @@ def variant_infos(store) -> list[VariantInfo]:
     out = []
     for v in raw:
         spec = (v.get("speculative") or None) != ((base or {}).get("speculative") or None) or "speculative" in (v.get("changes") or [])
-        out.append(VariantInfo(v["name"], bool(v.get("baseline")), bool(v.get("noise")), bool(spec) and not v.get("baseline")))
+        same = base is not None and _settings(v) == _settings(base)
+        out.append(VariantInfo(v["name"], bool(v.get("baseline")), bool(v.get("noise")), bool(spec) and not v.get("baseline"), same))
     if not any(i.baseline for i in out):
         b = store.signature.get("baseline")
         if b:
             out = [VariantInfo(b, baseline=True)] + [i for i in out if i.name != b]
     return out
+
+
+#: fields of a resolved variant that are not settings: a rerun differs from its baseline in these only
+_NOT_SETTINGS = ("name", "baseline", "noise", "description", "changes")
+
+
+def _settings(variant: Mapping) -> dict:
+    return {k: v for k, v in variant.items() if k not in _NOT_SETTINGS}
 
 
 def compare_run(store, *, seed: int = DEFAULT_SEED, n_resamples: int = N_BOOTSTRAP) -> Comparison:

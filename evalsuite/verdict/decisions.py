@@ -10,7 +10,7 @@ and verdict/gate.py (adaptive decisions).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 REVIEW_RULE = "human-review"
@@ -63,21 +63,27 @@ class ReviewDecisions:
         }
 
 
-@dataclass(frozen=True)
-class SequentialCheck:
-    """One anytime-valid check of an adaptive run (one rule on one scenario and metric), where it stands."""
+@dataclass
+class CheckResult:
+    """One anytime-valid check of an adaptive run (one rule on one scenario and metric): decided
+    (pass/fail, how, after how many of its cases) or open. Built by evalsuite.adaptive, read by the gate."""
 
+    key: str
     rule: str
     scenario: str
     metric: str
     severity: str
     status: str  #: pass | fail | open
     how: str = ""  #: sequential | exact | final look
-    seen: int = 0  #: the check's cases read (its prefix of the run's order)
-    population: int = 0  #: the check's cases in all
-    decided_at: int | None = None  #: cases read when it was decided
+    seen: int = 0  #: cases of this check read (its prefix in the run's order)
+    population: int = 0
+    decided_at: int | None = None  #: cases of this check read when it was decided
+    variant_cases: int | None = None  #: cases of the variant generated when it was decided (filled by evaluate)
     reason: str = ""
-    numbers: Mapping[str, Any] = field(default_factory=dict)
+    numbers: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,7 @@ class AdaptiveDecisions:
     """An adaptive run's sequential decisions for one stage, re-evaluated on its generated prefix."""
 
     stage: str
-    checks: Mapping[str, tuple[SequentialCheck, ...]] = field(default_factory=dict)  #: variant -> its checks
+    checks: Mapping[str, tuple[CheckResult, ...]] = field(default_factory=dict)  #: variant -> its checks
     verdicts: Mapping[str, str] = field(default_factory=dict)  #: variant -> fail | pass | open
     problems: tuple[str, ...] = ()  #: why the run cannot be judged for this stage (unfinished, undecided, changed)
     notes: tuple[str, ...] = ()  #: where each variant stopped, and which rule decided

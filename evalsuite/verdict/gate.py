@@ -23,9 +23,9 @@ import math
 from dataclasses import replace
 
 from .compare import Comparison, MetricDelta
-from .decisions import AdaptiveDecisions, Decisions, SequentialCheck
+from .decisions import AdaptiveDecisions, CheckResult, Decisions
 from .outcome import DIFF_WIDTH, Judgment, RuleResult, Verdict, Violation, short_diff, violation_text
-from .rubric import MetricRule, StageRubric, VariantRule
+from .rubric import SINGLE_PASS, MetricRule, StageRubric, VariantRule
 from .stats import adjust_pvalues, tarone_k
 from .waivers import apply_reviews
 
@@ -137,10 +137,22 @@ def _gate_notes(comparison: Comparison, sr: StageRubric, judged: list[str]) -> l
     uses_noise = any(isinstance(r, MetricRule) and r.above_noise for r in sr.rules)
     if uses_noise and not comparison.noise_runs:
         notes.append("no noise run in this run: `above_noise` checks use a noise floor of 0 (add a `noise: true` rerun of the baseline)")
+    other = [p.variant for p in comparison.perf if p.noise and not p.same_settings]
+    if other and any(p.timing == "interleaved" for p in comparison.perf) and not any(p.noise and p.same_settings for p in comparison.perf):
+        notes.append(
+            f"noise run(s) {', '.join(other)} differ from the baseline's settings: a noise floor for quality, not for speed "
+            "(add a `noise: true` rerun with the baseline's exact settings)"
+        )
     return notes
 
 
 def _verdict(comparison: Comparison, sr: StageRubric, judged: list[str], results: list[RuleResult], problems: list[str], notes: list[str]) -> Verdict:
+    single = sorted({r.rule for r in results if r.status in ("cannot_judge", "warn") and SINGLE_PASS in r.note})
+    if single:
+        notes = notes + [
+            f"{', '.join(single)}: speed (latency, tokens/s) is not judged: each variant was timed in one sequential pass, which another job "
+            "on the machine moves by tens of percent; time the run with `timing: interleaved` to judge it (docs/performance.md)"
+        ]
     if not any(r.status == "fail" for r in results):  # a sure regression outranks a performance check that cannot be judged
         problems += [f"rule {r.rule}: {r.variant}: cannot judge: {r.note}" for r in results if r.status == "cannot_judge" and r.severity == "block"]
     judgeable = not problems
@@ -202,12 +214,19 @@ def _judge_variant_rule(cmp: Comparison, rule: VariantRule, variant: str, proble
     if missing and rule.required:
         problems.append(f"rule {rule.name}: {variant} lacks {', '.join(missing)}")
         return RuleResult(variant, rule.name, rule.severity, "missing", note=f"lacks {', '.join(missing)}")
-    noise = [p for p in cmp.perf if p.noise and p.variant != variant]  # the noise floor of interleaved timings
-    reason = rule.fails(perf, noise=noise)
+    # the noise floor of interleaved timings: reruns with the baseline's own settings (another batch
+    # size is slower or faster by design: a noise floor for quality only)
+    noise = [p for p in cmp.perf if p.noise and p.same_settings and p.variant != variant]
+    # a warn rule never warns on a single sequential pass: speed from one pass is reported as cannot
+    # judge, with the reason; a block rule keeps its point ratios (the user's own hardware, by choice)
+    points = rule.severity == "block"
+    reason = rule.fails(perf, noise=noise, point_ratios=points)
     note = f"not checked (no data): {', '.join(missing)}" if missing else ""
+    single = None if points else rule.single_pass(perf)
     if not reason:
-        undecided = rule.undecided(perf, noise=noise)  # an interval straddling a limit: neither pass nor fail
+        undecided = "; ".join(x for x in (rule.undecided(perf, noise=noise), single) if x)  # neither pass nor fail
         return RuleResult(variant, rule.name, rule.severity, "cannot_judge" if undecided else "pass", note="; ".join(x for x in (undecided, note) if x))
+    note = "; ".join(x for x in (note, single) if x)
     cases: tuple[str, ...] = ()
     diffs: tuple[str, ...] = ()
     if rule.min_exactness is not None and perf.exactness is not None and perf.exactness < rule.min_exactness:
@@ -231,7 +250,7 @@ def _adaptive_gate(comparison: Comparison, sr: StageRubric, adaptive: AdaptiveDe
     judged = [v for v in comparison.variants if v in adaptive.checks]
     results: list[RuleResult] = []
     for variant in judged:
-        by_rule: dict[str, list[SequentialCheck]] = {}
+        by_rule: dict[str, list[CheckResult]] = {}
         for c in adaptive.checks[variant]:
             by_rule.setdefault(c.rule, []).append(c)
         for rule in sr.rules:
@@ -253,7 +272,7 @@ def _no_sequential_check(comparison: Comparison, variant: str, rule: MetricRule,
     return RuleResult(variant, rule.name, rule.severity, "skip", note=note)
 
 
-def _sequential_rule(cmp: Comparison, variant: str, rule: MetricRule, checks: list[SequentialCheck], verdict: str) -> RuleResult:
+def _sequential_rule(cmp: Comparison, variant: str, rule: MetricRule, checks: list[CheckResult], verdict: str) -> RuleResult:
     failed = [c for c in checks if c.status == "fail"]
     checked = ", ".join(f"{c.scenario}/{c.metric}: {c.status} ({c.how or 'undecided'}, {c.seen}/{c.population} cases)" for c in checks)
     if failed:

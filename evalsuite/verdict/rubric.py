@@ -59,6 +59,9 @@ SEVERITIES = ("block", "warn")
 MULTIPLE_TESTING = ("tarone", "holm", "bonferroni", "none")
 DEFAULT_ALPHA = 0.05
 
+#: how a rule result says its speed ratios came from one sequential pass (evalsuite.verdict.gate notes it once)
+SINGLE_PASS = "from one sequential pass"
+
 _COMMON = {"name", "severity", "description", "enabled", "required"}
 _METRIC_FIELDS = {"scenario", "metric", "min", "max", "max_drop", "max_drop_rel", "max_flips", "require_significance", "above_noise"}
 _VARIANT_FIELDS = {"max_error_rate", "max_timeout_rate", "max_latency_p95_ratio", "min_tokens_per_s_ratio", "max_peak_memory_ratio", "min_exactness"}
@@ -184,11 +187,13 @@ class VariantRule:
         }
         return [k for k, v in need.items() if getattr(self, k) is not None and v is None]
 
-    def fails(self, perf: Any, baseline: Any = None, noise: Any = ()) -> str | None:
+    def fails(self, perf: Any, baseline: Any = None, noise: Any = (), point_ratios: bool = True) -> str | None:
         """Why the variant's PerfDelta breaks this rule, or None (missing figures are not failures).
 
         Ratios timed interleaved carry intervals: they fail only when the whole interval is beyond
-        the limit and beyond `noise` (the noise reruns' PerfDeltas); see evalsuite.perf.verdict."""
+        the limit and beyond `noise` (the noise reruns' PerfDeltas); see evalsuite.perf.verdict.
+        Ratios from one sequential pass are compared as points, unless `point_ratios` is False (the
+        gate's warn rules: `single_pass` says why they cannot be judged instead)."""
         from ..perf.verdict import ci_checks
 
         ci = ci_checks(self, perf, noise)
@@ -198,14 +203,16 @@ class VariantRule:
         if self.max_timeout_rate is not None and perf.timeout_rate > self.max_timeout_rate + 1e-12:
             r.append(f"timeout rate {perf.timeout_rate:.3f} ({perf.timeouts}/{perf.generations}) > max_timeout_rate {self.max_timeout_rate:g}")
         if (
-            "max_latency_p95_ratio" not in ci
+            point_ratios
+            and "max_latency_p95_ratio" not in ci
             and self.max_latency_p95_ratio is not None
             and perf.latency_p95_ratio is not None
             and perf.latency_p95_ratio > self.max_latency_p95_ratio
         ):
             r.append(f"latency p95 x{perf.latency_p95_ratio:.2f} of the baseline > max_latency_p95_ratio {self.max_latency_p95_ratio:g}")
         if (
-            "min_tokens_per_s_ratio" not in ci
+            point_ratios
+            and "min_tokens_per_s_ratio" not in ci
             and self.min_tokens_per_s_ratio is not None
             and perf.tokens_per_s_ratio is not None
             and perf.tokens_per_s_ratio < self.min_tokens_per_s_ratio
@@ -218,6 +225,24 @@ class VariantRule:
                 f"speculative exactness {perf.exactness:.3f} (share identical to the baseline, n={perf.exactness_n}) < min_exactness {self.min_exactness:g}"
             )
         return "; ".join(r) or None
+
+    def single_pass(self, perf: Any) -> str | None:
+        """Why this rule's speed limits cannot be judged on the run (None when they can, or are not
+        set): the ratios come from one sequential pass per variant, where another job on the machine
+        moves them by tens of percent (docs/performance.md); interleaved timing gives them intervals."""
+        if getattr(perf, "timing", "sequential") == "interleaved":
+            return None
+        seen = [
+            f"{label} x{ratio:.2f}"
+            for limit, ratio, label in (
+                (self.max_latency_p95_ratio, perf.latency_p95_ratio, "latency p95"),
+                (self.min_tokens_per_s_ratio, perf.tokens_per_s_ratio, "tokens/s"),
+            )
+            if limit is not None and ratio is not None
+        ]
+        if not seen:
+            return None
+        return f"{', '.join(seen)} of the baseline {SINGLE_PASS}: speed cannot be judged on it (time the run with `timing: interleaved`)"
 
     def undecided(self, perf: Any, noise: Any = ()) -> str | None:
         """Why an interleaved performance check can neither pass nor fail (its interval straddles

@@ -238,3 +238,69 @@ def test_score_killed_three_times_leaves_old_or_new_scores_and_rescoring_is_iden
 def test_score_killed_ten_times_leaves_old_or_new_scores_and_rescoring_is_identical(tmp_path):
     outcome = score_kill_loop(tmp_path, kills=10, seed=10)
     assert outcome["kills"] == 10
+
+
+# ---------------------------------------------------------------------------------------------
+# a kill while a run is being created
+
+#: runs `evalsuite ARGS...` in a process that SIGKILLs itself the moment an atomic write is about to
+#: put file NAME in place (its temporary file written, the rename not done): a deterministic kill point
+KILL_AT_RENAME = """
+import os, signal, sys
+from pathlib import Path
+name, args = sys.argv[1], sys.argv[2:]
+real = os.replace
+def replace(src, dst, *a, **k):
+    if Path(dst).name == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(src, dst, *a, **k)
+os.replace = replace
+sys.argv = ["evalsuite", *args]
+from evalsuite.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("kill_at", ["suite.yaml", "status.json", "cases.jsonl", "signature.json"])
+def test_gate_last_works_after_a_kill_while_a_run_is_created(tmp_path, kill_at):
+    """A run killed while its directory is being created leaves a half-made directory and a temporary
+    file; `evalsuite gate last` then judges the last complete run, removes the leftovers (their
+    process is gone) and says so in one line."""
+    import sys
+
+    suite = write_suite(tmp_path, n_cases=4)
+    runs = tmp_path / "out" / "runs"
+    first = subprocess.run(cli("run", str(suite), "-q"), cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    (complete,) = _runs(tmp_path)
+    expected = subprocess.run(cli("gate", complete.name, "--runs-dir", str(runs)), cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300)
+    killed = subprocess.run([sys.executable, "-c", KILL_AT_RENAME, kill_at, "run", str(suite), "-q"], cwd=tmp_path, env=cli_env(), capture_output=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL
+    (half,) = [p for p in runs.iterdir() if p != complete]
+    assert (half / ".creating").is_file() and not (half / "signature.json").exists()
+    assert list(half.glob(f".{kill_at}.*.tmp")), "the killed write left its temporary file"
+
+    gate = subprocess.run(cli("gate", "last", "--runs-dir", str(runs)), cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert gate.returncode == expected.returncode in (0, 1), gate.stdout + gate.stderr
+    assert f"run {complete.name}" in gate.stdout
+    notices = [line for line in gate.stderr.splitlines() if "creation was cut short" in line]
+    assert len(notices) == 1 and half.name in notices[0], gate.stderr
+    assert sorted(p.name for p in runs.iterdir()) == [complete.name], "the half-made run is removed"
+
+
+def test_gate_last_skips_a_run_an_older_version_left_half_created(tmp_path):
+    """A directory with signature.json but no status.json (an older evalsuite killed between the
+    two) is skipped with a one-line notice, not judged as an incomplete run."""
+    suite = write_suite(tmp_path, n_cases=4)
+    runs = tmp_path / "out" / "runs"
+    assert subprocess.run(cli("run", str(suite), "-q"), cwd=tmp_path, env=cli_env(), capture_output=True, timeout=300).returncode == 0
+    (complete,) = _runs(tmp_path)
+    half = runs / "29991231-235959-rel"  # the newest by name
+    half.mkdir()
+    shutil.copy(complete / "suite.yaml", half / "suite.yaml")
+    shutil.copy(complete / "signature.json", half / "signature.json")
+    gate = subprocess.run(cli("gate", "last", "--runs-dir", str(runs)), cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert gate.returncode in (0, 1) and f"run {complete.name}" in gate.stdout, gate.stdout + gate.stderr
+    notices = [line for line in gate.stderr.splitlines() if "skipping" in line]
+    assert len(notices) == 1 and "no status.json" in notices[0] and half.name in notices[0], gate.stderr
+    assert half.is_dir(), "a directory that may not be ours is skipped, never removed"

@@ -164,3 +164,22 @@ def test_side_by_side_tokens(before, after, dels, inss):
     assert [g.strip() for g in got_del] == dels and [g.strip() for g in got_ins] == inss
     assert "<b>" not in str(left) and "<i>" not in str(right)  # escaped
     assert (changed == 0) == (not dels and not inss)
+
+
+def test_flagged_items_are_named_outputs_as_the_review_queue_names_them(soup, report):
+    """The nav, the section and report.md count flagged outputs (one variant's output for one case),
+    the unit the demo's review-queue line uses ("N output(s) await review")."""
+    n = report.data.flagged_total
+    assert soup.select_one('nav#nav a[href="#flagged"]').get_text(strip=True) == f"Flagged outputs ({n})"
+    assert soup.select_one("#flagged h2").get_text(" ", strip=True).endswith(f"shown of {n} outputs")
+    assert f"{n} flagged output(s)" in report.markdown.read_text("utf-8")
+
+
+def test_report_files_get_the_mode_the_umask_gives(report):
+    """Written atomically, yet readable like any other file the user writes (not mkstemp's 0600)."""
+    import stat
+
+    from evalsuite.yamlio import file_mode
+
+    for path in (report.html, report.markdown):
+        assert stat.S_IMODE(path.stat().st_mode) == file_mode()

@@ -95,6 +95,31 @@ def test_valid_details_name_each_error():
     assert sorted(e["validator"] for e in s.details["errors"]) == ["additionalProperties", "minItems", "required"]
 
 
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        # prose, then an object with a trailing comma: the object's error, inside the object, not the
+        # error of parsing the whole text ("Expecting value (line 1, column 1)")
+        (
+            'Here is the card:\n{"product": "Lumora Cloud",\n "tagline": "Safe.",\n}',
+            "Expecting property name enclosed in double quotes (line 3, column 1 of the JSON object starting at line 2, column 1 of the output)"
+            ": a trailing comma before '}'",
+        ),
+        ('Sure! {"a": 1, "b": 2,} done', "(line 1, column 17 of the JSON object starting at line 1, column 7 of the output): a trailing comma before '}'"),
+        ('Sure! [1, 2,]', "Expecting value (line 1, column 7 of the JSON array starting at line 1, column 7 of the output): a trailing comma before ']'"),
+        # the candidate that parsed furthest wins over an earlier stray brace
+        ('Use {x} here: {"product": "P", "tagline": 7 "features": 1}', "Expecting ',' delimiter (line 1, column 31 of the JSON object starting at line 1, column 15"),
+        ('{"product": "Lumora Cloud", "tagline": "x"', "Expecting ',' delimiter (line 1, column 43 of the JSON object starting at line 1, column 1 of the output)"),
+        ("no json at all", "Expecting value (line 1, column 1)"),
+        ("   ", "empty output"),
+    ],
+)
+def test_unparsed_json_error_points_into_the_best_candidate(text, error):
+    ex = extract_json(text)
+    assert not ex.ok and error in ex.error, ex.error
+    assert score(parsed, text).details["error"] == ex.error
+
+
 def test_valid_unparsed_and_no_schema():
     s = score(valid, "no json")
     assert s.value == 0.0 and s.passed is False and s.details["error"].startswith("no JSON found")
