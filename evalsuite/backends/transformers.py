@@ -31,7 +31,9 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import models
 from ..errors import EvalsuiteError, MissingExtraError
@@ -60,7 +62,7 @@ _DRAFT_NOTICE = _DraftConfigNotice()
 # torch and transformers are imported on first use (`_torch()`, `load()`), never at construction:
 # the fingerprint needs only file hashes and settings, so a warm run whose every generation is a
 # cache hit does not pay for them (seconds of import, more than the rest of such a run).
-torch = None  # the torch module, once `_torch()` imported it
+torch: Any = None  # the torch module, once `_torch()` imported it
 
 log = logging.getLogger("evalsuite")
 
@@ -244,7 +246,7 @@ class TransformersBackend:
 
         method = models.quantization_method(quantization)
         if method == "gptq":
-            return self._load_gptq(model_dir, quantization)
+            return self._load_gptq(model_dir, quantization or {})
         source, kwargs = self._load_kwargs(model_dir, quantization, method)
         bars = io.StringIO()  # compressed-tensors draws progress bars (dispatch, decompress); gptqmodel (AWQ) a banner and its kernel choice
         try:
@@ -274,7 +276,7 @@ class TransformersBackend:
         kwargs: dict = {"dtype": self.dtype, "device_map": {"": self.device if self.device != "cuda" else "cuda:0"}}
         source = model_dir
         if method == "bnb":
-            kwargs["quantization_config"] = models.bnb_config(quantization)
+            kwargs["quantization_config"] = models.bnb_config(quantization or {})
             models.require("accelerate", "bitsandbytes quantization", "bnb", "accelerate")
         elif method == "torchao":
             kwargs["quantization_config"] = ondemand.torchao_config(ondemand.torchao_settings(quantization or {}, self.device, self.dtype_name))
@@ -403,19 +405,54 @@ class TransformersBackend:
         return self._generate_batch(list(requests))
 
     def _generate_batch(self, requests: list[Request]) -> list[Generation]:
-        from transformers import LogitsProcessorList, StoppingCriteriaList
-
-        from .transformers_hooks import Deadline, FirstStepTimer, FirstTokenStreamer, SeededSampler
+        from .transformers_hooks import FirstTokenStreamer
 
         first = requests[0]
         if any((r.temperature, r.top_p) != (first.temperature, first.top_p) for r in requests):
             raise EvalsuiteError("a batch mixes decoding settings; the runner batches one variant's requests only")
-        max_new = max(r.max_new_tokens for r in requests)
         enc = self.encode(requests)
         prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
+        call = self._generate_call(requests, enc)
+        streamer = FirstTokenStreamer() if len(requests) == 1 else None
+        t0 = time.perf_counter()
+        call.start(t0)
+        with torch.inference_mode():
+            out = self.model.generate(**enc, logits_processor=call.processors, stopping_criteria=call.stopping, streamer=streamer, **call.kwargs)
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        latency = time.perf_counter() - t0
+        if streamer is not None and streamer.first is not None:
+            ttft, ttft_source = streamer.first - t0, "streamer"
+        elif call.timer.first is not None:
+            ttft, ttft_source = call.timer.first - t0, "first_step"
+        else:
+            ttft, ttft_source = None, None
+        rows = self._finished_rows(requests, out[:, enc["input_ids"].shape[1] :].tolist())
+        batch = _BatchFacts(
+            latency=latency,
+            ttft=ttft,
+            size=len(requests),
+            timed_out=bool(call.deadline and call.deadline.hit),
+            extra={
+                "ttft_source": ttft_source,
+                "batch_tokens_per_s": round(sum(len(ids) for _, ids, _ in rows) / latency, 3) if latency > 0 else None,
+                "device": self.device,
+                "model_mb": self._model_mb,
+                **({"speculative": self.spec_method} if self.spec_method else {}),
+            },
+        )
+        return [self._generation(req, ids, finish, int(plen), batch) for (req, ids, finish), plen in zip(rows, prompt_lens)]
+
+    def _generate_call(self, requests: list[Request], enc: dict) -> _GenerateCall:
+        """The keyword arguments, logits processors and stopping criteria of one `generate` call."""
+        from transformers import LogitsProcessorList, StoppingCriteriaList
+
+        from .transformers_hooks import FirstStepTimer, SeededSampler
+
+        first = requests[0]
         timer = FirstStepTimer()
         processors = LogitsProcessorList([timer])
-        kwargs: dict = {"max_new_tokens": max_new, "pad_token_id": self.tokenizer.pad_token_id, "do_sample": False}
+        kwargs: dict = {"max_new_tokens": max(r.max_new_tokens for r in requests), "pad_token_id": self.tokenizer.pad_token_id, "do_sample": False}
         # neutral values, so a model's generation_config defaults do not leak into greedy decoding
         kwargs.update({"temperature": None, "top_p": None, "top_k": None})
         if not first.greedy:
@@ -430,86 +467,37 @@ class TransformersBackend:
                 kwargs["max_matching_ngram_size"] = int(self.speculative["max_ngram"])
         elif self.spec_method == "draft":
             kwargs["assistant_model"] = self.draft
-        stopping = StoppingCriteriaList()
-        deadline = None
-        timeout = self.variant.generation.timeout_s
-        streamer = FirstTokenStreamer() if len(requests) == 1 else None
-        t0 = time.perf_counter()
-        if timeout is not None:
-            deadline = Deadline(t0 + float(timeout))
-            stopping.append(deadline)
-        with torch.inference_mode():
-            out = self.model.generate(**enc, logits_processor=processors, stopping_criteria=stopping, streamer=streamer, **kwargs)
-        if self.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        t1 = time.perf_counter()
-        latency = t1 - t0
-        if streamer is not None and streamer.first is not None:
-            ttft, ttft_source = streamer.first - t0, "streamer"
-        elif timer.first is not None:
-            ttft, ttft_source = timer.first - t0, "first_step"
-        else:
-            ttft, ttft_source = None, None
-        new = out[:, enc["input_ids"].shape[1] :].tolist()
+        return _GenerateCall(kwargs, processors, StoppingCriteriaList(), timer, self.variant.generation.timeout_s)
+
+    def _finished_rows(self, requests: list[Request], new: list[list[int]]) -> list[tuple[Request, list[int], str]]:
+        """Each request's new tokens, cut at its own token limit and at the first end-of-sequence token."""
         eos = self._eos_ids()
-        gens = []
-        total_new = 0
         rows = []
         for req, ids in zip(requests, new):
             ids = ids[: req.max_new_tokens]
             stop_at = next((i for i, t in enumerate(ids) if t in eos), None)
             if stop_at is not None:
-                ids, finish = ids[: stop_at + 1], "stop"
+                rows.append((req, ids[: stop_at + 1], "stop"))
             else:
-                finish = "length"
-            rows.append((req, ids, finish))
-            total_new += len(ids)
-        for (req, ids, finish), plen in zip(rows, prompt_lens):
-            timed_out = bool(deadline and deadline.hit and finish != "stop" and len(ids) < req.max_new_tokens)
-            text = self.tokenizer.decode(ids, skip_special_tokens=True)
-            extra = {
-                "token_ids": ids,
-                "ttft_source": ttft_source,
-                "batch_tokens_per_s": round(total_new / latency, 3) if latency > 0 else None,
-                "device": self.device,
-                "model_mb": self._model_mb,
-            }
-            if self.spec_method:
-                extra["speculative"] = self.spec_method
-            if timed_out:
-                gens.append(
-                    Generation(
-                        req.case_id,
-                        self.variant.name,
-                        req.sample,
-                        error=f"timed out after {timeout}s",
-                        timeout=True,
-                        finish_reason="timeout",
-                        prompt_tokens=int(plen),
-                        new_tokens=len(ids),
-                        latency_s=latency,
-                        batch_size=len(requests),
-                        extra=extra,
-                    )
-                )
-                continue
-            gens.append(
-                Generation(
-                    case_id=req.case_id,
-                    variant=self.variant.name,
-                    sample=req.sample,
-                    text=text,
-                    prompt_tokens=int(plen),
-                    new_tokens=len(ids),
-                    latency_s=latency,
-                    ttft_s=ttft,
-                    tokens_per_s=len(ids) / latency if latency > 0 else None,
-                    finish_reason=finish,
-                    batch_size=len(requests),
-                    extra=extra,
-                )
-            )
-        return gens
+                rows.append((req, ids, "length"))
+        return rows
+
+    def _generation(self, req: Request, ids: list[int], finish: str, prompt_tokens: int, batch: _BatchFacts) -> Generation:
+        extra = {"token_ids": ids, **batch.extra}
+        common: dict[str, Any] = {"prompt_tokens": prompt_tokens, "new_tokens": len(ids), "latency_s": batch.latency, "batch_size": batch.size, "extra": extra}
+        if batch.timed_out and finish != "stop" and len(ids) < req.max_new_tokens:
+            timeout = self.variant.generation.timeout_s
+            return Generation(req.case_id, self.variant.name, req.sample, error=f"timed out after {timeout}s", timeout=True, finish_reason="timeout", **common)
+        return Generation(
+            case_id=req.case_id,
+            variant=self.variant.name,
+            sample=req.sample,
+            text=self.tokenizer.decode(ids, skip_special_tokens=True),
+            ttft_s=batch.ttft,
+            tokens_per_s=len(ids) / batch.latency if batch.latency > 0 else None,
+            finish_reason=finish,
+            **common,
+        )
 
     # -- resources -----------------------------------------------------------------------------
     def peak_memory_mb(self) -> float | None:
@@ -554,6 +542,36 @@ class TransformersBackend:
         if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()
         _malloc_trim()
+
+
+@dataclass
+class _GenerateCall:
+    """What one `generate` call is given, and its deadline once started."""
+
+    kwargs: dict
+    processors: Any
+    stopping: Any
+    timer: Any
+    timeout_s: float | None
+    deadline: Any = None
+
+    def start(self, t0: float) -> None:
+        from .transformers_hooks import Deadline
+
+        if self.timeout_s is not None:
+            self.deadline = Deadline(t0 + float(self.timeout_s))
+            self.stopping.append(self.deadline)
+
+
+@dataclass
+class _BatchFacts:
+    """What every generation of one batch shares: its timings and the backend's facts."""
+
+    latency: float
+    ttft: float | None
+    size: int
+    timed_out: bool
+    extra: dict
 
 
 def _malloc_trim() -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EvalsuiteError, MissingExtraError
+from ..yamlio import atomic_write_text
 from . import hub as _hub
 from .formats import quantization_method as quantization_method
 from .hub import ResolvedModel
@@ -232,16 +233,7 @@ def _read_json(path: Path) -> dict:
 
 
 def _write_json_atomic(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True))
 
 
 def model_dir_identity(model_dir: Path, cache_dir: str | os.PathLike | None = None) -> dict:
@@ -269,7 +261,7 @@ def library_identity(*names: str) -> dict:
     """Versions of the libraries that compute the outputs (a new version may change them)."""
     from importlib import metadata
 
-    out = {}
+    out: dict[str, str | None] = {}
     for n in names:
         try:
             out[n] = metadata.version(n)
@@ -405,8 +397,8 @@ def gptq_plan(baseline_dir: Path, q: dict, cache_dir: str | os.PathLike | None =
     if q.get("checkpoint"):
         resolved = resolve_model(str(q["checkpoint"]), q.get("revision"), cache_dir, field="quantization.checkpoint")
         ckpt = resolved.path
-        ident = {"checkpoint": model_dir_identity(ckpt, cache_dir)} | ({"source": resolved.identity()} if resolved.source == "hub" else {})
-        plan = (ckpt, ident, {}, [])
+        ident: dict = {"checkpoint": model_dir_identity(ckpt, cache_dir)} | ({"source": resolved.identity()} if resolved.source == "hub" else {})
+        plan: tuple[Path, dict, dict, list[str]] = (ckpt, ident, {}, [])
         _PLAN_MEMO[memo_key] = plan
         return plan
     cfg = _read_json(baseline_dir / "config.json")

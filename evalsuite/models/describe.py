@@ -102,3 +102,48 @@ def describe_quantization(variant: dict, identity: dict | None = None) -> dict:
         "commit": _commit(method, row, identity or {}),
         "speculative": spec.get("method"),
     }
+
+
+def weights_summary(identity: dict | None) -> dict:
+    """What of a backend's weights identity the variant matrix shows, small enough for a run's
+    signature: the hub source (commit) of the model, of a published checkpoint and of a draft, and
+    the library versions the weights were made and run with. No file hashes, no local paths."""
+    if not isinstance(identity, dict):
+        return {}
+    out: dict = {k: identity[k] for k in ("source", "libraries") if k in identity}
+    for key, block in identity.items():
+        if isinstance(block, dict) and isinstance(block.get("source"), dict):
+            out[key] = {"source": block["source"]}
+    return out
+
+
+def matrix_text(row: dict) -> str:
+    """One variant matrix row in a few words (the demo table's cell): method, bits, scheme, group
+    size; library and version; checkpoint and revision (or commit); speculative method."""
+    if row.get("method") in (None, "none"):
+        parts = [f"unquantized ({row['bits']}-bit)" if row.get("bits") else "unquantized"]
+    else:
+        bits = f" {row['bits']}-bit" if row.get("bits") else ""
+        scheme = f" {row['scheme']}" if row.get("scheme") else ""
+        group = f" g{row['group_size']}" if row.get("group_size") else ""
+        parts = [f"{row['method']}{bits}{scheme}{group}"]
+    if row.get("library"):
+        parts.append(f"{row['library']} {row.get('library_version') or '?'}")
+    commit = str(row["commit"])[:10] if row.get("commit") else None
+    pin = f"{row['revision']} ({commit})" if row.get("revision") and commit and row["revision"] != row["commit"] else row.get("revision") or commit
+    if row.get("checkpoint"):
+        parts.append(str(row["checkpoint"]) + (f"@{pin}" if pin else ""))
+    elif pin:
+        parts.append(f"revision {pin}")
+    if row.get("speculative"):
+        parts.append(f"speculative {row['speculative']}")
+    return " · ".join(parts)
+
+
+def variant_matrix(variants: list[dict], signature: dict) -> dict[str, dict]:
+    """Variant name -> its matrix row, for variants as a run's resolved suite holds them and the
+    run's signature (the libraries it ran with, the hub commits its weights resolved to). The report
+    and the demo table both read this."""
+    weights = signature.get("weights") or {}
+    libraries = signature.get("libraries") or {}
+    return {str(v.get("name")): describe_quantization(v, {"libraries": libraries, **(weights.get(v.get("name")) or {})}) for v in variants}

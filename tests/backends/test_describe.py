@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalsuite.models.describe import describe_quantization
+from evalsuite.models.describe import describe_quantization, matrix_text, variant_matrix, weights_summary
 
 
 def v(**kw):
@@ -66,3 +66,33 @@ def test_library_version_from_the_installed_package():
     row = describe_quantization(v(quantization={"method": "hqq"}))
     pytest.importorskip("hqq")
     assert row["library_version"]
+
+
+def test_weights_summary_keeps_commits_and_libraries_not_file_hashes():
+    ident = {
+        "model": {"files": {"model.safetensors": "f" * 64}},
+        "source": {"source": "hub", "repo_id": "Org/M", "commit": "a" * 40},
+        "compressed-tensors": {"checkpoint": {"files": {}}, "source": {"source": "hub", "commit": "b" * 40}},
+        "libraries": {"compressed-tensors": "0.20"},
+        "device": "cpu",
+    }
+    s = weights_summary(ident)
+    assert s == {"source": ident["source"], "libraries": {"compressed-tensors": "0.20"}, "compressed-tensors": {"source": {"source": "hub", "commit": "b" * 40}}}
+    assert weights_summary(None) == {}
+
+
+def test_variant_matrix_reads_the_signature_and_matrix_text_says_it_in_words():
+    variants = [
+        v(name="base", revision="main"),
+        v(name="ct", quantization={"method": "compressed-tensors", "checkpoint": "Org/C", "revision": "v3"}),
+        v(name="hqq", quantization={"method": "hqq", "bits": 4}, speculative={"method": "prompt_lookup"}),
+    ]
+    sig = {
+        "libraries": {"hqq": "0.2.8"},
+        "weights": {"base": {"source": {"commit": "a" * 40}}, "ct": {"compressed-tensors": {"source": {"commit": "b" * 40}}, "libraries": {"compressed-tensors": "0.20"}}},
+    }
+    m = variant_matrix(variants, sig)
+    assert m["base"]["commit"] == "a" * 40 and m["ct"]["commit"] == "b" * 40 and m["hqq"]["library_version"] == "0.2.8"
+    assert matrix_text(m["base"]) == f"unquantized (32-bit) · revision main ({'a' * 10})"
+    assert matrix_text(m["ct"]) == f"compressed-tensors published checkpoint · compressed-tensors 0.20 · Org/C@v3 ({'b' * 10})"
+    assert matrix_text(m["hqq"]) == "hqq 4-bit HQQ axis 1 g64 · hqq 0.2.8 · speculative prompt_lookup"

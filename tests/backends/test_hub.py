@@ -167,7 +167,10 @@ def test_a_run_from_the_hub_cache_records_the_commit_never_the_token(hub_cache, 
     revision and commit; HF_TOKEN (read by huggingface_hub alone) is in no file of the run."""
     pytest.importorskip("transformers")
     from backends.test_transformers import _save_tiny
-    from evalsuite.run.runner import RunOptions, run_suite
+    from evalsuite.judge import judge_run
+    from evalsuite.report.api import write_report
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
 
     monkeypatch.setenv("HF_TOKEN", "hf_secretsecretsecret")
     add_snapshot(hub_cache, REPO_ID, _save_tiny(tmp_path / "tiny"), fake_commit("v1"))
@@ -182,3 +185,10 @@ def test_a_run_from_the_hub_cache_records_the_commit_never_the_token(hub_cache, 
     text = "\n".join(f.read_text("utf-8", errors="replace") for f in Path(res.run_dir).rglob("*") if f.is_file())
     assert "hf_secret" not in text
     assert REPO_ID in text
+    # the variant matrix: the commit `main` resolved to, from the run's signature, in both reports
+    assert res.store.signature["weights"]["base"]["source"]["commit"] == fake_commit("v1")
+    rep = write_report(judge_run(res.store), out_dir=tmp_path / "report", plots=False)
+    md = Path(rep.markdown).read_text("utf-8")
+    assert "### Variants" in md and f"`{fake_commit('v1')[:10]}`" in md, md
+    html = Path(rep.html).read_text("utf-8")
+    assert f"@ main ({fake_commit('v1')[:10]})" in html
