@@ -192,3 +192,17 @@ def test_a_run_from_the_hub_cache_records_the_commit_never_the_token(hub_cache, 
     assert "### Variants" in md and f"`{fake_commit('v1')[:10]}`" in md, md
     html = Path(rep.html).read_text("utf-8")
     assert f"@ main ({fake_commit('v1')[:10]})" in html
+
+
+def test_the_release_identity_resolves_the_pinned_revision(hub_cache, tmp_path):
+    """A rollback checks the files of the revision the suite pinned, not of wherever `main` is now."""
+    from evalsuite.releases.identity import variant_identity
+
+    src = _model_dir(tmp_path)
+    add_snapshot(hub_cache, REPO_ID, src, fake_commit("v1"), refs=("main", "v1"))
+    add_snapshot(hub_cache, REPO_ID, src, fake_commit("v2"), refs=("main",), edit=lambda n, b: b + b"!" if n == "model.safetensors" else b)
+    pinned = variant_identity({"backend": "transformers", "model": REPO_ID, "revision": "v1"}, "fp")["artefacts"]["model"]
+    moved = variant_identity({"backend": "transformers", "model": REPO_ID}, "fp")["artefacts"]["model"]
+    assert "error" not in pinned and fake_commit("v1") in pinned["path"], pinned
+    assert fake_commit("v2") in moved["path"]
+    assert {k: x for k, x in moved.items() if k != "path"} != {k: x for k, x in pinned.items() if k != "path"}, "other weights, other identity"
