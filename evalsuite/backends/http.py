@@ -284,7 +284,7 @@ class HTTPBackend:
                     f"variant {self.variant.name!r}: the llama_cpp launcher serves a GGUF file: set serve.gguf (or model: embedded for the shipped Q4_1 GGUF)"
                 )
             return models.embedded_gguf_path()
-        return models.resolve_model_dir(self.variant.model)
+        return models.resolve_model_dir(self.variant.model, revision=getattr(self.variant, "revision", None))
 
     # -- the event loop and client ---------------------------------------------------------------
     def _run(self, coro):

@@ -8,9 +8,10 @@ Options (under a variant's `options`, usually set once on the baseline and inher
 - `cache_dir`: where converted/quantized models live (default $EVALSUITE_CACHE_DIR or ~/.cache/evalsuite)
 - `trust_remote_code`: not supported (a suite must not run code shipped with a model)
 
-Variant fields used: `model` (directory or "embedded"), `quantization` (bnb 8/4-bit, gptq) and
-`speculative` (`{method: prompt_lookup, num_tokens: 10}` or `{method: draft, model: DIR,
-draft: {quantization: {...}}, num_tokens: 5}`).
+Variant fields used: `model` (a directory, a hub id with `revision`, or "embedded"),
+`quantization` (bnb 8/4-bit, gptq, awq, compressed-tensors, llm-compressor, torchao, hqq:
+evalsuite.models.formats) and `speculative` (`{method: prompt_lookup, num_tokens: 10}` or
+`{method: draft, model: DIR_OR_ID, revision: REV, draft: {quantization: {...}}, num_tokens: 5}`).
 
 Sampling (temperature > 0) is done by a per-row logits processor with a torch.Generator seeded
 from `Request.sample_seed()`, so a sample depends on its seed only, not on which other requests
@@ -20,18 +21,23 @@ generation supports batch size 1 only) and sample with transformers' own sampler
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import glob
+import io
 import logging
 import os
 import sys
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import models
 from ..errors import EvalsuiteError, MissingExtraError
+from ..models import awq, formats, ondemand
 from .base import Generation, Request, check_options
 
 # Library noise that would bury the runner's progress bars: optional kernels that are absent on
@@ -56,7 +62,7 @@ _DRAFT_NOTICE = _DraftConfigNotice()
 # torch and transformers are imported on first use (`_torch()`, `load()`), never at construction:
 # the fingerprint needs only file hashes and settings, so a warm run whose every generation is a
 # cache hit does not pay for them (seconds of import, more than the rest of such a run).
-torch = None  # the torch module, once `_torch()` imported it
+torch: Any = None  # the torch module, once `_torch()` imported it
 
 log = logging.getLogger("evalsuite")
 
@@ -151,7 +157,7 @@ class TransformersBackend:
         self.tokenizer = None
         self.draft = None
         self._identity: dict | None = None
-        self._model_dir: Path | None = None
+        self._resolved: models.ResolvedModel | None = None
         self._rss_reset = False
         self._rss_after_load: float | None = None
         self._model_mb: float | None = None
@@ -185,34 +191,49 @@ class TransformersBackend:
         return _DTYPES[dtype]
 
     @property
-    def model_dir(self) -> Path:
-        if self._model_dir is None:
-            self._model_dir = models.resolve_model_dir(self.variant.model, self.cache_dir)
-        return self._model_dir
+    def resolved(self) -> models.ResolvedModel:
+        """The baseline weights' directory and where it came from (a hub id resolves to a cached snapshot)."""
+        if self._resolved is None:
+            self._resolved = models.resolve_model(self.variant.model, getattr(self.variant, "revision", None), self.cache_dir)
+        return self._resolved
 
-    def _draft_spec(self) -> tuple[Path, dict | None]:
+    @property
+    def model_dir(self) -> Path:
+        return self.resolved.path
+
+    def _draft_spec(self) -> tuple[Path, dict | None, dict | None]:
+        """The draft model's directory, its quantization, and its hub source (None unless from the hub)."""
         draft = dict(self.speculative.get("draft") or {})
         model = self.speculative.get("model") or draft.get("model")
-        draft_dir = models.resolve_model_dir(model, self.cache_dir) if model else self.model_dir
-        return draft_dir, draft.get("quantization")
+        if not model:
+            return self.model_dir, draft.get("quantization"), None
+        revision = self.speculative.get("revision") or draft.get("revision")
+        resolved = models.resolve_model(model, revision, self.cache_dir, field="speculative.model")
+        return resolved.path, draft.get("quantization"), resolved.identity() if resolved.source == "hub" else None
 
     def weights_identity(self) -> dict:
-        """What the loaded weights are: file hashes, derived checkpoints, device, dtype, libraries."""
+        """What the loaded weights are: file hashes, hub commit, derived checkpoints, device, dtype, libraries."""
         if self._identity is None:
             libs = ["torch", "transformers"]
             ident: dict = {"model": models.model_dir_identity(self.model_dir, self.cache_dir), "device": self.device.split(":")[0], "dtype": self.dtype_name}
-            if self.quant_method == "bnb":
-                libs.append("bitsandbytes")
-            elif self.quant_method == "gptq":
-                libs.append("gptqmodel")
-                _, ident["gptq"], _, _ = models.gptq_plan(self.model_dir, self.variant.quantization, self.cache_dir)
-                ident["gptq"]["kernel"] = self._gptq_kernel(self.variant.quantization) or "auto"
+            if self.resolved.source == "hub":  # the commit a branch pointed to: a moved branch is a new variant
+                ident["source"] = self.resolved.identity()
+            q = self.variant.quantization
+            if self.quant_method:
+                libs.extend(formats.LIBRARIES[self.quant_method])
+            if self.quant_method == "gptq":
+                _, ident["gptq"], _, _ = models.gptq_plan(self.model_dir, q, self.cache_dir)
+                ident["gptq"]["kernel"] = self._gptq_kernel(q) or "auto"
+            elif self.quant_method not in (None, "bnb"):
+                ident[self.quant_method] = formats.identity(self.quant_method, self.model_dir, q, self.cache_dir, self.device, self.dtype_name)
             if self.spec_method == "draft":
-                draft_dir, draft_q = self._draft_spec()
+                draft_dir, draft_q, draft_source = self._draft_spec()
                 ident["draft"] = {"model": models.model_dir_identity(draft_dir, self.cache_dir), "quantization": draft_q}
-                if draft_q and models.quantization_method(draft_q) == "bnb":
-                    libs.append("bitsandbytes")
-            ident["libraries"] = models.library_identity(*libs)
+                if draft_source:
+                    ident["draft"]["source"] = draft_source
+                if draft_method := models.quantization_method(draft_q):
+                    libs.extend(formats.LIBRARIES[draft_method])
+            ident["libraries"] = models.library_identity(*dict.fromkeys(libs))
             self._identity = ident
         return self._identity
 
@@ -224,18 +245,54 @@ class TransformersBackend:
         from transformers import AutoModelForCausalLM
 
         method = models.quantization_method(quantization)
-        device_map = {"": self.device if self.device != "cuda" else "cuda:0"}
         if method == "gptq":
-            return self._load_gptq(model_dir, quantization)
-        kwargs: dict = {"dtype": self.dtype, "device_map": device_map}
-        if method == "bnb":
-            kwargs["quantization_config"] = models.bnb_config(quantization)
-            models.require("accelerate", "bitsandbytes quantization", "bnb", "accelerate")
-        elif self.device == "cpu":
-            kwargs.pop("device_map")  # plain CPU load: no accelerate dispatch needed
-        model = AutoModelForCausalLM.from_pretrained(str(model_dir), **kwargs)
+            return self._load_gptq(model_dir, quantization or {})
+        source, kwargs = self._load_kwargs(model_dir, quantization, method)
+        bars = io.StringIO()  # compressed-tensors draws progress bars (dispatch, decompress); gptqmodel (AWQ) a banner and its kernel choice
+        try:
+            with warnings.catch_warnings(), contextlib.redirect_stderr(bars), contextlib.redirect_stdout(bars):
+                # compressed-tensors: "loading attributes ... will be overwritten" is what we ask for
+                warnings.filterwarnings("ignore", message=r".*already has a `quantization_config` attribute.*")
+                model = AutoModelForCausalLM.from_pretrained(str(source), **kwargs)
+                if hasattr(model, "ct_decompress_hook"):  # decompress now (it would on the first forward): load time and memory are the model's
+                    t = _torch()
+                    with t.inference_mode():
+                        model(input_ids=t.zeros((1, 1), dtype=t.long, device=model.device))
+        except Exception as exc:
+            if method not in formats.CHECKPOINT_METHODS and method != "torchao":
+                raise
+            tail = bars.getvalue()[-1500:]
+            raise EvalsuiteError(
+                f"variant {self.variant.name!r}: loading the {method} model {source} on {self.device} failed: {type(exc).__name__}: {exc}"
+                + (f"\n--- its output (tail) ---\n{tail}" if tail.strip() else "")
+            ) from exc
+        if method == "hqq":
+            ondemand.apply_hqq(model, ondemand.hqq_settings(quantization or {}), self.dtype, self.device if self.device != "cuda" else "cuda:0")
         model.eval()
         return model
+
+    def _load_kwargs(self, model_dir: Path, quantization: dict | None, method: str | None) -> tuple[Path, dict]:
+        """What `from_pretrained` loads (the baseline, or a quantized checkpoint) and with which arguments."""
+        kwargs: dict = {"dtype": self.dtype, "device_map": {"": self.device if self.device != "cuda" else "cuda:0"}}
+        source = model_dir
+        if method == "bnb":
+            kwargs["quantization_config"] = models.bnb_config(quantization or {})
+            models.require("accelerate", "bitsandbytes quantization", "bnb", "accelerate")
+        elif method == "torchao":
+            kwargs["quantization_config"] = ondemand.torchao_config(ondemand.torchao_settings(quantization or {}, self.device, self.dtype_name))
+        elif method in formats.CHECKPOINT_METHODS:
+            if why := formats.missing_requirement(quantization):
+                raise EvalsuiteError(f"variant {self.variant.name!r}: quantization {method} {why}")
+            source = formats.checkpoint_dir(method, model_dir, quantization or {}, self.cache_dir)
+            if method == "awq":
+                awq.check_device(source, self.device)
+            else:  # weight-only schemes load dequantized: the same outputs, without re-quantizing every weight at every step
+                from transformers import CompressedTensorsConfig
+
+                kwargs["quantization_config"] = CompressedTensorsConfig(dequantize=formats.weight_only(source))
+        elif self.device == "cpu":
+            kwargs.pop("device_map")  # plain CPU load: no accelerate dispatch needed
+        return source, kwargs
 
     def _load_gptq(self, model_dir: Path, quantization: dict):
         models.require("gptqmodel", "GPTQ quantization", "gptq", "gptqmodel")
@@ -290,7 +347,7 @@ class TransformersBackend:
         self.tokenizer = tok
         self.model = self._load_causal_lm(self.model_dir, self.variant.quantization)
         if self.spec_method == "draft":
-            draft_dir, draft_q = self._draft_spec()
+            draft_dir, draft_q, _ = self._draft_spec()
             self.draft = self._load_causal_lm(draft_dir, draft_q)
             n = self.speculative.get("num_tokens")
             if n:
@@ -348,19 +405,54 @@ class TransformersBackend:
         return self._generate_batch(list(requests))
 
     def _generate_batch(self, requests: list[Request]) -> list[Generation]:
-        from transformers import LogitsProcessorList, StoppingCriteriaList
-
-        from .transformers_hooks import Deadline, FirstStepTimer, FirstTokenStreamer, SeededSampler
+        from .transformers_hooks import FirstTokenStreamer
 
         first = requests[0]
         if any((r.temperature, r.top_p) != (first.temperature, first.top_p) for r in requests):
             raise EvalsuiteError("a batch mixes decoding settings; the runner batches one variant's requests only")
-        max_new = max(r.max_new_tokens for r in requests)
         enc = self.encode(requests)
         prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
+        call = self._generate_call(requests, enc)
+        streamer = FirstTokenStreamer() if len(requests) == 1 else None
+        t0 = time.perf_counter()
+        call.start(t0)
+        with torch.inference_mode():
+            out = self.model.generate(**enc, logits_processor=call.processors, stopping_criteria=call.stopping, streamer=streamer, **call.kwargs)
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        latency = time.perf_counter() - t0
+        if streamer is not None and streamer.first is not None:
+            ttft, ttft_source = streamer.first - t0, "streamer"
+        elif call.timer.first is not None:
+            ttft, ttft_source = call.timer.first - t0, "first_step"
+        else:
+            ttft, ttft_source = None, None
+        rows = self._finished_rows(requests, out[:, enc["input_ids"].shape[1] :].tolist())
+        batch = _BatchFacts(
+            latency=latency,
+            ttft=ttft,
+            size=len(requests),
+            timed_out=bool(call.deadline and call.deadline.hit),
+            extra={
+                "ttft_source": ttft_source,
+                "batch_tokens_per_s": round(sum(len(ids) for _, ids, _ in rows) / latency, 3) if latency > 0 else None,
+                "device": self.device,
+                "model_mb": self._model_mb,
+                **({"speculative": self.spec_method} if self.spec_method else {}),
+            },
+        )
+        return [self._generation(req, ids, finish, int(plen), batch) for (req, ids, finish), plen in zip(rows, prompt_lens)]
+
+    def _generate_call(self, requests: list[Request], enc: dict) -> _GenerateCall:
+        """The keyword arguments, logits processors and stopping criteria of one `generate` call."""
+        from transformers import LogitsProcessorList, StoppingCriteriaList
+
+        from .transformers_hooks import FirstStepTimer, SeededSampler
+
+        first = requests[0]
         timer = FirstStepTimer()
         processors = LogitsProcessorList([timer])
-        kwargs: dict = {"max_new_tokens": max_new, "pad_token_id": self.tokenizer.pad_token_id, "do_sample": False}
+        kwargs: dict = {"max_new_tokens": max(r.max_new_tokens for r in requests), "pad_token_id": self.tokenizer.pad_token_id, "do_sample": False}
         # neutral values, so a model's generation_config defaults do not leak into greedy decoding
         kwargs.update({"temperature": None, "top_p": None, "top_k": None})
         if not first.greedy:
@@ -375,86 +467,37 @@ class TransformersBackend:
                 kwargs["max_matching_ngram_size"] = int(self.speculative["max_ngram"])
         elif self.spec_method == "draft":
             kwargs["assistant_model"] = self.draft
-        stopping = StoppingCriteriaList()
-        deadline = None
-        timeout = self.variant.generation.timeout_s
-        streamer = FirstTokenStreamer() if len(requests) == 1 else None
-        t0 = time.perf_counter()
-        if timeout is not None:
-            deadline = Deadline(t0 + float(timeout))
-            stopping.append(deadline)
-        with torch.inference_mode():
-            out = self.model.generate(**enc, logits_processor=processors, stopping_criteria=stopping, streamer=streamer, **kwargs)
-        if self.device.startswith("cuda"):
-            torch.cuda.synchronize()
-        t1 = time.perf_counter()
-        latency = t1 - t0
-        if streamer is not None and streamer.first is not None:
-            ttft, ttft_source = streamer.first - t0, "streamer"
-        elif timer.first is not None:
-            ttft, ttft_source = timer.first - t0, "first_step"
-        else:
-            ttft, ttft_source = None, None
-        new = out[:, enc["input_ids"].shape[1] :].tolist()
+        return _GenerateCall(kwargs, processors, StoppingCriteriaList(), timer, self.variant.generation.timeout_s)
+
+    def _finished_rows(self, requests: list[Request], new: list[list[int]]) -> list[tuple[Request, list[int], str]]:
+        """Each request's new tokens, cut at its own token limit and at the first end-of-sequence token."""
         eos = self._eos_ids()
-        gens = []
-        total_new = 0
         rows = []
         for req, ids in zip(requests, new):
             ids = ids[: req.max_new_tokens]
             stop_at = next((i for i, t in enumerate(ids) if t in eos), None)
             if stop_at is not None:
-                ids, finish = ids[: stop_at + 1], "stop"
+                rows.append((req, ids[: stop_at + 1], "stop"))
             else:
-                finish = "length"
-            rows.append((req, ids, finish))
-            total_new += len(ids)
-        for (req, ids, finish), plen in zip(rows, prompt_lens):
-            timed_out = bool(deadline and deadline.hit and finish != "stop" and len(ids) < req.max_new_tokens)
-            text = self.tokenizer.decode(ids, skip_special_tokens=True)
-            extra = {
-                "token_ids": ids,
-                "ttft_source": ttft_source,
-                "batch_tokens_per_s": round(total_new / latency, 3) if latency > 0 else None,
-                "device": self.device,
-                "model_mb": self._model_mb,
-            }
-            if self.spec_method:
-                extra["speculative"] = self.spec_method
-            if timed_out:
-                gens.append(
-                    Generation(
-                        req.case_id,
-                        self.variant.name,
-                        req.sample,
-                        error=f"timed out after {timeout}s",
-                        timeout=True,
-                        finish_reason="timeout",
-                        prompt_tokens=int(plen),
-                        new_tokens=len(ids),
-                        latency_s=latency,
-                        batch_size=len(requests),
-                        extra=extra,
-                    )
-                )
-                continue
-            gens.append(
-                Generation(
-                    case_id=req.case_id,
-                    variant=self.variant.name,
-                    sample=req.sample,
-                    text=text,
-                    prompt_tokens=int(plen),
-                    new_tokens=len(ids),
-                    latency_s=latency,
-                    ttft_s=ttft,
-                    tokens_per_s=len(ids) / latency if latency > 0 else None,
-                    finish_reason=finish,
-                    batch_size=len(requests),
-                    extra=extra,
-                )
-            )
-        return gens
+                rows.append((req, ids, "length"))
+        return rows
+
+    def _generation(self, req: Request, ids: list[int], finish: str, prompt_tokens: int, batch: _BatchFacts) -> Generation:
+        extra = {"token_ids": ids, **batch.extra}
+        common: dict[str, Any] = {"prompt_tokens": prompt_tokens, "new_tokens": len(ids), "latency_s": batch.latency, "batch_size": batch.size, "extra": extra}
+        if batch.timed_out and finish != "stop" and len(ids) < req.max_new_tokens:
+            timeout = self.variant.generation.timeout_s
+            return Generation(req.case_id, self.variant.name, req.sample, error=f"timed out after {timeout}s", timeout=True, finish_reason="timeout", **common)
+        return Generation(
+            case_id=req.case_id,
+            variant=self.variant.name,
+            sample=req.sample,
+            text=self.tokenizer.decode(ids, skip_special_tokens=True),
+            ttft_s=batch.ttft,
+            tokens_per_s=len(ids) / batch.latency if batch.latency > 0 else None,
+            finish_reason=finish,
+            **common,
+        )
 
     # -- resources -----------------------------------------------------------------------------
     def peak_memory_mb(self) -> float | None:
@@ -479,9 +522,13 @@ class TransformersBackend:
         """Bytes of the loaded weights and buffers (main model plus draft)."""
         if self.model is None:
             return None
-        total = self.model.get_memory_footprint()
+
+        def size(m) -> float:  # torchao and HQQ tensors: their stored size (get_memory_footprint sees their logical dtype)
+            return ondemand.weights_mb(m) * 2**20 if ondemand.stored_differently(m) else m.get_memory_footprint()
+
+        total = size(self.model)
         if self.draft is not None:
-            total += self.draft.get_memory_footprint()
+            total += size(self.draft)
         return total / 2**20
 
     def close(self) -> None:
@@ -495,6 +542,36 @@ class TransformersBackend:
         if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()
         _malloc_trim()
+
+
+@dataclass
+class _GenerateCall:
+    """What one `generate` call is given, and its deadline once started."""
+
+    kwargs: dict
+    processors: Any
+    stopping: Any
+    timer: Any
+    timeout_s: float | None
+    deadline: Any = None
+
+    def start(self, t0: float) -> None:
+        from .transformers_hooks import Deadline
+
+        if self.timeout_s is not None:
+            self.deadline = Deadline(t0 + float(self.timeout_s))
+            self.stopping.append(self.deadline)
+
+
+@dataclass
+class _BatchFacts:
+    """What every generation of one batch shares: its timings and the backend's facts."""
+
+    latency: float
+    ttft: float | None
+    size: int
+    timed_out: bool
+    extra: dict
 
 
 def _malloc_trim() -> None:

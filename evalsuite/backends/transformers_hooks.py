@@ -14,6 +14,8 @@ import torch
 from transformers import LogitsProcessor, StoppingCriteria
 from transformers.generation.streamers import BaseStreamer
 
+from ..models.ondemand import storage_tensors
+
 
 # -- generation hooks --------------------------------------------------------------------------
 class FirstStepTimer(LogitsProcessor):
@@ -97,6 +99,6 @@ def touch(*modules) -> None:
         for m in modules:
             if m is None:
                 continue
-            for t in list(m.parameters()) + list(m.buffers()):
+            for t in (x for p in list(m.parameters()) + list(m.buffers()) for x in storage_tensors(p)):  # inside quantized tensor subclasses too
                 if t.numel() and t.device.type == "cpu":
                     t.view(-1)[:: max(1, 4096 // max(1, t.element_size()))].float().sum()

@@ -12,8 +12,10 @@ Options (under a variant's `options`):
 - `cache_dir`: where the embedded model is converted (as for the transformers backend)
 - `trust_remote_code`: not supported (a suite must not run code shipped with a model)
 
-Variant fields used: `model` (a local directory, or "embedded"); `quantization`
-`{method: gptq|awq|fp8|bitsandbytes|..., checkpoint: DIR, kv_cache_dtype: fp8, kernel: marlin}`
+Variant fields used: `model` (a local directory, a hub id with `revision`, or "embedded");
+`quantization` `{method: gptq|awq|fp8|bitsandbytes|compressed-tensors|..., checkpoint: DIR_OR_ID,
+revision: REV, kv_cache_dtype: fp8, kernel: marlin}`, or `{method: llm-compressor, scheme: W8A8,
+...}` (the checkpoint is built on the CPU first, as for the transformers backend, then served)
 (gptq and awq need a quantized checkpoint: `checkpoint`, else `model` must be one; `kernel:
 marlin` asks for vLLM's Marlin kernels, `gptq_marlin`/`awq_marlin`, which can change outputs
 against the plain ones); `speculative` `{method: ngram, num_tokens: 5, prompt_lookup_max: 4,
@@ -36,16 +38,28 @@ from typing import Any
 
 from .. import models
 from ..errors import EvalsuiteError, MissingExtraError
+from ..models import compressed
 from .base import Generation, Request, check_options
 
 _PASSED = ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs", "enforce_eager", "seed")
 _OPTIONS = {"dtype", "gpu_memory_utilization", "engine_args", "cache_dir", "trust_remote_code", *_PASSED}
-_QUANT_KEYS = {"method", "checkpoint", "kv_cache_dtype", "kernel"}
+_QUANT_KEYS = {"method", "checkpoint", "revision", "kv_cache_dtype", "kernel"}
+#: llm-compressor settings (the checkpoint evalsuite builds): evalsuite.models.compressed
+_LLMC_KEYS = {"scheme", "group_size", "ignore", "algorithm", "calibration", "calibration_samples", "dampening_frac"}
 _KERNELS = {"marlin": {"gptq": "gptq_marlin", "awq": "awq_marlin"}}
 #: draft-head methods that need a `model` (the head's checkpoint), as vLLM names them
 _HEAD_METHODS = ("eagle", "eagle3", "mlp_speculator")
 #: evalsuite's spellings -> vLLM's `quantization` names (others are passed as given)
-_QUANT_NAMES = {"bnb": "bitsandbytes", "bitsandbytes": "bitsandbytes", "gptq": "gptq", "awq": "awq", "fp8": "fp8"}
+_QUANT_NAMES = {
+    "bnb": "bitsandbytes",
+    "bitsandbytes": "bitsandbytes",
+    "gptq": "gptq",
+    "awq": "awq",
+    "fp8": "fp8",
+    "compressed-tensors": "compressed-tensors",
+    "llm-compressor": "compressed-tensors",
+    "llmcompressor": "compressed-tensors",
+}
 _PRECOMPUTED = {"gptq", "awq", "gptq_marlin", "awq_marlin", "compressed-tensors", "marlin"}  #: need a quantized checkpoint
 _DEFAULT_SPEC_TOKENS = 5
 
@@ -54,10 +68,12 @@ def quantization_args(q: dict | None) -> tuple[dict, str | None]:
     """vLLM `LLM` keyword arguments for a variant's quantization, and the checkpoint to load instead."""
     if not q:
         return {}, None
-    unknown = set(q) - _QUANT_KEYS
+    method = str(q.get("method") or "").lower()
+    unknown = set(q) - _QUANT_KEYS - (_LLMC_KEYS if method in ("llm-compressor", "llmcompressor") else set())
     if unknown:
         raise EvalsuiteError(f"unknown vllm quantization setting(s) {sorted(unknown)}; known: {', '.join(sorted(_QUANT_KEYS))}")
-    method = str(q.get("method") or "").lower()
+    if method in ("llm-compressor", "llmcompressor"):
+        compressed.llmcompressor_settings(q)  # validated before anything starts
     if not method and not q.get("kv_cache_dtype"):
         raise EvalsuiteError("quantization needs a `method` (gptq, awq, fp8, bitsandbytes...) or a `kv_cache_dtype`")
     args: dict[str, Any] = {}
@@ -125,16 +141,26 @@ class VLLMBackend:
         self.variant = variant
         self.options = check_options(variant, "vllm", _OPTIONS)
         self.quant_args, checkpoint = quantization_args(variant.quantization)
+        self.cache_dir = self.options.get("cache_dir")
         self.spec_config = speculative_config(variant.speculative, self._resolve)  # validated before any import
         self.vllm, self.torch = _import_vllm()
-        self.cache_dir = self.options.get("cache_dir")
-        self.model_dir = Path(checkpoint).expanduser() if checkpoint else models.resolve_model_dir(variant.model, self.cache_dir)
+        self.resolved = models.resolve_model(variant.model, getattr(variant, "revision", None), self.cache_dir)
+        self._llmc: dict | None = None  #: the llm-compressor checkpoint's identity, when evalsuite builds one
+        if checkpoint:
+            q = variant.quantization or {}
+            self.model_dir = models.resolve_model_dir(str(checkpoint), self.cache_dir, q.get("revision"), field="quantization.checkpoint")
+        elif str((variant.quantization or {}).get("method") or "").lower() in ("llm-compressor", "llmcompressor"):
+            self.model_dir, self._llmc, _, _ = compressed.llmcompressor_plan(self.resolved.path, variant.quantization, self.cache_dir)
+        else:
+            self.model_dir = self.resolved.path
         self.llm = None
         self._peak_mb: float | None = None
         self._identity: dict | None = None
 
     def _resolve(self, model: str) -> Path:
-        return models.resolve_model_dir(model, self.options.get("cache_dir"))
+        spec = self.variant.speculative or {}
+        revision = spec.get("revision") or (spec.get("draft") or {}).get("revision")
+        return models.resolve_model_dir(model, self.options.get("cache_dir"), revision, field="speculative.model")
 
     def engine_args(self) -> dict:
         """Keyword arguments for `vllm.LLM`."""
@@ -154,11 +180,14 @@ class VLLMBackend:
 
     def fingerprint(self) -> str:
         if self._identity is None:
+            model = self._llmc if self._llmc is not None else models.model_dir_identity(self.model_dir, self.cache_dir)
             ident: dict[str, Any] = {
-                "model": models.model_dir_identity(self.model_dir, self.cache_dir),
+                "model": model,
                 "engine": {k: v for k, v in self.engine_args().items() if k != "model"},
                 "libraries": models.library_identity("vllm", "torch"),
             }
+            if self.resolved.source == "hub":
+                ident["source"] = self.resolved.identity()
             if self.spec_config and "model" in self.spec_config:
                 ident["engine"]["speculative_config"] = dict(self.spec_config, model=models.model_dir_identity(Path(self.spec_config["model"]), self.cache_dir))
             self._identity = ident
@@ -166,6 +195,8 @@ class VLLMBackend:
 
     def load(self):
         if self.llm is None:
+            if self._llmc is not None:  # built once on the CPU, cached, then served
+                compressed.llmcompressor_checkpoint(self.resolved.path, self.variant.quantization, self.cache_dir)
             self.llm = self.vllm.LLM(**self.engine_args())
             self.torch.cuda.reset_peak_memory_stats()
         return self.llm

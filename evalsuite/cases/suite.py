@@ -24,7 +24,21 @@ from .options import STAGES, ExecutorSpec, GenerationSettings, TimingSettings, p
 log = logging.getLogger("evalsuite")
 
 CHANGE_CATEGORIES = ("quantization", "speculative", "backend", "generation")
-_VARIANT_KEYS = {"name", "baseline", "noise", "backend", "model", "options", "quantization", "speculative", "generation", "changes", "description", "degrade"}
+_VARIANT_KEYS = {
+    "name",
+    "baseline",
+    "noise",
+    "backend",
+    "model",
+    "revision",
+    "options",
+    "quantization",
+    "speculative",
+    "generation",
+    "changes",
+    "description",
+    "degrade",
+}
 _SUITE_KEYS = {
     "schema_version",
     "name",
@@ -49,7 +63,8 @@ class Variant:
 
     name: str
     backend: str = "fake"
-    model: str | None = None  #: model directory, hub-style id, or "embedded" for the default model
+    model: str | None = None  #: model directory, hub id, or "embedded" for the default model
+    revision: str | None = None  #: the hub revision (branch, tag or commit) of a hub-id `model`
     options: dict = field(default_factory=dict)  #: backend options (device, dtype, scripted outputs...)
     quantization: dict | None = None  #: e.g. {method: bnb, bits: 4, quant_type: nf4}
     speculative: dict | None = None  #: e.g. {method: prompt_lookup, num_tokens: 10}
@@ -61,7 +76,9 @@ class Variant:
     changes: tuple[str, ...] = ()  #: categories changed against the baseline (computed)
 
     def spec(self) -> dict:
-        """Everything about the variant that can change an output (its name cannot)."""
+        """Everything about the variant that can change an output (its name cannot). A hub
+        `revision` is not here: the backend's weights identity holds the commit it resolved to, so
+        `main` and that commit's hash are the same variant, and a moved `main` is a new one."""
         gen = self.generation
         return {
             "backend": self.backend,
@@ -85,6 +102,7 @@ class Variant:
             "noise": self.noise,
             "backend": self.backend,
             "model": self.model,
+            "revision": self.revision,
             "options": self.options,
             "quantization": self.quantization,
             "speculative": self.speculative,
@@ -210,16 +228,32 @@ def _gen_settings(raw: Any, base: GenerationSettings, file: str, lines: LineMap,
     return replace(base, **values)
 
 
-def _resolve_paths(d: Any, keys: tuple[str, ...], rel) -> Any:
-    """Paths inside a variant's settings are relative to the suite file, like `model`."""
+def _resolve_paths(d: Any, keys: tuple[str, ...], rel, models: tuple[str, ...] = ()) -> Any:
+    """Paths inside a variant's settings are relative to the suite file; `models` keys may also
+    name a hub model (`org/name`), kept as it is (see `model_ref`)."""
     if not isinstance(d, dict):
         return d
     out = dict(d)
     for k in keys:
         v = out.get(k)
-        if isinstance(v, str) and v and not v.startswith(("~", "embedded")) and ("/" in v or Path(rel(v)).exists()):
+        if k not in out:
+            continue
+        if k in models:
+            out[k] = model_ref(v, rel)
+        elif isinstance(v, str) and v and not v.startswith(("~", "embedded")) and ("/" in v or Path(rel(v)).exists()):
             out[k] = rel(v)
     return out
+
+
+def model_ref(v: Any, rel) -> Any:
+    """A model named in a suite: "embedded", an absolute or `~` path (as is), `./x` or `../x` or an
+    existing path beside the suite file (made relative to it), else as written: a hub id, or a path
+    relative to the working directory (evalsuite.models.hub decides when it resolves)."""
+    if not isinstance(v, str) or not v or v == "embedded" or v.startswith("~") or Path(v).is_absolute():
+        return v
+    if v.startswith(("./", "../")) or Path(rel(v)).exists():
+        return rel(v)
+    return v
 
 
 def compute_changes(variant: Variant, baseline: Variant) -> tuple[str, ...]:
@@ -229,7 +263,7 @@ def compute_changes(variant: Variant, baseline: Variant) -> tuple[str, ...]:
         changed.append("quantization")
     if (variant.speculative or None) != (baseline.speculative or None):
         changed.append("speculative")
-    if (variant.backend, variant.model, variant.options) != (baseline.backend, baseline.model, baseline.options):
+    if (variant.backend, variant.model, variant.revision, variant.options) != (baseline.backend, baseline.model, baseline.revision, baseline.options):
         changed.append("backend")
     if variant.generation.request_part() != baseline.generation.request_part() or variant.generation.batch_size != baseline.generation.batch_size:
         changed.append("generation")
@@ -321,15 +355,21 @@ def _parse_variants(
         gen = _gen_settings(base_raw.get("generation"), generation, file, lines, ("variants", baselines[0] if baselines else 0, "generation"), [], name)
         gen = _gen_settings(rv.get("generation"), gen, file, lines, ("variants", i, "generation"), problems, name)
         model = inherit("model")
-        quant = _resolve_paths(rv.get("quantization"), ("calibration", "checkpoint"), rel)
-        spec = _resolve_paths(rv.get("speculative"), ("model",), rel)
+        revision = rv.get("revision") if "model" in rv else inherit("revision")  # a variant's own model does not take the baseline's revision
+        quant = _resolve_paths(rv.get("quantization"), ("calibration", "checkpoint"), rel, models=("checkpoint",))
+        spec = _resolve_paths(rv.get("speculative"), ("model",), rel, models=("model",))
         if isinstance(spec, dict) and isinstance(spec.get("draft"), dict):
-            spec = dict(spec, draft=_resolve_paths(spec["draft"], ("model",), rel))
+            spec = dict(spec, draft=_resolve_paths(spec["draft"], ("model",), rel, models=("model",)))
+        if revision is not None and not isinstance(revision, str):
+            problems.append(
+                Problem(file, lines.line_of(("variants", i, "revision")), name, f"variants[{i}].revision", "expected a branch, tag or commit (a string)")
+            )
         variants.append(
             Variant(
                 name=name,
                 backend=inherit("backend", "fake"),
-                model=rel(model) if isinstance(model, str) and model.startswith(("./", "../")) else model,
+                model=model_ref(model, rel),
+                revision=revision if isinstance(revision, str) else None,
                 options=dict(inherit("options", {})) if isinstance(inherit("options", {}), dict) else {},
                 quantization=quant,
                 speculative=spec,

@@ -24,6 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EvalsuiteError, MissingExtraError
+from ..yamlio import atomic_write_text
+from . import hub as _hub
+from .formats import quantization_method as quantization_method
+from .hub import ResolvedModel
 
 log = logging.getLogger("evalsuite")
 
@@ -183,18 +187,15 @@ def convert_gguf(gguf: Path, out_dir: Path) -> None:
     del loaded, clean
 
 
-def resolve_model_dir(model: str | None, cache_dir: str | os.PathLike | None = None) -> Path:
+def resolve_model(model: str | None, revision: str | None = None, cache_dir: str | os.PathLike | None = None, field: str = "model") -> ResolvedModel:
+    """Where a suite's model lives: "embedded" (or None), a local directory, or a hub id at `revision`
+    (evalsuite.models.hub: through huggingface_hub's cache, offline-aware)."""
+    return _hub.resolve_model(model, revision, field=field, ensure_embedded=lambda: ensure_embedded_model(cache_dir))
+
+
+def resolve_model_dir(model: str | None, cache_dir: str | os.PathLike | None = None, revision: str | None = None, field: str = "model") -> Path:
     """The local directory of a variant's `model` ("embedded" or None means the embedded model)."""
-    if model in (None, "", EMBEDDED):
-        return ensure_embedded_model(cache_dir)
-    p = Path(model).expanduser()
-    if not p.is_dir():
-        raise EvalsuiteError(
-            f"model directory {model!r} not found (use a local model directory, or 'embedded' for the default model; the hub is not reached: HF_HUB_OFFLINE)"
-        )
-    if not (p / "config.json").is_file():
-        raise EvalsuiteError(f"{model!r} is not a transformers model directory (no config.json)")
-    return p
+    return resolve_model(model, revision, cache_dir, field).path
 
 
 # -- identity ----------------------------------------------------------------------------------
@@ -232,16 +233,7 @@ def _read_json(path: Path) -> dict:
 
 
 def _write_json_atomic(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True))
 
 
 def model_dir_identity(model_dir: Path, cache_dir: str | os.PathLike | None = None) -> dict:
@@ -249,16 +241,27 @@ def model_dir_identity(model_dir: Path, cache_dir: str | os.PathLike | None = No
     files = {}
     for p in sorted(Path(model_dir).iterdir()):
         if p.is_file() and p.suffix in _IDENTITY_SUFFIXES and p.name != "evalsuite-source.json":
-            files[p.name] = file_sha256(p, cache_dir)
+            files[p.name] = _blob_name(p) or file_sha256(p, cache_dir)
     digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
     return {"sha256": digest, "files": len(files)}
+
+
+def _blob_name(path: Path) -> str | None:
+    """A hub cache file is a link to a blob named by its content hash (sha256 for weights, the git
+    blob hash for small files): that name is its identity, read without hashing gigabytes."""
+    if not path.is_symlink():
+        return None
+    target = path.resolve()
+    if target.parent.name == "blobs" and len(target.name) in (40, 64):
+        return f"blob:{target.name}"
+    return None
 
 
 def library_identity(*names: str) -> dict:
     """Versions of the libraries that compute the outputs (a new version may change them)."""
     from importlib import metadata
 
-    out = {}
+    out: dict[str, str | None] = {}
     for n in names:
         try:
             out[n] = metadata.version(n)
@@ -268,15 +271,6 @@ def library_identity(*names: str) -> dict:
 
 
 # -- quantization ------------------------------------------------------------------------------
-def quantization_method(q: dict | None) -> str | None:
-    if not q:
-        return None
-    method = str(q.get("method", "")).lower()
-    if method not in ("bnb", "bitsandbytes", "gptq"):
-        raise EvalsuiteError(f"unknown quantization method {q.get('method')!r}; available: bnb, gptq")
-    return "bnb" if method in ("bnb", "bitsandbytes") else "gptq"
-
-
 def bnb_config(q: dict):
     """A BitsAndBytesConfig for `{method: bnb, bits: 8}` or `{method: bnb, bits: 4, quant_type: nf4}`."""
     require("bitsandbytes", "bitsandbytes quantization", "bnb", "bitsandbytes")
@@ -307,10 +301,22 @@ def bnb_config(q: dict):
 
 def gptq_settings(q: dict, hidden_size: int | None = None) -> dict:
     """The GPTQ settings that change the quantized weights (validated)."""
-    unknown = set(q) - {"method", "bits", "group_size", "desc_act", "sym", "damp_percent", "calibration_samples", "calibration", "checkpoint", "kernel"}
+    unknown = set(q) - {
+        "method",
+        "bits",
+        "group_size",
+        "desc_act",
+        "sym",
+        "damp_percent",
+        "calibration_samples",
+        "calibration",
+        "checkpoint",
+        "revision",
+        "kernel",
+    }
     if unknown:
         raise EvalsuiteError(
-            f"unknown gptq quantization setting(s) {sorted(unknown)}; known: bits, group_size, desc_act, sym, damp_percent, calibration, calibration_samples, checkpoint, kernel"
+            f"unknown gptq quantization setting(s) {sorted(unknown)}; known: bits, group_size, desc_act, sym, damp_percent, calibration, calibration_samples, checkpoint, revision, kernel"
         )
     bits = int(q.get("bits", 4))
     group = int(q.get("group_size", 128))
@@ -389,10 +395,10 @@ def gptq_plan(baseline_dir: Path, q: dict, cache_dir: str | os.PathLike | None =
     if memo_key in _PLAN_MEMO:
         return _PLAN_MEMO[memo_key]
     if q.get("checkpoint"):
-        ckpt = Path(q["checkpoint"]).expanduser()
-        if not (ckpt / "config.json").is_file():
-            raise EvalsuiteError(f"GPTQ checkpoint {ckpt} not found (no config.json)")
-        plan = (ckpt, {"checkpoint": model_dir_identity(ckpt, cache_dir)}, {}, [])
+        resolved = resolve_model(str(q["checkpoint"]), q.get("revision"), cache_dir, field="quantization.checkpoint")
+        ckpt = resolved.path
+        ident: dict = {"checkpoint": model_dir_identity(ckpt, cache_dir)} | ({"source": resolved.identity()} if resolved.source == "hub" else {})
+        plan: tuple[Path, dict, dict, list[str]] = (ckpt, ident, {}, [])
         _PLAN_MEMO[memo_key] = plan
         return plan
     cfg = _read_json(baseline_dir / "config.json")

@@ -5,9 +5,9 @@ Recorded with every decision, and checked again before a rollback: the variant p
 to must still be the files it was cleared with. Where a variant has no local files (the fake
 backend, a remote server), its identity is its fingerprint alone.
 
-`model_path` is the one place that asks evalsuite.models where a named model lives: it resolves a
-local directory (and the embedded model, without converting it); a hub id resolves there too once
-evalsuite.models resolves them.
+`model_path` is the one place that asks evalsuite.models where a named model lives: a local
+directory, the embedded model (without converting it), or a hub id at the revision the suite pins
+(through the local hub cache, offline-aware: a rollback target that is no longer cached is named).
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from ..errors import EvalsuiteError
 WEIGHT_BACKENDS = ("transformers", "vllm")
 
 
-def model_path(ref: str, cache_dir: str | os.PathLike | None = None) -> Path:
+def model_path(ref: str, cache_dir: str | os.PathLike | None = None, revision: str | None = None) -> Path:
     """The local directory of a model named in a suite (never converts or downloads anything)."""
     if ref in ("", models.EMBEDDED):
         path = models.embedded_model_dir(cache_dir)
         if not (path / "config.json").is_file():
             raise EvalsuiteError(f"the embedded model is not converted here ({path}); `evalsuite demo` or a run converts it")
         return path
-    return models.resolve_model_dir(ref, cache_dir)
+    return models.resolve_model_dir(ref, cache_dir, revision=revision)
 
 
 def artefact_refs(variant: Mapping[str, Any]) -> dict[str, str]:
@@ -54,7 +54,17 @@ def artefact_refs(variant: Mapping[str, Any]) -> dict[str, str]:
     return refs
 
 
-def artefact_identity(role: str, ref: str, cache_dir: str | os.PathLike | None = None) -> dict:
+def artefact_revisions(variant: Mapping[str, Any]) -> dict[str, str | None]:
+    """role -> the revision the suite pins for that artefact (hub ids; None: the default branch)."""
+    spec = variant.get("speculative") or {}
+    return {
+        "model": variant.get("revision"),
+        "checkpoint": (variant.get("quantization") or {}).get("revision"),
+        "draft": spec.get("revision") or (spec.get("draft") or {}).get("revision"),
+    }
+
+
+def artefact_identity(role: str, ref: str, cache_dir: str | os.PathLike | None = None, revision: str | None = None) -> dict:
     """{ref, path, sha256, files} of one artefact, or {ref, error} when it cannot be found."""
     try:
         if role == "gguf":
@@ -62,7 +72,7 @@ def artefact_identity(role: str, ref: str, cache_dir: str | os.PathLike | None =
             if not path.is_file():
                 raise EvalsuiteError(f"GGUF file {path} not found")
             return {"ref": ref, "path": str(path), "sha256": models.file_sha256(path, cache_dir), "files": 1}
-        path = model_path(ref, cache_dir)
+        path = model_path(ref, cache_dir, revision)
         return {"ref": ref, "path": str(path), **models.model_dir_identity(path, cache_dir)}
     except (EvalsuiteError, OSError) as exc:
         return {"ref": ref, "error": str(exc)}
@@ -71,7 +81,8 @@ def artefact_identity(role: str, ref: str, cache_dir: str | os.PathLike | None =
 def variant_identity(variant: Mapping[str, Any], fingerprint: str) -> dict:
     """{fingerprint, backend, artefacts: role -> artefact_identity} of a resolved suite's variant block."""
     cache_dir = (variant.get("options") or {}).get("cache_dir")
-    arts = {role: artefact_identity(role, ref, cache_dir) for role, ref in artefact_refs(variant).items()}
+    revisions = artefact_revisions(variant)
+    arts = {role: artefact_identity(role, ref, cache_dir, revisions.get(role)) for role, ref in artefact_refs(variant).items()}
     return {"fingerprint": fingerprint, "backend": variant.get("backend") or "fake", "artefacts": arts}
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..models.describe import matrix_text, variant_matrix
 from ..scoring.evidence import citations_evidence, code_evidence, json_drift_rows
 from .frames import LoadedRun, load_run, perf_rows
 from .releases import release_history
@@ -264,20 +265,27 @@ def _clip(text: str | None) -> str | None:
 
 
 def _models(suite: Mapping, signature: Mapping) -> list[dict]:
+    """The variant matrix: per variant its backend, model, what its weights are (method, bits,
+    scheme, library, checkpoint and revision: evalsuite.models.describe), what it changes, its fingerprint."""
     fps = signature.get("variants") or {}
+    variants = list(suite.get("variants") or [])
+    matrix = variant_matrix(variants, dict(signature))
     out = []
-    for v in suite.get("variants") or []:
+    for v in variants:
+        name = v.get("name")
+        row = matrix[name]
         out.append(
             {
-                "name": v.get("name"),
+                "name": name,
                 "baseline": bool(v.get("baseline")),
                 "noise": bool(v.get("noise")),
                 "backend": v.get("backend"),
                 "model": v.get("model") or "-",
-                "quantization": v.get("quantization") or None,
+                "matrix": row,
+                "weights": matrix_text({**row, "speculative": None}),
                 "speculative": v.get("speculative") or None,
                 "changes": ", ".join(v.get("changes") or []),
-                "fingerprint": (fps.get(v.get("name")) or "")[:16],
+                "fingerprint": (fps.get(name) or "")[:16],
             }
         )
     return out

@@ -26,6 +26,7 @@ from ..cases.suite import Suite, Variant
 from ..errors import EvalsuiteError
 from ..executors import Executor, make_executor
 from ..executors.local import LocalExecutor
+from ..models.describe import weights_summary
 from .progress import progress_bar
 from .prompting import PROMPT_VERSION, batches, build_requests
 from .store import DEFAULT_CACHE, GenerationCache, RunStore
@@ -211,7 +212,7 @@ def _generate_batch(backend: Backend, batch: list[Request], variant: Variant) ->
         return [Generation(req.case_id, variant.name, req.sample, error=f"{type(exc).__name__}: {exc}", finish_reason="error")]
 
 
-def make_signature(suite: Suite, cases: Sequence[Case], fingerprints: dict[str, str]) -> dict:
+def make_signature(suite: Suite, cases: Sequence[Case], fingerprints: dict[str, str], weights: dict[str, dict] | None = None) -> dict:
     sets: dict[str, list[str]] = {}
     for c in cases:
         sets.setdefault(c.source, []).append(c.digest())
@@ -227,6 +228,7 @@ def make_signature(suite: Suite, cases: Sequence[Case], fingerprints: dict[str, 
         "prompt_version": PROMPT_VERSION,
         "generation": suite.generation.to_dict(),
         "variants": fingerprints,
+        "weights": weights or {},  #: per variant: hub commits and libraries of its weights (evalsuite.models.describe)
         "baseline": suite.baseline.name,
         "libraries": library_versions(),
         "hardware": hardware(),
@@ -247,7 +249,7 @@ def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult
     fingerprints = {name: be.fingerprint() for name, be in backends.items()}
     for w in suite.warnings:
         log.warning(w)
-    store = _open_store(suite, opts, cases, fingerprints)
+    store = _open_store(suite, opts, cases, fingerprints, _weights(backends))
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
     result = RunResult(store=store, cases=cases)
     executor = make_executor(getattr(suite, "executor", None))  # where batches run; storage stays here
@@ -280,11 +282,22 @@ def _variants_to_run(suite: Suite, names: Sequence[str] | None) -> list[Variant]
     return variants
 
 
-def _open_store(suite: Suite, opts: RunOptions, cases: Sequence[Case], fingerprints: dict[str, str]) -> RunStore:
+def _weights(backends: dict[str, Backend]) -> dict[str, dict]:
+    """Per variant, what its backend knows of its weights' origin (the variant matrix's commits and
+    library versions); variants whose backend has no weights identity (a server, the fake) are left out."""
+    out = {}
+    for name, be in backends.items():
+        identity = getattr(be, "weights_identity", None)
+        if callable(identity) and (summary := weights_summary(identity())):
+            out[name] = summary
+    return out
+
+
+def _open_store(suite: Suite, opts: RunOptions, cases: Sequence[Case], fingerprints: dict[str, str], weights: dict[str, dict]) -> RunStore:
     """The run to write into: a new run directory, or the one `opts.resume` names (checked against
     the suite as it is now, and repaired after a kill)."""
     runs_dir = Path(opts.runs_dir or Path(suite.output_dir) / "runs")
-    signature = make_signature(suite, cases, fingerprints)
+    signature = make_signature(suite, cases, fingerprints, weights)
     if not opts.resume:
         return RunStore.create(runs_dir, suite.name, suite.resolved(), signature, prepare=lambda st: _write_cases(cases, st))
     store = RunStore.find(runs_dir, opts.resume)
@@ -301,6 +314,7 @@ def _open_store(suite: Suite, opts: RunOptions, cases: Sequence[Case], fingerpri
         _write_cases(cases, store)
     merged = dict(old)
     merged["variants"] = {**old.get("variants", {}), **fingerprints}
+    merged["weights"] = {**old.get("weights", {}), **weights}
     store.write_json(store.SIGNATURE, merged)
     return store
 

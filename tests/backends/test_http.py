@@ -143,7 +143,16 @@ class _Handler(BaseHTTPRequestHandler):
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         if not body.get("stream"):
             choice = {"index": 0, "text": text} if completions else {"index": 0, "message": {"role": "assistant", "content": text}}
-            return self._json(200, {"id": "c1", "object": "text_completion" if completions else "chat.completion", "model": body["model"], "choices": [choice | {"finish_reason": finish}], "usage": usage})
+            return self._json(
+                200,
+                {
+                    "id": "c1",
+                    "object": "text_completion" if completions else "chat.completion",
+                    "model": body["model"],
+                    "choices": [choice | {"finish_reason": finish}],
+                    "usage": usage,
+                },
+            )
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
@@ -265,7 +274,11 @@ def test_a_stream_that_trickles_past_the_deadline_times_out(server):
 
 
 def test_suite_timeout_applies_per_request_unless_the_option_overrides(server):
-    be = HTTPBackend(Variant(name="v", backend="http", model="tiny-chat", options={"base_url": server.base_url, "timeout_s": 0.3}, generation=GenerationSettings(timeout_s=60)))
+    be = HTTPBackend(
+        Variant(
+            name="v", backend="http", model="tiny-chat", options={"base_url": server.base_url, "timeout_s": 0.3}, generation=GenerationSettings(timeout_s=60)
+        )
+    )
     assert be.timeout_s == 0.3
     assert make_backend(server, timeout_s=7).timeout_s == 7.0
 
@@ -274,7 +287,9 @@ def test_unreachable_server_is_an_error_per_request_after_bounded_retries(server
     port = server.server_address[1]
     server.shutdown()
     server.server_close()
-    be = HTTPBackend(Variant(name="v", backend="http", model="m", options={"base_url": f"http://127.0.0.1:{port}/v1", "retry": {"max_retries": 2, "backoff_s": 0.01}}))
+    be = HTTPBackend(
+        Variant(name="v", backend="http", model="m", options={"base_url": f"http://127.0.0.1:{port}/v1", "retry": {"max_retries": 2, "backoff_s": 0.01}})
+    )
     gens = be.generate([req("hello"), req("json please")])
     assert all(not g.ok and not g.timeout and "Connect" in g.error for g in gens)
     assert all("gave up after 3 attempts" in g.error and g.extra["attempts"] == 3 and len(g.extra["retries"]) == 2 for g in gens)
@@ -385,7 +400,9 @@ def test_close_is_idempotent_and_the_backend_reopens(server):
 @pytest.mark.parametrize("stream", [True, False])
 def test_completions_endpoint_sends_the_rendered_prompt(server, stream, tmp_path):
     template = tmp_path / "t.jinja"
-    template.write_text("{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<assistant>\n{% endif %}{{ eos_token }}")
+    template.write_text(
+        "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<assistant>\n{% endif %}{{ eos_token }}"
+    )
     (tmp_path / "tokenizer_config.json").write_text('{"eos_token": {"content": "hello"}}')
     (tmp_path / "chat_template.jinja").write_text(template.read_text())
     be = make_backend(server, stream=stream, endpoint="completions", chat_template=str(tmp_path))
@@ -488,7 +505,15 @@ def test_refused_stream_options_are_dropped_once(server, caplog):
     assert caplog.text.count("refused stream_options") == 1
 
 
-@pytest.mark.parametrize("options, message", [({"extra_body": {"temperature": 0.5}}, "may not set"), ({"unsupported": ["top_k"]}, "unsupported"), ({"retry": {"max_retries": -1}}, "max_retries"), ({"retry": {"tries": 2}}, "unknown retry setting")])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"extra_body": {"temperature": 0.5}}, "may not set"),
+        ({"unsupported": ["top_k"]}, "unsupported"),
+        ({"retry": {"max_retries": -1}}, "max_retries"),
+        ({"retry": {"tries": 2}}, "unknown retry setting"),
+    ],
+)
 def test_setting_options_fail_helpfully(server, options, message):
     with pytest.raises(EvalsuiteError, match=message):
         make_backend(server, **options)
@@ -553,7 +578,11 @@ def test_run_suite_with_an_http_baseline(server, write, tmp_path, monkeypatch, c
         assert gens[variant, "q3"].error == "HTTP 500: injected failure (gave up after 2 attempts: retry.max_retries is 1)"
         assert gens[variant, "q4"].error == "HTTP 401: bad key Bearer [redacted]"
     # q5's first 503 was retried for the first variant; the second variant found it healed
-    assert gens["served", "q5"].ok and gens["served", "q5"].extra["attempts"] == 2 and gens["served", "q5"].extra["retries"][0]["after"] == "HTTP 503: scripted 503"
+    assert (
+        gens["served", "q5"].ok
+        and gens["served", "q5"].extra["attempts"] == 2
+        and gens["served", "q5"].extra["retries"][0]["after"] == "HTTP 503: scripted 503"
+    )
     assert gens["served", "q2"].ttft_s is not None and gens["served-plain", "q2"].ttft_s is None
     assert gens["served", "q1"].fingerprint != gens["served-plain", "q1"].fingerprint
     assert result.variants["served"]["errors"] == 2

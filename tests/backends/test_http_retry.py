@@ -34,7 +34,23 @@ def test_parse_retry_after(header, seconds):
     assert parse_retry_after(header, now=NOW) == seconds
 
 
-@pytest.mark.parametrize("status, retried", [(429, True), (408, True), (500, True), (502, True), (503, True), (504, True), (501, False), (505, False), (400, False), (401, False), (404, False), (422, False)])
+@pytest.mark.parametrize(
+    "status, retried",
+    [
+        (429, True),
+        (408, True),
+        (500, True),
+        (502, True),
+        (503, True),
+        (504, True),
+        (501, False),
+        (505, False),
+        (400, False),
+        (401, False),
+        (404, False),
+        (422, False),
+    ],
+)
 def test_retryable_status(status, retried):
     assert retryable_status(status) is retried
 
@@ -67,7 +83,16 @@ def test_policy_from_option(raw, expected):
     assert RetryPolicy.from_option(raw, 10.0, "v") == expected
 
 
-@pytest.mark.parametrize("raw, message", [(3, "must be a mapping"), ({"max_retries": 1.5}, "max_retries"), ({"backoff_s": -1}, "backoff_s"), ({"deadline_s": 0}, "deadline_s"), ({"jitter": 1}, "unknown retry setting")])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (3, "must be a mapping"),
+        ({"max_retries": 1.5}, "max_retries"),
+        ({"backoff_s": -1}, "backoff_s"),
+        ({"deadline_s": 0}, "deadline_s"),
+        ({"jitter": 1}, "unknown retry setting"),
+    ],
+)
 def test_bad_policy_fails_helpfully(raw, message):
     with pytest.raises(EvalsuiteError, match=message):
         RetryPolicy.from_option(raw, 10.0, "v")

@@ -68,8 +68,14 @@ def tiny(monkeypatch, tmp_path):
     "raw, expected",
     [
         ({}, {"launcher": "transformers", "continuous_batching": False, "gguf": None, "args": [], "startup_timeout_s": 300.0}),
-        ({"launcher": "transformers", "continuous_batching": True, "args": ["--dtype", "bfloat16"]}, {"launcher": "transformers", "continuous_batching": True, "gguf": None, "args": ["--dtype", "bfloat16"], "startup_timeout_s": 300.0}),
-        ({"launcher": "llama_cpp", "gguf": "/m.gguf", "args": ["--n_ctx", 4096]}, {"launcher": "llama_cpp", "continuous_batching": False, "gguf": "/m.gguf", "args": ["--n_ctx", "4096"], "startup_timeout_s": 300.0}),
+        (
+            {"launcher": "transformers", "continuous_batching": True, "args": ["--dtype", "bfloat16"]},
+            {"launcher": "transformers", "continuous_batching": True, "gguf": None, "args": ["--dtype", "bfloat16"], "startup_timeout_s": 300.0},
+        ),
+        (
+            {"launcher": "llama_cpp", "gguf": "/m.gguf", "args": ["--n_ctx", 4096]},
+            {"launcher": "llama_cpp", "continuous_batching": False, "gguf": "/m.gguf", "args": ["--n_ctx", "4096"], "startup_timeout_s": 300.0},
+        ),
     ],
 )
 def test_serve_option(raw, expected):
@@ -97,7 +103,26 @@ def test_bad_serve_option_fails_helpfully(raw, message):
     "launcher, continuous, expected",
     [
         ("transformers", False, ["serve", "/m", "--host", "127.0.0.1", "--port", "8123", "--log-level", "warning", "--extra"]),
-        ("transformers", True, ["serve", "/m", "--host", "127.0.0.1", "--port", "8123", "--log-level", "warning", "--continuous-batching", "--cb-block-size", "32", "--cb-num-blocks", "256", "--extra"]),
+        (
+            "transformers",
+            True,
+            [
+                "serve",
+                "/m",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "8123",
+                "--log-level",
+                "warning",
+                "--continuous-batching",
+                "--cb-block-size",
+                "32",
+                "--cb-num-blocks",
+                "256",
+                "--extra",
+            ],
+        ),
     ],
 )
 def test_transformers_command_line(launcher, continuous, expected):
@@ -113,7 +138,20 @@ def test_a_continuous_batching_cache_size_in_args_replaces_the_default():
 def test_llama_cpp_command_line_serves_the_gguf_under_an_alias():
     server = LocalServer("llama_cpp", "/w/SmolLM2.Q4_1.gguf")
     assert server.model_name == "SmolLM2.Q4_1"
-    assert server.command(9000)[1:] == ["-m", "llama_cpp.server", "--model", "/w/SmolLM2.Q4_1.gguf", "--model_alias", "SmolLM2.Q4_1", "--host", "127.0.0.1", "--port", "9000", "--interrupt_requests", "False"]
+    assert server.command(9000)[1:] == [
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        "/w/SmolLM2.Q4_1.gguf",
+        "--model_alias",
+        "SmolLM2.Q4_1",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "9000",
+        "--interrupt_requests",
+        "False",
+    ]
     # a new request must not interrupt the one being streamed, unless the suite says otherwise
     own = LocalServer("llama_cpp", "/w/SmolLM2.Q4_1.gguf", args=["--interrupt_requests", "True"]).command(9000)
     assert own.count("--interrupt_requests") == 1 and own[-1] == "True"

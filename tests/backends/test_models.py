@@ -118,7 +118,9 @@ def test_gptq_group_size_error_lists_divisors():
         models.gptq_settings({"bits": 4, "group_size": 128}, 576)
 
 
-@pytest.mark.parametrize("q, method", [(None, None), ({"method": "bnb", "bits": 8}, "bnb"), ({"method": "bitsandbytes", "bits": 4}, "bnb"), ({"method": "GPTQ"}, "gptq")])
+@pytest.mark.parametrize(
+    "q, method", [(None, None), ({"method": "bnb", "bits": 8}, "bnb"), ({"method": "bitsandbytes", "bits": 4}, "bnb"), ({"method": "GPTQ"}, "gptq")]
+)
 def test_quantization_method(q, method):
     assert models.quantization_method(q) == method
 

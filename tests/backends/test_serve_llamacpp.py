@@ -51,7 +51,10 @@ def gguf_backend():
 def _reqs():
     from evalsuite.backends.base import Request
 
-    return [Request("capital", (("system", "Be brief."), ("user", "What is the capital of France?")), 0, 16), Request("count", (("user", "Count from one to five."),), 0, 16)]
+    return [
+        Request("capital", (("system", "Be brief."), ("user", "What is the capital of France?")), 0, 16),
+        Request("count", (("user", "Count from one to five."),), 0, 16),
+    ]
 
 
 def test_the_gguf_is_served_and_greedy_is_verified(gguf_backend):

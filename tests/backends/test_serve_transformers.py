@@ -65,7 +65,9 @@ def _run(tmp_path, suite_file, factory=None, resume=None):
     from evalsuite.scoring.pipeline import run_suite
     from evalsuite.cases.suite import load_suite
 
-    opts = RunOptions(progress=False, score=False, cache_path=str(tmp_path / "cache.sqlite"), runs_dir=str(tmp_path / "runs"), backend_factory=factory, resume=resume)
+    opts = RunOptions(
+        progress=False, score=False, cache_path=str(tmp_path / "cache.sqlite"), runs_dir=str(tmp_path / "runs"), backend_factory=factory, resume=resume
+    )
     return run_suite(load_suite(suite_file), opts)
 
 

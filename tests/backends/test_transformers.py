@@ -10,9 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from evalsuite.backends.base import GenerationSettings, Request
-from evalsuite.errors import EvalsuiteError
-from evalsuite.cases.suite import Variant
+from evalsuite.backends.base import GenerationSettings, Request  # noqa: E402
+from evalsuite.cases.suite import Variant  # noqa: E402
+from evalsuite.errors import EvalsuiteError  # noqa: E402
 
 SENTENCES = [
     "the quick brown fox jumps over the lazy dog",
@@ -35,7 +35,9 @@ def _tokenizer():
     tk = Tokenizer(models.BPE(unk_token=None))
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tk.train_from_iterator(SENTENCES * 4, trainer)
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<|im_start|>", eos_token="<|im_end|>", unk_token="<|endoftext|>", pad_token="<|endoftext|>")
     tok.chat_template = CHAT_TEMPLATE
@@ -228,8 +230,8 @@ def test_bad_options_fail_helpfully(tiny_dir, options, message):
 def test_unknown_speculative_and_quantization_methods(tiny_dir, cache_dir):
     with pytest.raises(EvalsuiteError, match="speculative method"):
         _backend(_variant(tiny_dir, cache_dir, speculative={"method": "medusa"}))
-    with pytest.raises(EvalsuiteError, match="quantization method"):
-        _backend(_variant(tiny_dir, cache_dir, quantization={"method": "awq"}))
+    with pytest.raises(EvalsuiteError, match=r"quantization method 'qaq' \(did you mean awq"):
+        _backend(_variant(tiny_dir, cache_dir, quantization={"method": "qaq"}))
 
 
 def test_missing_model_dir(tmp_path):
@@ -283,22 +285,29 @@ variants:
     baseline: true
     backend: transformers
     model: {tiny_dir}
-    options: {{device: cpu, cache_dir: {tmp_path / 'mcache'}}}
-""" + extra
+    options: {{device: cpu, cache_dir: {tmp_path / "mcache"}}}
+"""
+        + extra
     )
     return suite
 
 
 def test_runner_end_to_end_on_tiny_model(tiny_dir, tmp_path):
     """The runner drives the backend: batches, cache, summary with peak memory from the backend."""
+    from evalsuite.cases.suite import load_suite
     from evalsuite.run.runner import RunOptions
     from evalsuite.scoring.pipeline import run_suite
-    from evalsuite.cases.suite import load_suite
 
-    suite = tiny_suite(tmp_path, tiny_dir, "tiny", 8, extra="""
+    suite = tiny_suite(
+        tmp_path,
+        tiny_dir,
+        "tiny",
+        8,
+        extra="""
   - name: lookup
     speculative: {method: prompt_lookup, num_tokens: 4}
-""")
+""",
+    )
     s = load_suite(suite)
     opts = RunOptions(limit=1, progress=False, score=False, cache_path=str(tmp_path / "gen.sqlite"), runs_dir=str(tmp_path / "runs"))
     res = run_suite(s, opts)
@@ -381,10 +390,9 @@ def test_warm_run_never_imports_torch_and_a_miss_loads_the_model(tiny_dir, tmp_p
     import subprocess
     import sys
 
-    from evalsuite.run.runner import RunOptions
-
-    from evalsuite.scoring.pipeline import run_suite
     from evalsuite.cases.suite import load_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
 
     suite = tiny_suite(tmp_path, tiny_dir, "tiny-warm", 4)
     cache, runs = str(tmp_path / "gen.sqlite"), str(tmp_path / "runs")

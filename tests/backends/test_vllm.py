@@ -44,11 +44,17 @@ def test_quantization_args(quantization, args, checkpoint):
     [
         (None, None),
         ({"method": "ngram", "num_tokens": 4, "prompt_lookup_max": 3}, {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}),
-        ({"method": "ngram", "prompt_lookup_max": 4, "prompt_lookup_min": 2}, {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4, "prompt_lookup_min": 2}),
+        (
+            {"method": "ngram", "prompt_lookup_max": 4, "prompt_lookup_min": 2},
+            {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4, "prompt_lookup_min": 2},
+        ),
         ({"method": "prompt_lookup", "num_tokens": 10, "max_ngram": 3}, {"method": "ngram", "num_speculative_tokens": 10, "prompt_lookup_max": 3}),
         ({"method": "draft", "model": "/m/draft", "num_tokens": 3}, {"method": "draft_model", "model": "/m/draft", "num_speculative_tokens": 3}),
         ({"method": "draft", "draft": {"model": "/m/d2"}}, {"method": "draft_model", "model": "/m/d2", "num_speculative_tokens": 5}),
-        ({"method": "draft", "model": "/m/d", "draft_tensor_parallel_size": 1}, {"method": "draft_model", "model": "/m/d", "num_speculative_tokens": 5, "draft_tensor_parallel_size": 1}),
+        (
+            {"method": "draft", "model": "/m/d", "draft_tensor_parallel_size": 1},
+            {"method": "draft_model", "model": "/m/d", "num_speculative_tokens": 5, "draft_tensor_parallel_size": 1},
+        ),
         ({"method": "eagle3", "model": "/m/head", "num_tokens": 3}, {"method": "eagle3", "model": "/m/head", "num_speculative_tokens": 3}),
         ({"method": "eagle", "model": "/m/head"}, {"method": "eagle", "model": "/m/head", "num_speculative_tokens": 5}),
         ({"method": "mlp_speculator", "model": "/m/mlp", "num_tokens": 4}, {"method": "mlp_speculator", "model": "/m/mlp", "num_speculative_tokens": 4}),
@@ -120,7 +126,13 @@ class _FakeLLM:
         out = []
         for conv, sp in zip(messages, sampling_params):
             words = conv[-1]["content"].split()[: sp.max_tokens]
-            out.append(_RequestOutput(list(range(7)), [_Completion(" ".join(words), list(range(len(words))), "stop")], types.SimpleNamespace(arrival_time=10.0, first_token_time=10.25)))
+            out.append(
+                _RequestOutput(
+                    list(range(7)),
+                    [_Completion(" ".join(words), list(range(len(words))), "stop")],
+                    types.SimpleNamespace(arrival_time=10.0, first_token_time=10.25),
+                )
+            )
         return out
 
 
@@ -161,7 +173,15 @@ def test_engine_arguments_follow_the_variant(fake_vllm, tmp_path):
     be = VLLMBackend(
         _variant(
             str(tmp_path / "base"),
-            options={"dtype": "bfloat16", "gpu_memory_utilization": 0.5, "max_model_len": 2048, "tensor_parallel_size": 2, "pipeline_parallel_size": 2, "max_num_seqs": 64, "engine_args": {"enforce_eager": True}},
+            options={
+                "dtype": "bfloat16",
+                "gpu_memory_utilization": 0.5,
+                "max_model_len": 2048,
+                "tensor_parallel_size": 2,
+                "pipeline_parallel_size": 2,
+                "max_num_seqs": 64,
+                "engine_args": {"enforce_eager": True},
+            },
             quantization={"method": "gptq", "checkpoint": str(tmp_path / "gptq")},
             speculative={"method": "draft", "model": str(tmp_path / "draft"), "num_tokens": 4},
         )
@@ -183,14 +203,22 @@ def test_engine_arguments_follow_the_variant(fake_vllm, tmp_path):
 
 def test_generate_one_generation_per_request_with_its_own_seed(fake_vllm, tmp_path):
     be = VLLMBackend(_variant(str(tmp_path / "base"), generation=GenerationSettings(temperature=0.7)))
-    reqs = [Request("a", (("system", "s"), ("user", "one two three")), 0, 2, 0.7, 0.9, 5), Request("a", (("user", "four five"),), 1, 8, 0.7, 0.9, 5), Request("b", (("user", "six"),), 0, 8, 0.0, 0.9, 5)]
+    reqs = [
+        Request("a", (("system", "s"), ("user", "one two three")), 0, 2, 0.7, 0.9, 5),
+        Request("a", (("user", "four five"),), 1, 8, 0.7, 0.9, 5),
+        Request("b", (("user", "six"),), 0, 8, 0.0, 0.9, 5),
+    ]
     gens = be.generate(reqs)
     [(convs, params, tqdm)] = fake_vllm.made[0].calls
     assert convs[0] == [{"role": "system", "content": "s"}, {"role": "user", "content": "one two three"}]
     assert [p.seed for p in params] == [r.sample_seed() for r in reqs] and params[0].seed != params[1].seed
     assert [(p.max_tokens, p.temperature, p.top_p) for p in params] == [(2, 0.7, 0.9), (8, 0.7, 0.9), (8, 0.0, 1.0)]
     assert tqdm is False
-    assert [(g.case_id, g.sample, g.text, g.new_tokens, g.prompt_tokens) for g in gens] == [("a", 0, "one two", 2, 7), ("a", 1, "four five", 2, 7), ("b", 0, "six", 1, 7)]
+    assert [(g.case_id, g.sample, g.text, g.new_tokens, g.prompt_tokens) for g in gens] == [
+        ("a", 0, "one two", 2, 7),
+        ("a", 1, "four five", 2, 7),
+        ("b", 0, "six", 1, 7),
+    ]
     assert gens[0].extra["token_ids"] == [0, 1] and gens[0].ttft_s == pytest.approx(0.25)
     assert all(g.ok and g.batch_size == 3 and g.extra["ttft_source"] == "vllm_metrics" for g in gens)
     assert be.peak_memory_mb() == 3 * 1024
@@ -250,7 +278,10 @@ def _real_embedded_missing() -> str | None:
 def test_real_vllm_ngram_speculation_keeps_greedy_outputs():
     """On a GPU: the embedded model through vLLM, plain and with n-gram speculation, greedy: the
     speculative variant must return the plain one's tokens (speculation never changes greedy output)."""
-    reqs = [Request("a", (("user", "Repeat after me: the VPN session lasts 12 hours. The VPN session lasts"),), 0, 16), Request("b", (("user", "Count from one to ten."),), 0, 16)]
+    reqs = [
+        Request("a", (("user", "Repeat after me: the VPN session lasts 12 hours. The VPN session lasts"),), 0, 16),
+        Request("b", (("user", "Count from one to ten."),), 0, 16),
+    ]
     outs = {}
     for name, spec in (("plain", None), ("ngram", {"method": "ngram", "num_tokens": 4, "prompt_lookup_max": 3})):
         be = VLLMBackend(_variant("embedded", options={"gpu_memory_utilization": 0.25, "max_model_len": 1024, "enforce_eager": True}, speculative=spec))
