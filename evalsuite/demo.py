@@ -66,17 +66,25 @@ def print_demo_table(
     console, summaries: dict, same: dict, logits: dict, cases_per_variant: dict, weights: dict | None = None, matrix: dict | None = None
 ) -> None:
     """The demo's per-variant table; `matrix`: variant -> its weights and decoding in words (the variant
-    matrix, evalsuite.models.describe.matrix_text), else the fields the variant changes."""
+    matrix, evalsuite.models.describe.matrix_text), else the fields the variant changes. Compact
+    (no vertical rules, one-line headers) so it fits a 120-column terminal; the weights column wraps."""
+    from rich import box
     from rich.table import Table
 
     t = Table(
-        title="variants vs the baseline (latency, TTFT (time to first token), tok/s: medians per request; KL, top-1: logit agreement)",
+        title="variants vs the baseline (lat = latency, TTFT = time to first token, tok/s: medians per request; MB: weights "
+        "loaded; same: outputs identical to the baseline's; KL, top-1: logit agreement)",
         title_justify="left",
+        box=box.SIMPLE_HEAD,
         padding=(0, 1),
+        pad_edge=False,
+        collapse_padding=True,
+        show_edge=False,
     )
-    cols = ("variant", "weights / decoding", "cases", "err", "latency s", "TTFT s", "tok/s", "weights MB", "peak MB", "same as base", "KL", "top-1")
-    for col in cols:
-        t.add_column(col, justify="left" if col in ("variant", "weights / decoding") else "right", no_wrap=col in ("variant", "same as base"))
+    t.add_column("variant", no_wrap=True)
+    t.add_column("weights / decoding", max_width=48)
+    for col in ("cases", "err", "lat s", "TTFT s", "tok/s", "MB", "peak MB", "same", "KL", "top-1"):
+        t.add_column(col, justify="right", no_wrap=True)
 
     def f(x, fmt="{:.2f}"):
         return "-" if x is None else fmt.format(x)

@@ -57,7 +57,9 @@ def test_run_demo_on_the_fake_suite(tmp_path):
     code = run_demo(REPO / "suites" / "fake.yaml", DemoOptions(profile="quick", runs_dir=str(tmp_path / "runs"), cache_path=str(tmp_path / "c.sqlite")), console=console).exit_code
     text = out.getvalue()
     assert code in (0, 1, 2)
-    assert "same as base" in text and "fake-int8" in text
+    assert "same" in text and "fake-int8" in text
+    # the variant matrix: what the variant's weights are, in words (evalsuite.models.describe)
+    assert "weights / decoding" in text and "bnb 8-bit LLM.int8" in text
     assert "demo wall time" in text
     assert list((tmp_path / "runs").iterdir()), "the run is stored"
 

@@ -325,7 +325,7 @@ def _schema_problems(data: Any, schema_name: str, file: str, lines: LineMap, bas
             field_path = path
         field_name = ".".join(str(p) for p in field_path)
         if best.validator == "additionalProperties" and isinstance(best.instance, dict):
-            allowed = set(best.schema.get("properties", {}))
+            allowed = set(best.schema.get("properties", {}) if isinstance(best.schema, dict) else {})
             for extra in sorted((k for k in best.instance if k not in allowed), key=repr):  # YAML keys may be of any type
                 label = str(extra) or "''"
                 name = f"{field_name}.{label}" if field_name else label

@@ -70,7 +70,9 @@ def check_device(model_dir: Path, device: str) -> str:
 
 def awq_plan(baseline_dir: Path, q: dict, cache_dir=None) -> tuple[Path, dict, dict, list[str]]:
     """Where the AWQ checkpoint is (or will be), without quantizing: (directory, identity, settings, texts)."""
-    from . import _read_json, cache_root, calibration_texts, library_identity, model_dir_identity, resolve_model
+    from .calibration import calibration_texts
+    from .files import _read_json, cache_root, library_identity, model_dir_identity
+    from .resolve import resolve_model
 
     if q.get("checkpoint"):
         awq_settings(q)
@@ -91,7 +93,7 @@ def awq_plan(baseline_dir: Path, q: dict, cache_dir=None) -> tuple[Path, dict, d
 
 def awq_checkpoint(baseline_dir: Path, q: dict, cache_dir=None) -> Path:
     """The AWQ checkpoint: the published one, or the baseline quantized once (minutes) and cached."""
-    from . import _atomic_dir, _file_lock, require
+    from .files import _atomic_dir, _file_lock, require
 
     final, _ident, settings, texts = awq_plan(baseline_dir, q, cache_dir)
     if q.get("checkpoint") or (final / "evalsuite-awq.json").is_file():

@@ -136,7 +136,8 @@ def llmcompressor_plan(baseline_dir: Path, q: dict, cache_dir=None) -> tuple[Pat
 
     Returns (directory, identity, settings, calibration texts).
     """
-    from . import cache_root, calibration_texts, library_identity, model_dir_identity
+    from .calibration import calibration_texts
+    from .files import cache_root, library_identity, model_dir_identity
 
     settings = llmcompressor_settings(q, model_dims(baseline_dir))
     texts = calibration_texts(q.get("calibration"), settings["calibration_samples"]) if settings["algorithm"] == "gptq" else []
@@ -179,7 +180,7 @@ def require_llmcompressor() -> None:
 
 def llmcompressor_checkpoint(baseline_dir: Path, q: dict, cache_dir=None) -> Path:
     """The llm-compressor checkpoint for the baseline, built once (in a child process) and cached."""
-    from . import _atomic_dir, _file_lock
+    from .files import _atomic_dir, _file_lock
 
     final, _ident, settings, texts = llmcompressor_plan(baseline_dir, q, cache_dir)
     if (final / "evalsuite-llmcompressor.json").is_file():

@@ -84,7 +84,8 @@ def identity(method: str, baseline_dir: Path, q: dict, cache_dir=None, device: s
     library versions) or the published checkpoint's file hashes and hub commit; compressed-tensors:
     the checkpoint's; torchao/hqq: the validated settings (the library versions are added by the backend).
     """
-    from . import model_dir_identity, resolve_model
+    from .files import model_dir_identity
+    from .resolve import resolve_model
 
     if method == "awq":
         from .awq import awq_plan
@@ -113,7 +114,7 @@ def identity(method: str, baseline_dir: Path, q: dict, cache_dir=None, device: s
 
 def checkpoint_dir(method: str, baseline_dir: Path, q: dict, cache_dir=None) -> Path:
     """The directory a checkpoint method loads (building it first for awq and llm-compressor)."""
-    from . import resolve_model
+    from .resolve import resolve_model
 
     if method == "awq":
         from .awq import awq_checkpoint

@@ -162,7 +162,7 @@ def check_model(name: str | None, revision: str | None = None, *, field: str = "
     """
     out = {"name": name or EMBEDDED, "revision": revision, "ok": False, "where": "missing", "commit": None, "message": ""}
     if name in (None, "", EMBEDDED):
-        from . import embedded_gguf_path
+        from .embedded import embedded_gguf_path
 
         try:
             gguf = embedded_gguf_path()

@@ -56,18 +56,19 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
         "",
         "### Performance",
         "",
-        "| variant | changes | errors | timeouts | latency p50 s | p95 s | TTFT s | tokens/s | peak MB | speed-up | quality Δ (pts) |",
+        "| variant | weights / decoding | errors | timeouts | latency p50 s | p95 s | TTFT s | tokens/s | peak MB | speed-up | quality Δ (pts) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     from .model import quality_delta
 
+    matrix = {m["name"]: m["matrix_text"] for m in data.models}  # the variant matrix in words: method, bits, scheme, library, revision
+
     for p in data.perf:
         q = None if p["baseline"] else quality_delta(data.metric_rows, p["variant"])
         lines.append(
-            f"| `{_cell(p['variant'])}` | {_cell(p['changes'])} | {p['errors'] or 0} | {p['timeouts'] or 0} | {_f(p['latency_p50_s'], '.3f')} | {_f(p['latency_p95_s'], '.3f')} "
+            f"| `{_cell(p['variant'])}` | {_cell(matrix.get(p['variant']) or p['changes'])} | {p['errors'] or 0} | {p['timeouts'] or 0} | {_f(p['latency_p50_s'], '.3f')} | {_f(p['latency_p95_s'], '.3f')} "
             f"| {_f(p['ttft_p50_s'], '.3f')} | {_f(p['tokens_per_s'], '.1f')} | {_f(p['peak_memory_mb'], '.0f')} | {_f(p['speedup'], '.2f')} | {_f(None if q is None else 100 * q, '+.1f')} |"
         )
-    lines += matrix_lines(data.models)
     lines += release_lines(data.releases)
     lines += [
         "",
@@ -77,29 +78,6 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
     sig = data.signature
     lines.append(f"_case digest `{str(sig.get('case_digest', '-'))[:16]}`, {sig.get('cases', '-')} cases, evalsuite {sig.get('evalsuite', '-')}_")
     return "\n".join(lines) + "\n"
-
-
-def matrix_lines(models: Any) -> list[str]:
-    """The variant matrix: what each variant's weights are (method, bits, scheme, library, checkpoint and revision)."""
-    lines = [
-        "",
-        "### Variants",
-        "",
-        "| variant | backend | method | bits | scheme | library | checkpoint / revision | speculative |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for m in models:
-        q = m["matrix"]
-        role = " (baseline)" if m["baseline"] else " (noise)" if m["noise"] else ""
-        scheme = (q["scheme"] or "-") + (f", group {q['group_size']}" if q["group_size"] else "")
-        library = f"{q['library']} {q['library_version'] or '?'}" if q["library"] else "-"
-        pin = " @ ".join(str(x) for x in (q["checkpoint"], q["revision"]) if x) or "-"
-        pin += f" (`{str(q['commit'])[:10]}`)" if q["commit"] else ""
-        spec = (m["speculative"] or {}).get("method") if isinstance(m["speculative"], dict) else None
-        lines.append(
-            f"| `{_cell(m['name'])}`{role} | {_cell(m['backend'])} | {_cell(q['method'])} | {q['bits'] or '-'} | {_cell(scheme)} | {_cell(library)} | {_cell(pin)} | {_cell(spec or '-')} |"
-        )
-    return lines
 
 
 def release_lines(releases: Any) -> list[str]:

@@ -282,7 +282,7 @@ def _models(suite: Mapping, signature: Mapping) -> list[dict]:
                 "backend": v.get("backend"),
                 "model": v.get("model") or "-",
                 "matrix": row,
-                "weights": matrix_text({**row, "speculative": None}),
+                "matrix_text": matrix_text(row),
                 "speculative": v.get("speculative") or None,
                 "changes": ", ".join(v.get("changes") or []),
                 "fingerprint": (fps.get(name) or "")[:16],

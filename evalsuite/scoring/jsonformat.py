@@ -113,7 +113,8 @@ def _path(parts) -> str:
 def _missing_property(e: jsonschema.ValidationError) -> str | None:
     """The property a `required` error is about (jsonschema yields one error per missing name)."""
     inst = e.instance if isinstance(e.instance, dict) else {}
-    names = [p for p in e.validator_value or () if isinstance(p, str) and p not in inst]
+    required = e.validator_value if isinstance(e.validator_value, (list, tuple)) else ()
+    names = [p for p in required if isinstance(p, str) and p not in inst]
     named = [p for p in names if e.message.startswith(repr(p) + " ")]
     return named[0] if named else (names[0] if len(names) == 1 else None)
 

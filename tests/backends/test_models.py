@@ -20,7 +20,7 @@ def fake_gguf(tmp_path, monkeypatch):
     gguf = tmp_path / "pkg" / models.EMBEDDED_GGUF
     gguf.parent.mkdir()
     gguf.write_bytes(b"GGUF" + b"\0" * 64)
-    monkeypatch.setattr(models, "embedded_gguf_path", lambda: gguf)
+    monkeypatch.setattr(models.embedded, "embedded_gguf_path", lambda: gguf)
     monkeypatch.setenv("EVALSUITE_CACHE_DIR", str(tmp_path / "cache"))
     return gguf
 
@@ -50,7 +50,7 @@ def test_conversion_runs_once_and_atomically(fake_gguf, monkeypatch):
         (out / "config.json").write_text("{}")
         (out / "model.safetensors").write_bytes(b"w")
 
-    monkeypatch.setattr(models, "convert_gguf", convert)
+    monkeypatch.setattr(models.embedded, "convert_gguf", convert)
     d = models.ensure_embedded_model()
     assert d == models.embedded_model_dir() and (d / "model.safetensors").is_file()
     assert models.ensure_embedded_model() == d
@@ -66,7 +66,7 @@ def test_crash_during_conversion_leaves_no_half_cache(fake_gguf, monkeypatch):
         (out / "model.safetensors").write_bytes(b"half")
         raise RuntimeError("killed")
 
-    monkeypatch.setattr(models, "convert_gguf", convert)
+    monkeypatch.setattr(models.embedded, "convert_gguf", convert)
     with pytest.raises(RuntimeError):
         models.ensure_embedded_model()
     d = models.embedded_model_dir()

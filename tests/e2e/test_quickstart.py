@@ -60,6 +60,7 @@ def project(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.slow  # about 4 minutes on 2 cores (4 variants generate on the real model): .ci/run runs it after `make test`
 def test_quickstart_runs_end_to_end(project):
     from typer.testing import CliRunner
 
