@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from pathlib import Path
 
 from ..errors import EvalsuiteError
@@ -93,23 +92,15 @@ def awq_plan(baseline_dir: Path, q: dict, cache_dir=None) -> tuple[Path, dict, d
 
 def awq_checkpoint(baseline_dir: Path, q: dict, cache_dir=None) -> Path:
     """The AWQ checkpoint: the published one, or the baseline quantized once (minutes) and cached."""
-    from .files import _atomic_dir, _file_lock, require
+    from .files import build_once, require
 
     final, _ident, settings, texts = awq_plan(baseline_dir, q, cache_dir)
     if q.get("checkpoint") or (final / "evalsuite-awq.json").is_file():
         return final
     require("gptqmodel", "AWQ quantization", "gptq", "gptqmodel")
-    with _file_lock(final.parent / f".{final.name}.lock"):
-        if (final / "evalsuite-awq.json").is_file():
-            return final
-        t0 = time.perf_counter()
-        log.info("quantizing %s with AWQ (4-bit, group %d) on %d calibration texts: a few minutes, once", baseline_dir.name, settings["group_size"], len(texts))
-        with _atomic_dir(final) as tmp:
-            quantize_awq(baseline_dir, tmp, settings, texts)
-            meta = {"settings": settings, "baseline": str(baseline_dir), "calibration_texts": len(texts), "quantize_s": round(time.perf_counter() - t0, 1)}
-            (tmp / "evalsuite-awq.json").write_text(json.dumps(meta, indent=2) + "\n", "utf-8")
-        log.info("AWQ quantization took %.0fs", time.perf_counter() - t0)
-    return final
+    meta = {"settings": settings, "baseline": str(baseline_dir), "calibration_texts": len(texts)}
+    announce = f"quantizing {baseline_dir.name} with AWQ (4-bit, group {settings['group_size']}) on {len(texts)} calibration texts: a few minutes, once"
+    return build_once(final, "evalsuite-awq.json", lambda tmp: quantize_awq(baseline_dir, tmp, settings, texts), meta, announce)
 
 
 def quantize_awq(baseline_dir: Path, out_dir: Path, settings: dict, texts: list[str]) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from pathlib import Path
 
 from ..errors import EvalsuiteError, MissingExtraError
@@ -180,23 +179,15 @@ def require_llmcompressor() -> None:
 
 def llmcompressor_checkpoint(baseline_dir: Path, q: dict, cache_dir=None) -> Path:
     """The llm-compressor checkpoint for the baseline, built once (in a child process) and cached."""
-    from .files import _atomic_dir, _file_lock
+    from .files import build_once
 
     final, _ident, settings, texts = llmcompressor_plan(baseline_dir, q, cache_dir)
     if (final / "evalsuite-llmcompressor.json").is_file():
         return final
     require_llmcompressor()
-    with _file_lock(final.parent / f".{final.name}.lock"):
-        if (final / "evalsuite-llmcompressor.json").is_file():
-            return final
-        t0 = time.perf_counter()
-        log.info("quantizing %s with llm-compressor (%s, %s): once, cached in %s", baseline_dir.name, settings["scheme"], settings["algorithm"], final)
-        with _atomic_dir(final) as tmp:
-            run_oneshot(baseline_dir, tmp, settings, texts)
-            meta = {"settings": settings, "baseline": str(baseline_dir), "calibration_texts": len(texts), "quantize_s": round(time.perf_counter() - t0, 1)}
-            (tmp / "evalsuite-llmcompressor.json").write_text(json.dumps(meta, indent=2) + "\n", "utf-8")
-        log.info("llm-compressor quantization took %.0fs", time.perf_counter() - t0)
-    return final
+    meta = {"settings": settings, "baseline": str(baseline_dir), "calibration_texts": len(texts)}
+    announce = f"quantizing {baseline_dir.name} with llm-compressor ({settings['scheme']}, {settings['algorithm']}): once, cached in {final}"
+    return build_once(final, "evalsuite-llmcompressor.json", lambda tmp: run_oneshot(baseline_dir, tmp, settings, texts), meta, announce)
 
 
 def run_oneshot(baseline_dir: Path, out_dir: Path, settings: dict, texts: list[str]) -> None:

@@ -10,14 +10,19 @@ import contextlib
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..errors import MissingExtraError
 from ..yamlio import atomic_write_text
+
+log = logging.getLogger("evalsuite")
 
 #: files whose content is the identity of a model directory
 _IDENTITY_SUFFIXES = (".safetensors", ".json", ".model", ".txt", ".jinja", ".bin")
@@ -65,6 +70,24 @@ def _atomic_dir(final: Path):
                 shutil.rmtree(tmp, ignore_errors=True)
 
     return ctx()
+
+
+def build_once(final: Path, marker: str, build: Callable[[Path], None], meta: dict, announce: str) -> Path:
+    """A derived model (a quantized checkpoint) built into `final` once, shared by processes: under a
+    lock, into a temporary directory renamed onto `final` on success (a crash leaves no half
+    checkpoint), with `marker` (`meta` and the build time, as JSON) written last. A build another
+    process finished meanwhile is used as it is. `announce` is logged when this process builds."""
+    with _file_lock(final.parent / f".{final.name}.lock"):
+        if (final / marker).is_file():
+            return final
+        t0 = time.perf_counter()
+        log.info("%s", announce)
+        with _atomic_dir(final) as tmp:
+            build(tmp)
+            done = {**meta, "quantize_s": round(time.perf_counter() - t0, 1)}
+            (tmp / marker).write_text(json.dumps(done, indent=2) + "\n", "utf-8")
+        log.info("built %s in %.0fs", final.name, time.perf_counter() - t0)
+    return final
 
 
 # -- missing dependencies ----------------------------------------------------------------------

@@ -7,13 +7,12 @@ import hashlib
 import json
 import logging
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import EvalsuiteError
 from .calibration import calibration_texts
-from .files import _atomic_dir, _file_lock, _read_json, cache_root, library_identity, model_dir_identity, require
+from .files import _read_json, build_once, cache_root, library_identity, model_dir_identity, require
 from .resolve import resolve_model
 
 log = logging.getLogger("evalsuite")
@@ -129,29 +128,17 @@ def gptq_checkpoint(baseline_dir: Path, q: dict, cache_dir: str | os.PathLike | 
     require("gptqmodel", "GPTQ quantization", "gptq", "gptqmodel")
     if not texts:
         texts = calibration_texts(q.get("calibration"), settings["calibration_samples"])
-    with _file_lock(final.parent / f".{final.name}.lock"):
-        if (final / "evalsuite-gptq.json").is_file():
-            return final
-        t0 = time.perf_counter()
-        log.info(
-            "quantizing %s with GPTQ (%d-bit, group %d) on %d calibration texts: a few minutes, once",
-            baseline_dir.name,
-            settings["bits"],
-            settings["group_size"],
-            len(texts),
-        )
-        with _atomic_dir(final) as tmp:
-            quantize_gptq(baseline_dir, tmp, settings, texts)
-            meta = {
-                "settings": settings,
-                "baseline": str(baseline_dir),
-                "calibration_texts": len(texts),
-                "calibration_sha256": hashlib.sha256(json.dumps(texts).encode()).hexdigest(),
-                "quantize_s": round(time.perf_counter() - t0, 1),
-            }
-            (tmp / "evalsuite-gptq.json").write_text(json.dumps(meta, indent=2) + "\n", "utf-8")
-        log.info("GPTQ quantization took %.0fs", time.perf_counter() - t0)
-    return final
+    meta = {
+        "settings": settings,
+        "baseline": str(baseline_dir),
+        "calibration_texts": len(texts),
+        "calibration_sha256": hashlib.sha256(json.dumps(texts).encode()).hexdigest(),
+    }
+    announce = (
+        f"quantizing {baseline_dir.name} with GPTQ ({settings['bits']}-bit, group {settings['group_size']}) "
+        f"on {len(texts)} calibration texts: a few minutes, once"
+    )
+    return build_once(final, "evalsuite-gptq.json", lambda tmp: quantize_gptq(baseline_dir, tmp, settings, texts), meta, announce)
 
 
 def quantize_gptq(baseline_dir: Path, out_dir: Path, settings: dict, texts: Sequence[str]) -> None:
