@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export GPTQMODEL_CPU_WORKERS := 2
 
-.PHONY: setup demo test test-fast test-e2e lint bench bench-generation validate clean notebook
+.PHONY: setup demo test test-fast test-e2e test-slow lint bench bench-generation validate clean notebook
 
 setup: $(STAMP)
 
@@ -48,6 +48,10 @@ test-fast: setup
 
 test-e2e: setup
 	$(PY) -m pytest -q -m "e2e" tests
+
+# the checks marked slow (.ci/run runs the same after `make test`)
+test-slow: setup
+	$(PY) -m pytest -q -m slow tests/reliability tests/executors tests/e2e/test_quickstart.py tests/e2e/test_formats_real.py tests/test_ci_docs.py
 
 # JupyterLab on notebooks/ (review.ipynb: the review queue; explore.ipynb: a run's deltas), with the `notebook` extra
 notebook: setup $(VENV)/.notebook-installed

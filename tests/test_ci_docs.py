@@ -103,6 +103,7 @@ def github_job(tmp_path_factory):
     return {"wf": wf, "repo": repo, "done": done, "summary": summary, "cache": cache, "cache_path": cache_step["with"]["path"]}
 
 
+@pytest.mark.slow  # with the GitLab job, about two minutes: .ci/run runs them after `make test`
 def test_the_github_actions_workflow_runs_on_the_fake_suite(github_job):
     steps, repo, done = github_job["wf"]["jobs"]["gate"]["steps"], github_job["repo"], github_job["done"]
     assert [s["run"] for s in steps if s.get("name") == "Set up"] == ["make setup"]  # the one step left out
@@ -119,6 +120,7 @@ def test_the_github_actions_workflow_runs_on_the_fake_suite(github_job):
     assert (d.stage, d.variant, d.status, d.actor, d.origin) == ("pilot", "fake-int8", "pass", "ci-bot", "https://github.com/acme/models/actions/runs/42")
 
 
+@pytest.mark.slow
 def test_the_gitlab_ci_job_runs_on_the_fake_suite_with_the_cache_an_earlier_job_left(github_job, tmp_path):
     """The GitLab job restores reports/cache as the earlier (GitHub) job saved it: it generates nothing again."""
     job = workflows()[".gitlab-ci.yml"]["evalsuite"]

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+# every new format on the real embedded model (about a minute and a half, with the builds): marked slow,
+# run by .ci/run after `make test`; tests/backends/test_formats.py covers each format on a tiny model in `make test`
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
