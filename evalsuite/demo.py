@@ -126,7 +126,6 @@ def missing_requirement(variant) -> str | None:
     for module, extra in needs:
         if importlib.util.find_spec(module) is None:
             return f"needs {module}: pip install 'evalsuite[{extra}]'"
-    from .errors import EvalsuiteError
     from .models.formats import missing_requirement as quantization_missing
 
     for q in (variant.quantization, ((variant.speculative or {}).get("draft") or {}).get("quantization")):

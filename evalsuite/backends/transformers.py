@@ -38,13 +38,11 @@ from typing import Any
 from .. import models
 from ..errors import EvalsuiteError, MissingExtraError
 from ..models import awq, formats, ondemand
+from ..models.quiet import quiet_libraries
 from .base import Generation, Request, check_options
 
-# Library noise that would bury the runner's progress bars: optional kernels that are absent on
-# CPU (torchao, bitsandbytes), torch's pytree deprecations, bnb's per-call int8 cast warning.
-for _noisy in ("torchao", "bitsandbytes", "torch.utils._pytree"):
-    logging.getLogger(_noisy).setLevel(logging.ERROR)
-warnings.filterwarnings("ignore", message=r".*MatMul8bitLt.*")
+# Library noise that would bury the runner's progress bars (evalsuite.models.quiet)
+quiet_libraries()
 
 
 class _DraftConfigNotice(logging.Filter):
@@ -91,6 +89,7 @@ def _torch():
             import transformers
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise MissingExtraError("the transformers backend", "models", exc.name or "transformers") from exc
+        quiet_libraries()  # again: importing torch may have configured its loggers
         transformers.utils.logging.disable_progress_bar()  # weight-loading bars; the runner shows progress
         logging.getLogger("transformers.generation.utils").addFilter(_DRAFT_NOTICE)
         torch = _t

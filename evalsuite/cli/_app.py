@@ -33,17 +33,18 @@ class ExitCode(IntEnum):
 
 
 def setup_logging(verbose: bool = False) -> None:
-    """evalsuite's log lines on stderr through rich; one INFO line per HTTP request would bury them."""
+    """evalsuite's log lines on stderr through rich: its own from INFO, other libraries' from WARNING
+    (their INFO lines, one per HTTP request or matplotlib's font cache, would bury evalsuite's);
+    `verbose`: everything from DEBUG."""
     from rich.logging import RichHandler
 
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
+        level=logging.DEBUG if verbose else logging.WARNING,
         format="%(message)s",
         handlers=[RichHandler(console=err, show_path=False, show_time=False)],
         force=True,
     )
-    for name in ("httpx", "httpcore"):
-        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
+    logging.getLogger("evalsuite").setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
 def print_error(exc: BaseException) -> None:

@@ -3,8 +3,10 @@ converted once into a safetensors directory in the cache."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
+import io
 import json
 import logging
 import os
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from ..errors import EvalsuiteError, MissingExtraError
 from .files import _atomic_dir, _file_lock, cache_root, require
+from .quiet import quiet_libraries
 
 log = logging.getLogger("evalsuite")
 
@@ -93,6 +96,16 @@ def convert_gguf(gguf: Path, out_dir: Path) -> None:
     require("transformers", "loading the embedded GGUF model", "models", "transformers")
     require("gguf", "loading the embedded GGUF model", "models", "gguf")
     require("accelerate", "loading the embedded GGUF model", "models", "accelerate")
+    quiet_libraries()
+    bars = io.StringIO()  # transformers' conversion, loading and writing bars: the caller says what happens
+    try:
+        with contextlib.redirect_stderr(bars):
+            _convert(gguf, out_dir)
+    except Exception as exc:
+        raise EvalsuiteError(f"converting {gguf} failed: {type(exc).__name__}: {exc}\n--- its output (tail) ---\n{bars.getvalue()[-1500:]}") from exc
+
+
+def _convert(gguf: Path, out_dir: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

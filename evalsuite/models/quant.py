@@ -146,9 +146,6 @@ def quantize_gptq(baseline_dir: Path, out_dir: Path, settings: dict, texts: Sequ
     os.environ.setdefault("GPTQMODEL_CPU_WORKERS", "2")
     from gptqmodel import GPTQModel, QuantizeConfig
 
-    qcfg = QuantizeConfig(
-        bits=settings["bits"], group_size=settings["group_size"], desc_act=settings["desc_act"], sym=settings["sym"], damp_percent=settings["damp_percent"]
-    )
     # gptqmodel writes per-layer logs under ./logs of the working directory: keep them in the checkpoint
     with contextlib.suppress(ImportError, AttributeError):
         from gptqmodel.looper import loop_processor
@@ -157,8 +154,16 @@ def quantize_gptq(baseline_dir: Path, out_dir: Path, settings: dict, texts: Sequ
             loop_processor._PROJECT_LOG_DIR = out_dir / "logs"
     # gptqmodel draws a progress line per calibration row and layer: keep that in a log file
     logfile = out_dir / "quantize.log"
+    # (QuantizeConfig too: it prints where it offloads to)
     with open(logfile, "w", encoding="utf-8") as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
         try:
+            qcfg = QuantizeConfig(
+                bits=settings["bits"],
+                group_size=settings["group_size"],
+                desc_act=settings["desc_act"],
+                sym=settings["sym"],
+                damp_percent=settings["damp_percent"],
+            )
             model = GPTQModel.load(str(baseline_dir), qcfg)
             model.quantize(list(texts), batch_size=1)
             model.save(str(out_dir))

@@ -146,3 +146,30 @@ def test_calibration_texts_fall_back_when_no_case_sets(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     texts = models.calibration_texts(None)
     assert texts and set(texts) <= set(models._FALLBACK_CALIBRATION)
+
+
+def test_conversion_keeps_library_noise_off_the_output(fake_gguf, monkeypatch, capfd, caplog):
+    """A cold first run converts the GGUF: torchao's import-time warnings and transformers' bars stay
+    off the demo's output; a failing conversion shows them in its error."""
+    import logging
+    import sys
+
+    def noisy(gguf, out):
+        logging.getLogger("torchao.kernel.intmm").warning("Warning: Detected no triton")
+        print("Converting and de-quantizing GGUF tensors...: 100%", file=sys.stderr)
+        (out / "config.json").write_text("{}")
+
+    monkeypatch.setattr(models.embedded, "require", lambda *a, **k: None)
+    monkeypatch.setattr(models.embedded, "_convert", noisy)
+    with caplog.at_level(logging.INFO):
+        models.ensure_embedded_model()
+    assert "Converting" not in capfd.readouterr().err
+    assert not [r for r in caplog.records if r.name.startswith("torchao")]
+
+    def broken(gguf, out):
+        print("gguf: bad tensor blk.0", file=sys.stderr)
+        raise ValueError("boom")
+
+    monkeypatch.setattr(models.embedded, "_convert", broken)
+    with pytest.raises(EvalsuiteError, match=r"(?s)converting .* failed: ValueError: boom.*bad tensor blk\.0"):
+        models.convert_gguf(fake_gguf, fake_gguf.parent / "out")
