@@ -261,6 +261,7 @@ main()
 """
 
 
+@pytest.mark.slow  # four kills in subprocesses, about a minute: `make test-slow` (and .ci/run) runs it
 @pytest.mark.parametrize("kill_at", ["suite.yaml", "status.json", "cases.jsonl", "signature.json"])
 def test_gate_last_works_after_a_kill_while_a_run_is_created(tmp_path, kill_at):
     """A run killed while its directory is being created leaves a half-made directory and a temporary

@@ -39,6 +39,7 @@ def spawn(queue: Path, mode: str, n: int, ids=(), names=None) -> list[dict]:
     return out
 
 
+@pytest.mark.slow  # 8 processes × 200 items, about 50 s: `make test-slow` (and .ci/run) runs it
 def test_eight_reviewers_claiming_and_annotating_200_items_each(tmp_path):
     queue = tmp_path / "q.sqlite"
     with ReviewStore(queue) as q:
