@@ -49,6 +49,22 @@ BROKEN = [
         ["'yes' is not of type 'boolean'"],
     ),
     (
+        "isolation misspelled",
+        """
+        cases:
+          - id: a1
+            scenario: code
+            kind: completion
+            prompt: add
+            expect:
+              entry_point: add
+              tests: "assert add(1, 2) == 3"
+              isolation: share
+        """,
+        [(9, "expect.isolation")],
+        ["'share' is not one of ['process', 'shared']"],
+    ),
+    (
         "unknown field",
         """
         cases:
@@ -237,3 +253,21 @@ def test_digest_of_a_copy_elsewhere_is_the_same(write, tmp_path):
     other.parent.mkdir()
     shutil.copy(path, other)
     assert suite_digest(all_cases(load_cases([path]))) == suite_digest(all_cases(load_cases([other])))
+
+
+def test_isolation_defaults_to_process_and_shared_is_kept(write):
+    text = """
+    cases:
+      - id: a1
+        scenario: code
+        kind: completion
+        prompt: add
+        expect: {entry_point: add, tests: "assert add(1, 2) == 3"}
+      - id: a2
+        scenario: code
+        kind: completion
+        prompt: add
+        expect: {entry_point: add, tests: "assert add(1, 2) == 3", isolation: shared}
+    """
+    cases = {c.id: c for c in all_cases(load_cases([write("sets/iso.yaml", text)]))}
+    assert (cases["a1"].expect.isolation, cases["a2"].expect.isolation) == ("process", "shared")

@@ -300,7 +300,8 @@ def test_comparisons_keep_their_meaning_for_honest_values():
         "assert D(1) == D(1) and D(1) != D(2)\nassert add(1, 2) != 4\nassert math.nan != math.nan\nassert math.nan in [math.nan] or True\n"
         "assert [1, (2, {'k': {3}})] == [1, (2, {'k': {3}})]\nassert 3 in {3: 'x'} and 5 not in [1, 2]\nassert True == 1\n"
     )
-    res = sandbox.run_tests(program, tests, "add")
+    # the tests use the program's own classes (D, P): a case like this declares `isolation: shared`
+    res = sandbox.run_tests(program, tests, "add", isolation="shared")
     assert (res.status, res.tests_run) == ("passed", 1), res.stderr[-800:]
 
 
@@ -317,7 +318,8 @@ def test_tests_keep_unittest_mock_subtests_and_fixtures():
         "    def test_sub(self):\n        for i in range(2):\n            with self.subTest(i=i):\n                self.assertEqual(load(self.data) + [self.extra], [1, 2])\n"
         "    @unittest.skip('not today')\n    def test_skipped(self):\n        assert False\n"
     )
-    res = sandbox.run_tests(program, tests, "load")
+    # the tests patch the program's json module: a case like this declares `isolation: shared`
+    res = sandbox.run_tests(program, tests, "load", isolation="shared")
     assert (res.status, res.tests_run) == ("passed", 3), res.stderr[-800:]
 
 

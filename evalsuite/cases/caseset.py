@@ -173,6 +173,7 @@ class Expect:
     canaries: tuple[str, ...] = ()
     answer_keywords: tuple[str, ...] = ()
     entry_point: str | None = None
+    isolation: str = "process"  #: "process" (the program in its own interpreter) or "shared" (forgeable; docs/security.md)
     tests: str | None = None
     reference: str | None = None
     mutants: tuple[str, ...] = ()
@@ -193,6 +194,7 @@ class Expect:
             canaries=tuple(raw.get("canaries", ())),
             answer_keywords=tuple(raw.get("answer_keywords", ())),
             entry_point=raw.get("entry_point"),
+            isolation=raw.get("isolation", "process"),
             tests=raw.get("tests"),
             reference=raw.get("reference"),
             mutants=tuple(raw.get("mutants", ())),

@@ -93,7 +93,7 @@ def instrument(tests, ast):
 class _Run:
     """What the steps of one run share, all taken before the program runs."""
 
-    __slots__ = ("token", "out", "write", "unittest", "test_case", "skip_test", "entry_point", "snapshot", "hits")
+    __slots__ = ("token", "out", "write", "unittest", "test_case", "skip_test", "entry_point", "snapshot", "hits", "failure", "error", "timeout")
 
     def __init__(self, channel, unittest, entry_point):
         #: the token, stdout as it was (the program may close or redirect fd 1) and os.write as it was
@@ -102,6 +102,7 @@ class _Run:
         self.test_case, self.skip_test = (unittest.TestCase, unittest.SkipTest) if unittest is not None else (None, None)
         self.snapshot = _snapshot(unittest)
         self.hits = [0]  #: assertions run so far
+        self.failure = self.error = self.timeout = None  #: why the run failed, timed out or could not be judged (isolated runs)
 
 
 def _read_token():
@@ -388,13 +389,16 @@ def _run_tests(run, tests_code, tns, ns):
 def main(payload):
     """Run the program, then its tests; the verdict line comes last, and only if the harness got there."""
     channel = (_read_token(), os.dup(1), os.write)  # first of all: the verdict's token and way out
-    program, tests, tests_code, version, ep, shim, use_unittest = payload
+    program, tests, tests_code, version, ep, shim, use_unittest, isolated = payload
     unittest = None
     if use_unittest:
         import unittest
     _show_sources(program, tests)
     run = _Run(channel, unittest, ep)
     tests_code = _load_tests(tests, tests_code, version)
+    if isolated is not None:
+        _main_isolated(run, program, tests_code, shim, isolated, version)
+        return
     ns = {"__name__": "__solution__", "__builtins__": builtins}
     exec(compile(program, "solution.py", "exec"), ns)
     _restore(run)
@@ -405,6 +409,267 @@ def main(payload):
         exec(compile(shim, "pytest_shim.py", "exec"), {})
     n = _run_tests(run, tests_code, _tests_namespace(run, ns), ns)
     _verdict(run, str(n) if n else "FAIL no test ran")
+
+
+# ----------------------------------------------------------------------------------------------
+# Isolated runs: the program in an interpreter of its own (`_program_main`), called over `_wire`
+# ----------------------------------------------------------------------------------------------
+
+#: the program's interpreter reads its code (the wire's and `_program_main`'s, marshalled) from fd 0
+_PROGRAM_BOOT = (
+    "import os, marshal\n"
+    "def r(n):\n"
+    "    b = b''\n"
+    "    while len(b) < n:\n"
+    "        c = os.read(0, n - len(b))\n"
+    "        if not c:\n"
+    "            raise SystemExit(3)\n"
+    "        b += c\n"
+    "    return b\n"
+    "w, p = marshal.loads(r(int.from_bytes(r(8), 'big')))\n"
+    "W = {'__name__': '_wire'}\n"
+    "exec(w, W)\n"
+    "G = {'__name__': '__evalsuite_program__'}\n"
+    "exec(p, G)\n"
+    "del w, p, r\n"
+    "G['main'](W)\n"
+)
+_OUT_FILE = "program.out"  #: the program's stdout (`_program_main._OUT_FILE`)
+
+
+class _Stop(BaseException):
+    """Ends the tests at once: the run's verdict is decided (`_Run.failure` or `_Run.error`)."""
+
+
+_exc_classes: dict = {}  #: exception types made for names the program raised, by name
+
+
+def _exc_class(name):
+    """The exception type the tests see for one the program raised: the builtin of that name, or
+    a subclass of Exception made here with that name (`raises` by name still works)."""
+    b = _getattr(builtins, name, None) if _isinstance(name, str) else None
+    if _isinstance(b, _type) and _issubclass(b, _BaseException):
+        return b
+    name = name if _isinstance(name, str) and name.isidentifier() else "ProgramError"
+    if name not in _exc_classes:
+        _exc_classes[name] = _type(name, (Exception,), {"__module__": "solution"})
+    return _exc_classes[name]
+
+
+def _raise_as(name, msg):
+    cls = _exc_class(name)
+    try:
+        exc = cls(msg)
+    except _BaseException:
+        exc = _exc_class(name + "_")(msg)  # a builtin that wants other arguments (UnicodeDecodeError)
+    raise exc
+
+
+class _Program:
+    """The program's interpreter, as the tests' side holds it: a pid, the channel, its stdout file."""
+
+    __slots__ = ("run", "wire", "pid", "wout", "rin", "outfd", "poller", "pidfd")
+
+    def __init__(self, run, wire, codes):
+        self.run, self.wire = run, wire
+        req_r, self.wout = os.pipe()
+        self.rin, resp_w = os.pipe()
+        os.close(os.open(_OUT_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        self.outfd = os.open(_OUT_FILE, os.O_RDONLY)
+        try:
+            dup2 = os.POSIX_SPAWN_DUP2
+            argv = [sys.executable, "-I", "-S", "-B", "-c", _PROGRAM_BOOT]
+            self.pid = os.posix_spawn(sys.executable, argv, os.environ, file_actions=[(dup2, req_r, 0), (dup2, resp_w, 1)])
+        finally:
+            os.close(req_r)
+            os.close(resp_w)
+        os.write(self.wout, _len(codes).to_bytes(8, "big") + codes)
+        import select
+
+        self.poller, self.pidfd = select.poll(), -1
+        self.poller.register(self.rin, select.POLLIN)
+        try:
+            self.pidfd = os.pidfd_open(self.pid)
+            self.poller.register(self.pidfd, select.POLLIN)
+        except (AttributeError, OSError):
+            pass  # no pidfds: a daemon the program leaves holding the channel ends as a timeout
+
+    def wait_reply(self):
+        """Until a reply starts or the program's interpreter has ended (EOFError), whoever else holds the channel."""
+        while True:
+            ready = [fd for fd, _ in self.poller.poll()]
+            if self.rin in ready:
+                return
+            if self.pidfd in ready:
+                raise EOFError("the program's interpreter ended")
+
+    def forward(self):
+        """What the program printed since the last look, into the run's stdout (in order with the tests')."""
+        chunks = []
+        while True:
+            b = os.read(self.outfd, 1 << 16)
+            if not b:
+                break
+            chunks.append(b)
+        if chunks:
+            sys.stdout.flush()
+            data = b"".join(chunks)
+            while data:
+                data = data[os.write(1, data) :]
+
+    def exchange(self, msg, what):
+        """Send `msg`, return the reply; the run fails (or errs) when the channel cannot carry it."""
+        run, wire = self.run, self.wire
+        if run.failure or run.error:
+            raise _Stop()
+        try:
+            wire["send"](self.wout, msg)
+        except wire["WireError"] as exc:
+            run.error = f"{what}: an argument is not plain data ({exc}); the case needs isolation: shared"
+            raise _Stop() from None
+        except OSError:
+            pass  # the program's interpreter is gone: the reply says so
+        try:
+            self.wait_reply()
+            reply = wire["recv"](self.rin)
+        except (EOFError, OSError):
+            run.failure = f"exited before the verdict (the program's interpreter ended during {what}: {self.ended()})"
+            raise _Stop() from None
+        except wire["WireError"] as exc:
+            run.failure = f"the program's interpreter sent a bad reply during {what}: {exc}"
+            raise _Stop() from None
+        finally:
+            self.forward()
+        if _type(reply) is not tuple or not reply or _type(reply[0]) is not str:
+            run.failure = f"the program's interpreter sent a bad reply during {what}"
+            raise _Stop()
+        return reply
+
+    def ended(self):
+        """How the program's interpreter ended ("exit 0", "signal SIGSEGV"), once it has; past its CPU
+        limit the run is a timeout (`_Run.timeout`), as a program in the tests' interpreter would be."""
+        try:
+            _, status, usage = os.wait4(self.pid, 0)
+        except OSError:
+            return "ended"
+        code = os.waitstatus_to_exitcode(status)
+        if code >= 0:
+            return f"exit {code}"
+        import resource
+        import signal
+
+        cpu, limit = usage.ru_utime + usage.ru_stime, resource.getrlimit(resource.RLIMIT_CPU)[0]
+        if -code == signal.SIGXCPU or (-code == signal.SIGKILL and limit >= 0 and cpu >= limit - 0.05):
+            self.run.timeout = f"cpu limit ({limit} s, in the program's interpreter)"
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+
+    def raised(self, name, msg, what):
+        """The program raised `name`: raise it here, or end the run where it meant leaving (sys.exit)."""
+        if name == "SystemExit":
+            self.run.failure = f"exited before the verdict (the program called sys.exit during {what})"
+            raise _Stop()
+        _raise_as(name, msg)
+
+    def call(self, name, args, kw):
+        reply = self.exchange((name, args, kw), f"{name}()")
+        kind = reply[0]
+        if kind == "ok" and _len(reply) == 2:
+            return reply[1]
+        if kind == "raise" and _len(reply) == 3:
+            self.raised(reply[1], reply[2], f"{name}()")
+        self.run.failure = reply[1] if kind == "object" and _len(reply) == 2 and _type(reply[1]) is str else f"bad reply to {name}()"
+        raise _Stop()
+
+    def close(self):
+        """Kill the program's interpreter and collect the last of its output."""
+        try:
+            os.kill(self.pid, 9)
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass  # already reaped (`ended`)
+        self.forward()
+
+
+def _proxy(program, name):
+    """What the tests call for one of the program's callables."""
+
+    def call(*args, **kw):
+        return program.call(name, args, kw)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+def _isolated_names(program, kinds):
+    """The program's names as the tests see them: proxies, plain values, exception types, stdlib modules."""
+    ns = {}
+    for name, kind in kinds.items():
+        if _type(name) is not str or _type(kind) is not tuple or not kind:
+            continue
+        if kind[0] == "call":
+            ns[name] = _proxy(program, name)
+        elif kind[0] == "value" and _len(kind) == 2:
+            ns[name] = kind[1]
+        elif kind[0] == "exception" and _len(kind) == 2:
+            ns[name] = _exc_class(kind[1])
+        elif kind[0] == "module" and _len(kind) == 2 and _type(kind[1]) is str:
+            try:
+                ns[name] = __import__(kind[1])
+            except _BaseException:
+                pass
+    return ns
+
+
+def _isolated_codes(isolated, version):
+    """(wire namespace, marshalled codes for the program's interpreter), compiled here on another version."""
+    codes, wire_src, prog_src, names = isolated
+    if version != sys.hexversion:
+        w = compile(wire_src, "<evalsuite-wire>", "exec", dont_inherit=True)
+        codes = marshal.dumps((w, compile(prog_src, "<evalsuite-program>", "exec", dont_inherit=True)))
+    wire = {"__name__": "_wire"}
+    exec(marshal.loads(codes)[0], wire)
+    return wire, codes, names
+
+
+def _main_isolated(run, program, tests_code, shim, isolated, version):
+    """The tests here, the program in its own interpreter; the verdict from here only."""
+    wire, codes, names = _isolated_codes(isolated, version)
+    try:
+        prog = _Program(run, wire, codes)
+    except OSError as exc:
+        _verdict(run, f"ERROR the program's sandbox did not start: {exc}")
+        return
+    n = 0
+    try:
+        reply = prog.exchange((program, names), "loading")
+        if reply[0] == "load_error" and _len(reply) == 3:
+            prog.close()
+            prog.raised(reply[1], reply[2], "loading")
+        kinds = reply[1] if reply[0] == "ready" and _len(reply) == 2 and _type(reply[1]) is dict else {}
+        ep = run.entry_point
+        if ep is not None and ep not in kinds:
+            run.failure = f"entry point {ep!r} not defined"
+            raise _Stop()
+        if shim:
+            exec(compile(shim, "pytest_shim.py", "exec"), {})
+        ns = _isolated_names(prog, kinds)
+        tns = _tests_namespace(run, ns)
+        n = _run_tests(run, tests_code, tns, ns)
+    except _Stop:
+        pass
+    finally:
+        prog.close()
+    if run.error:
+        _verdict(run, "ERROR " + run.error)
+    elif run.timeout:
+        _verdict(run, "TIMEOUT " + run.timeout)
+    elif run.failure:
+        _verdict(run, "FAIL " + run.failure)
+    else:
+        _verdict(run, str(n) if n else "FAIL no test ran")
 
 
 if __name__ == _SANDBOX_NAME:

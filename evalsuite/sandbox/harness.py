@@ -9,6 +9,7 @@ by the suite into `main.py`, and instruments the tests here, so a run pays for n
 from __future__ import annotations
 
 import ast
+import builtins
 import marshal
 import os
 import sys
@@ -115,14 +116,54 @@ def _harness_code() -> tuple[str, bytes]:
     return src, marshal.dumps(compile(src, _HARNESS_NAME, "exec", dont_inherit=True, optimize=2))
 
 
-def build_harness(program: str, tests: str, entry_point: str | None = None) -> str:
-    """The test program: solution and tests run in one process, then the verdict line is written.
+#: how a test run places the program: "process" (an interpreter of its own, called over `_wire`) or
+#: "shared" (the program and the tests in one interpreter: the program can forge the verdict)
+ISOLATIONS = ("process", "shared")
+
+_WIRE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_wire.py")
+_PROGRAM_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_program_main.py")
+
+
+@lru_cache(maxsize=1)
+def _program_side() -> tuple[bytes, str, str]:
+    """The program's interpreter's code: the wire's and `_program_main`'s, marshalled, and their sources."""
+    with open(_WIRE_FILE, encoding="utf-8") as fh:
+        wire_src = fh.read()
+    with open(_PROGRAM_FILE, encoding="utf-8") as fh:
+        prog_src = fh.read()
+    w = compile(wire_src, "<evalsuite-wire>", "exec", dont_inherit=True, optimize=2)
+    p = compile(prog_src, "<evalsuite-program>", "exec", dont_inherit=True, optimize=2)
+    return marshal.dumps((w, p)), wire_src, prog_src
+
+
+@lru_cache(maxsize=512)
+def _referenced_names(tests: str, entry_point: str | None) -> tuple[str, ...]:
+    """The names the tests read that they may take from the program (the entry point first)."""
+    try:
+        tree = ast.parse(tests)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = ast.Module(body=[], type_ignores=[])
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    names -= set(dir(builtins))
+    names.discard(entry_point or "")
+    return ((entry_point,) if entry_point else ()) + tuple(sorted(names))
+
+
+def build_harness(program: str, tests: str, entry_point: str | None = None, isolation: str = "process") -> str:
+    """The test program: the tests, the program (in an interpreter of its own unless `isolation` is
+    "shared"), then the verdict line.
 
     It holds the run's data and the harness compiled by the suite (run when the sandbox's interpreter
     is this one, the usual case), with the harness's source as the fallback for another version.
     """
+    if isolation not in ISOLATIONS:
+        raise ValueError(f"isolation {isolation!r}: expected one of {', '.join(ISOLATIONS)}")
     shim = _PYTEST_SHIM if "pytest" in tests else ""
-    payload = (program, tests, _compiled_tests(tests), sys.hexversion, entry_point, shim, _uses_unittest(tests))
+    isolated = None
+    if isolation == "process":
+        codes, wire_src, prog_src = _program_side()
+        isolated = (codes, wire_src, prog_src, _referenced_names(tests, entry_point))
+    payload = (program, tests, _compiled_tests(tests), sys.hexversion, entry_point, shim, _uses_unittest(tests), isolated)
     src, code = _harness_code()
     # the literals on lines of their own: a traceback shows the short `exec` line, not 60 KB of them;
     # the harness gets a namespace of its own (the program can `import __main__`, not reach into it)

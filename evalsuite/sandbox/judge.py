@@ -64,6 +64,8 @@ class _Verdict:
     seen: bool = False  #: the token was the last line
     tests_run: int | None = None
     failure: str | None = None  #: the harness's own reason for failing ("no test ran", ...)
+    error: str | None = None  #: the harness could not judge (the program's sandbox did not start, ...)
+    timeout: str | None = None  #: the program's own interpreter ran out of time (isolated runs)
 
 
 def _truncate(b: bytes) -> str:
@@ -103,6 +105,10 @@ def _split_verdict(stdout: bytes, token: str | None) -> tuple[bytes, _Verdict]:
     rest = last[len(token) :].strip()
     if rest.startswith("FAIL "):
         return body.encode(), _Verdict(False, None, rest[5:])
+    if rest.startswith("ERROR "):
+        return body.encode(), _Verdict(False, None, None, rest[6:])
+    if rest.startswith("TIMEOUT "):
+        return body.encode(), _Verdict(False, None, None, None, rest[8:])
     return body.encode(), _Verdict(True, int(rest) if rest.isdigit() else None)
 
 
@@ -123,6 +129,10 @@ def _judge(out: _Outcome, boot: dict, setup_error: str | None, verdict: _Verdict
         return "error", f"sandbox bootstrap ended {ended}: {_truncate(out.stderr)[-500:]}"
     if rc == -signal.SIGXCPU or (rc == -signal.SIGKILL and (boot.get("cpu_s") or 0) >= lim.resolved_cpu_s() - 0.05):
         return "timeout", f"cpu limit ({lim.resolved_cpu_s()} s)"
+    if verdict.error:
+        return "error", verdict.error
+    if verdict.timeout:
+        return "timeout", verdict.timeout
     if verdict.failure:
         return "failed", verdict.failure
     if rc != 0:

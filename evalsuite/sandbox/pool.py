@@ -34,7 +34,7 @@ def _cores() -> int:
 POOL_SIZE = max(2, 2 * _cores())
 
 
-def run_tests(program: str, tests: str, entry_point: str | None = None, **limits) -> SandboxResult:
+def run_tests(program: str, tests: str, entry_point: str | None = None, *, isolation: str = "process", **limits) -> SandboxResult:
     """Run `tests` against `program`; passed only if every test ran and at least one checked something.
 
     Tests may be plain top-level asserts, a HumanEval-style `check(candidate)` (called with
@@ -43,9 +43,13 @@ def run_tests(program: str, tests: str, entry_point: str | None = None, **limits
     counts as run when it executed an assert (or an assert*/raises/fail call); a run where none did
     fails with "no test ran", and a program that does not define `entry_point` fails with
     "entry point '<name>' not defined".
+
+    `isolation="process"` (the default) runs the program in an interpreter of its own that the tests
+    call over a plain-data channel (`_wire`), so nothing the program does reaches the tests or the
+    verdict; `"shared"` runs both in one interpreter (a case's `isolation: shared`: forgeable).
     """
     token = "EVALSUITE-VERDICT-" + secrets.token_hex(16)
-    harness = build_harness(program, tests, entry_point)
+    harness = build_harness(program, tests, entry_point, isolation)
     return run_python(harness, verdict_token=token, stdin=(token + "\n").encode(), **limits)
 
 
@@ -70,19 +74,19 @@ _cache_lock = threading.Lock()
 _inflight: dict[str, threading.Event] = {}
 
 
-def cache_key(program: str, tests: str, entry_point: str | None, limits: dict) -> str:
+def cache_key(program: str, tests: str, entry_point: str | None, limits: dict, isolation: str = "process") -> str:
     """Hash of everything that decides a test run's outcome."""
-    payload = json.dumps([program, tests, entry_point, sorted(limits.items())], ensure_ascii=False)
+    payload = json.dumps([program, tests, entry_point, sorted(limits.items())] + ([isolation] if isolation != "process" else []), ensure_ascii=False)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def run_tests_cached(program: str, tests: str, entry_point: str | None = None, **limits) -> SandboxResult:
+def run_tests_cached(program: str, tests: str, entry_point: str | None = None, *, isolation: str = "process", **limits) -> SandboxResult:
     """`run_tests`, memoised in this process by (program, tests, entry point, limits).
 
     Per-sample `code.pass` and case-level pass@k share it, so no program runs twice; concurrent
     callers of the same key wait for the first one. Sandbox errors are not cached.
     """
-    key = cache_key(program, tests, entry_point, limits)
+    key = cache_key(program, tests, entry_point, limits, isolation)
     while True:
         with _cache_lock:
             if key in _cache:
@@ -98,7 +102,8 @@ def run_tests_cached(program: str, tests: str, entry_point: str | None = None, *
             continue
         try:
             # looked up on the package, so that `sandbox.run_tests` can be replaced (tests count runs)
-            res = _run_tests_now()(program, tests, entry_point, **limits)
+            iso = {} if isolation == "process" else {"isolation": isolation}  # replacements that predate it
+            res = _run_tests_now()(program, tests, entry_point, **iso, **limits)
             with _cache_lock:
                 if res.status != "error":
                     _cache[key] = res
@@ -127,10 +132,10 @@ def _executor() -> ThreadPoolExecutor:
         return _pool
 
 
-def run_tests_many(jobs: Iterable[tuple[str, str, str | None]], **limits) -> list[SandboxResult]:
+def run_tests_many(jobs: Iterable[tuple[str, str, str | None]], *, isolation: str = "process", **limits) -> list[SandboxResult]:
     """Run several (program, tests, entry_point) jobs, POOL_SIZE at a time, cached; results in order."""
     jobs = list(jobs)
     if len(jobs) <= 1:
-        return [run_tests_cached(p, t, e, **limits) for p, t, e in jobs]
-    futures = [_executor().submit(run_tests_cached, p, t, e, **limits) for p, t, e in jobs]
+        return [run_tests_cached(p, t, e, isolation=isolation, **limits) for p, t, e in jobs]
+    futures = [_executor().submit(run_tests_cached, p, t, e, isolation=isolation, **limits) for p, t, e in jobs]
     return [f.result() for f in futures]

@@ -23,6 +23,8 @@ from .base import Score, ScoreInput, scorer
 LIMITS: dict = {"timeout_s": 10.0, "memory_mb": 512, "max_procs": 32, "max_file_mb": 16}
 PASS_AT_K = (1, 2, 5, 10)
 STDERR_TAIL = 1500
+#: the evidence of a case run with `isolation: shared` (docs/security.md)
+SHARED_VERDICT = "forgeable: isolation: shared runs the program in the tests' interpreter, where it can reach the verdict"
 
 # ----------------------------------------------------------------------------------------------
 # Extraction
@@ -223,7 +225,7 @@ def _reason(res: sandbox.SandboxResult) -> str:
     return "no test ran" if res.status == "passed" and not res.tests_run else res.reason
 
 
-def _run_details(res: sandbox.SandboxResult) -> dict:
+def _run_details(res: sandbox.SandboxResult, isolation: str = "process") -> dict:
     d: dict[str, object] = {
         "status": _status(res),
         "reason": _reason(res),
@@ -234,6 +236,8 @@ def _run_details(res: sandbox.SandboxResult) -> dict:
     }
     if res.warnings:
         d["sandbox_warnings"] = list(res.warnings)
+    if isolation == "shared":
+        d["verdict"] = SHARED_VERDICT
     return d
 
 
@@ -256,11 +260,11 @@ def code_pass(inp: ScoreInput) -> list[Score]:
         why = f"generation failed: {inp.error}" if inp.error else "no code in the output"
         return [Score("code.pass", 0.0, False, True, {"status": "failed", "reason": why, "how": "none"})]
     code, how = job
-    res = sandbox_jobs.run_tests_cached(code, ex.tests, ex.entry_point, **LIMITS)
+    res = sandbox_jobs.run_tests_cached(code, ex.tests, ex.entry_point, isolation=ex.isolation, **LIMITS)
     if res.status == "error":
-        return [Score("code.pass", None, None, True, {"how": how, **_run_details(res)})]
+        return [Score("code.pass", None, None, True, {"how": how, **_run_details(res, ex.isolation)})]
     ok = _status(res) == "passed"
-    return [Score("code.pass", 1.0 if ok else 0.0, ok, True, {"how": how, **_run_details(res)})]
+    return [Score("code.pass", 1.0 if ok else 0.0, ok, True, {"how": how, **_run_details(res, ex.isolation)})]
 
 
 @scorer("code.pass@k", level="case", scenarios=("code",), kinds=("completion", "refactor"), ks=PASS_AT_K, **LIMITS)
@@ -272,7 +276,7 @@ def code_pass_at_k(case: Case, inputs: Sequence[ScoreInput]) -> list[Score]:
         return []
     jobs = [_sample_job(inp) for inp in inputs]
     runnable = [(i, j) for i, j in enumerate(jobs) if j is not None]
-    results = sandbox_jobs.run_tests_many([(code, ex.tests, ex.entry_point) for _, (code, _) in runnable], **LIMITS)
+    results = sandbox_jobs.run_tests_many([(code, ex.tests, ex.entry_point) for _, (code, _) in runnable], isolation=ex.isolation, **LIMITS)
     statuses: list[str] = ["failed"] * n
     for (i, _), res in zip(runnable, results):
         statuses[i] = _status(res)
@@ -282,6 +286,8 @@ def code_pass_at_k(case: Case, inputs: Sequence[ScoreInput]) -> list[Score]:
     details = {"n": n_eff, "c": c, "statuses": statuses}
     if errors:
         details["sandbox_errors"] = errors
+    if ex.isolation == "shared":
+        details["verdict"] = SHARED_VERDICT
     out = []
     for k in PASS_AT_K:
         if k <= n_eff:
@@ -428,7 +434,7 @@ def _run_generated(case: Case, tests: str) -> list[sandbox.SandboxResult]:
     ex = case.expect
     full = tests_prelude(tests) + tests
     programs = [ex.reference or ""] + list(ex.mutants)
-    return sandbox_jobs.run_tests_many([(p, full, ex.entry_point) for p in programs], **LIMITS)
+    return sandbox_jobs.run_tests_many([(p, full, ex.entry_point) for p in programs], isolation=ex.isolation, **LIMITS)
 
 
 @scorer("code.tests_pass_reference", scenarios=("code",), kinds=("tests",), **LIMITS)
@@ -444,9 +450,9 @@ def code_tests_pass_reference(inp: ScoreInput) -> list[Score]:
         return [Score(name, 0.0, False, True, {"reason": "the tests check nothing (no assert)", "how": how})]
     ref = _run_generated(inp.case, tests)[0]
     if ref.status == "error":
-        return [Score(name, None, None, True, {"how": how, **_run_details(ref)})]
+        return [Score(name, None, None, True, {"how": how, **_run_details(ref, inp.case.expect.isolation)})]
     ok = _status(ref) == "passed"
-    return [Score(name, 1.0 if ok else 0.0, ok, True, {"how": how, **_run_details(ref)})]
+    return [Score(name, 1.0 if ok else 0.0, ok, True, {"how": how, **_run_details(ref, inp.case.expect.isolation)})]
 
 
 @scorer("code.mutants_caught", scenarios=("code",), kinds=("tests",), **LIMITS)

@@ -44,7 +44,7 @@ class Hostile:
     name: str
     code: str  #: a str.format template over Host's fields
     status: str
-    reason: str  #: fragment of SandboxResult.reason
+    reason: str  #: fragment of SandboxResult.reason; `|` separates the alternatives of the two isolations (shared|process)
     limits: dict = field(default_factory=dict)
     needs: str | None = None  #: CONTAINED: not run without it (it would hurt the caller)
 
@@ -107,7 +107,7 @@ HOSTILE = [
         "import os, signal\nfor pid in (os.getppid(), 1, {suite_pid}, {suite_parent_pid}, {bystander_pid}):\n    try:\n        os.kill(pid, signal.SIGKILL)\n"
         "    except OSError as exc:\n        print(pid, exc)\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError as exc:\n    print(-1, exc)\n",
         "failed",
-        "entry point 'square' not defined",
+        "entry point 'square' not defined|signal SIGKILL",  # in its own interpreter, its parent is the tests'
         needs=CONTAINED,
     ),
     Hostile(
@@ -163,7 +163,7 @@ HOSTILE = [
         "class Anything:\n    def __eq__(self, other):\n        return True\n    def __ne__(self, other):\n        return False\n"
         "    __hash__ = object.__hash__\ndef square(x):\n    return Anything()\n",
         "failed",
-        "exit 1",
+        "exit 1|is not plain data",
     ),
     Hostile(
         "overriding assertion reporting",
@@ -171,7 +171,7 @@ HOSTILE = [
         "builtins.AssertionError = type('Quiet', (Exception,), {{}})\nunittest.TestCase.assertEqual = lambda *a, **k: None\n"
         "atexit.register(os._exit, 0)\ndef square(x):\n    return 0\n",
         "failed",
-        "exited before the verdict",
+        "exited before the verdict|exit 1",  # in its own interpreter, its hooks never reach the tests'
     ),
     Hostile(
         "posix.system",
@@ -378,7 +378,7 @@ def test_at_least_15_programs():
 @pytest.mark.parametrize("h", HOSTILE, ids=[h.name for h in HOSTILE])
 def test_hostile_program_fails_within_its_limits(campaign, h):
     res = _result(campaign, h)
-    assert (res.status, h.reason in res.reason) == (h.status, True), (res.reason, res.stdout[-400:], res.stderr[-800:])
+    assert (res.status, any(r in res.reason for r in h.reason.split("|"))) == (h.status, True), (res.reason, res.stdout[-400:], res.stderr[-800:])
     assert not res.passed and not res.verdict_seen
     assert res.duration_s < {**LIMITS, **h.limits}["timeout_s"] + MARGIN_S
     assert len(res.stdout) <= sandbox.OUTPUT_LIMIT + 100 and len(res.stderr) <= sandbox.OUTPUT_LIMIT + 100

@@ -1,0 +1,175 @@
+"""Plain data across the channel between the tests' interpreter and the program's (stdlib only).
+
+Only None, bool, int, float, complex, str, bytes, list, tuple, dict, set and frozenset cross, recursively,
+and only their exact types: a subclass (an `int` whose `__eq__` lies) or any other object is refused
+when encoded and cannot be produced when decoded, so nothing the program wrote reaches the tests'
+interpreter as code. Messages are bounded (`MAX_BYTES`, `MAX_DEPTH`). Both interpreters run this
+module's code (`harness.build_harness` ships it); the suite imports it only for tests.
+
+Format: one tag byte per value; lengths and counts as 4-byte big-endian unsigned ints.
+"""
+
+import os
+import struct
+
+MAX_DEPTH = 100  #: nesting levels a message may have
+MAX_BYTES = 64 * 1024 * 1024  #: bytes one message may take
+
+_F = struct.Struct(">d")
+_C = struct.Struct(">dd")
+
+
+class WireError(ValueError):
+    """A value that cannot cross: not plain data, too deep, too large or malformed."""
+
+
+def _len4(n):
+    return n.to_bytes(4, "big")
+
+
+def _enc(x, out, depth):
+    if depth > MAX_DEPTH:
+        raise WireError(f"nested deeper than {MAX_DEPTH} levels")
+    t = type(x)
+    if x is None:
+        out.append(b"N")
+    elif t is bool:
+        out.append(b"T" if x else b"F")
+    elif t is int:
+        b = x.to_bytes((x.bit_length() + 8) // 8, "big", signed=True)
+        out.append(b"i" + _len4(len(b)) + b)
+    elif t is float:
+        out.append(b"f" + _F.pack(x))
+    elif t is complex:
+        out.append(b"c" + _C.pack(x.real, x.imag))
+    elif t is str:
+        b = x.encode("utf-8", "surrogatepass")
+        out.append(b"s" + _len4(len(b)) + b)
+    elif t is bytes:
+        out.append(b"b" + _len4(len(x)) + x)
+    elif t is list or t is tuple or t is set or t is frozenset:
+        out.append(_SEQ_TAG[t] + _len4(len(x)))
+        for v in x:
+            _enc(v, out, depth + 1)
+    elif t is dict:
+        out.append(b"d" + _len4(len(x)))
+        for k, v in x.items():
+            _enc(k, out, depth + 1)
+            _enc(v, out, depth + 1)
+    else:
+        raise WireError(f"a {t.__module__}.{t.__qualname__} is not plain data")
+
+
+_SEQ_TAG = {list: b"l", tuple: b"t", set: b"S", frozenset: b"Z"}
+
+
+def encode(x):
+    """`x` as bytes; WireError when it is not plain data or is over the bounds."""
+    out = []
+    try:
+        _enc(x, out, 0)
+    except RecursionError:
+        raise WireError(f"nested deeper than {MAX_DEPTH} levels") from None
+    data = b"".join(out)
+    if len(data) > MAX_BYTES:
+        raise WireError(f"message of {len(data)} bytes (limit {MAX_BYTES})")
+    return data
+
+
+class _Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data):
+        self.data, self.pos = data, 0
+
+    def take(self, n):
+        p = self.pos
+        if n < 0 or p + n > len(self.data):
+            raise WireError("truncated message")
+        self.pos = p + n
+        return self.data[p : p + n]
+
+    def count(self):
+        return int.from_bytes(self.take(4), "big")
+
+
+def _dec(r, depth):
+    if depth > MAX_DEPTH:
+        raise WireError(f"nested deeper than {MAX_DEPTH} levels")
+    tag = r.take(1)
+    if tag == b"N":
+        return None
+    if tag == b"T":
+        return True
+    if tag == b"F":
+        return False
+    if tag == b"i":
+        return int.from_bytes(r.take(r.count()), "big", signed=True)
+    if tag == b"f":
+        return _F.unpack(r.take(8))[0]
+    if tag == b"c":
+        re_, im = _C.unpack(r.take(16))
+        return complex(re_, im)
+    if tag == b"s":
+        return r.take(r.count()).decode("utf-8", "surrogatepass")
+    if tag == b"b":
+        return bytes(r.take(r.count()))
+    if tag in (b"l", b"t", b"S", b"Z"):
+        n = r.count()
+        items = [_dec(r, depth + 1) for _ in range(n)]
+        try:
+            return items if tag == b"l" else tuple(items) if tag == b"t" else set(items) if tag == b"S" else frozenset(items)
+        except TypeError as exc:
+            raise WireError(f"unhashable set member: {exc}") from None
+    if tag == b"d":
+        n = r.count()
+        d = {}
+        for _ in range(n):
+            k = _dec(r, depth + 1)
+            try:
+                d[k] = _dec(r, depth + 1)
+            except TypeError as exc:
+                raise WireError(f"unhashable dict key: {exc}") from None
+        return d
+    raise WireError(f"unknown tag {tag!r}")
+
+
+def decode(data):
+    """The value `encode` made of `data`; WireError on anything else."""
+    if len(data) > MAX_BYTES:
+        raise WireError(f"message of {len(data)} bytes (limit {MAX_BYTES})")
+    r = _Reader(data)
+    try:
+        x = _dec(r, 0)
+    except RecursionError:
+        raise WireError(f"nested deeper than {MAX_DEPTH} levels") from None
+    if r.pos != len(data):
+        raise WireError("trailing bytes")
+    return x
+
+
+def _read_exact(fd, n):
+    chunks, got = [], 0
+    while got < n:
+        b = os.read(fd, min(n - got, 1 << 20))
+        if not b:
+            raise EOFError("the channel closed")
+        chunks.append(b)
+        got += len(b)
+    return b"".join(chunks)
+
+
+def send(fd, x):
+    """One message: `x` encoded, after its length."""
+    data = encode(x)
+    view = memoryview(len(data).to_bytes(4, "big") + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def recv(fd):
+    """The next message's value; EOFError when the other side is gone."""
+    n = int.from_bytes(_read_exact(fd, 4), "big")
+    if n > MAX_BYTES:
+        raise WireError(f"message of {n} bytes (limit {MAX_BYTES})")
+    return decode(_read_exact(fd, n))
