@@ -536,3 +536,89 @@ def _gone_or_zombie(pid: int, wait_s: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+# Issue 33: the program in an interpreter of its own, the tests calling it over plain data.
+
+ISOLATED = [
+    # (name, program, tests, status, reason fragment)
+    (
+        "a builtin exception crosses by type",
+        "def add(a, b):\n    raise ValueError('bad ' + str(a))\n",
+        "import pytest\ndef test_a():\n    with pytest.raises(ValueError, match='bad 1'):\n        add(1, 2)\n",
+        "passed",
+        "",
+    ),
+    (
+        "the program's own exception crosses by name",
+        "class Invalid(Exception):\n    pass\ndef add(a, b):\n    raise Invalid('no')\n",
+        "import pytest\ndef test_a():\n    with pytest.raises(Invalid):\n        add(1, 2)\n    try:\n        add(1, 2)\n    except Exception as e:\n"
+        "        assert type(e).__name__ == 'Invalid' and str(e) == 'no'\n",
+        "passed",
+        "",
+    ),
+    (
+        "module-level values and helpers the tests reference",
+        "LIMIT = {'max': [1, 2]}\ndef helper(x):\n    return x * 2\ndef add(a, b):\n    return a + b\n",
+        "assert LIMIT == {'max': [1, 2]} and helper(2) == 4 and add(1, 2) == 3\n",
+        "passed",
+        "",
+    ),
+    (
+        "arguments changed in place come back",
+        "def add(a, b):\n    a.append(b)\n    a[0]['k'].add(3)\n    return None\n",
+        "xs = [{'k': {1}}]\nassert add(xs, 2) is None\nassert xs == [{'k': {1, 3}}, 2]\n",
+        "passed",
+        "",
+    ),
+    (
+        "a program-defined object is a failure",
+        "class Box:\n    pass\ndef add(a, b):\n    return Box()\n",
+        "assert add(1, 2) is not None\n",
+        "failed",
+        "is not plain data",
+    ),
+    (
+        "a subclass of a plain type is a failure",
+        "class Three(int):\n    def __eq__(self, o):\n        return True\n    __hash__ = int.__hash__\ndef add(a, b):\n    return Three(0)\n",
+        "assert add(1, 2) == 3\n",
+        "failed",
+        "is not plain data",
+    ),
+    (
+        "a callable argument is the case's error, not the answer's failure",
+        "def add(a, b):\n    return a() + b\n",
+        "assert add(lambda: 1, 2) == 3\n",
+        "error",
+        "isolation: shared",
+    ),
+    (
+        "the program's sys.exit in a call is an early exit",
+        "import sys\ndef add(a, b):\n    sys.exit(0)\n",
+        "assert add(1, 2) == 3\n",
+        "failed",
+        "exited before the verdict",
+    ),
+    ("the program crashing in a call", "import os\ndef add(a, b):\n    os.kill(os.getpid(), 11)\n", "assert add(1, 2) == 3\n", "failed", "signal SIGSEGV"),
+]
+
+
+@pytest.mark.parametrize(("name", "program", "tests", "status", "reason"), ISOLATED, ids=[i[0] for i in ISOLATED])
+def test_isolated_program_behaves_as_called_in_process(name, program, tests, status, reason):
+    res = sandbox.run_tests(program, tests, "add")
+    assert (res.status, reason in res.reason) == (status, True), (res.reason, res.stderr[-800:])
+
+
+def test_isolated_program_output_keeps_its_order_with_the_tests():
+    program = "print('loaded')\ndef add(a, b):\n    print('called', a)\n    return a + b\n"
+    res = sandbox.run_tests(program, "print('before')\nassert add(1, 2) == 3\nprint('after')\n", "add")
+    assert (res.status, res.stdout) == ("passed", "loaded\nbefore\ncalled 1\nafter\n"), res.stderr[-500:]
+
+
+def test_shared_isolation_is_kept_and_names_itself():
+    program = "class Box:\n    def __init__(self, v):\n        self.v = v\ndef make(v):\n    return Box(v)\n"
+    tests = "assert make(3).v == 3 and isinstance(make(1), Box)\n"
+    assert sandbox.run_tests(program, tests, "make").status == "failed"
+    assert sandbox.run_tests(program, tests, "make", isolation="shared").status == "passed"
+    with pytest.raises(ValueError, match="isolation 'none'"):
+        sandbox.run_tests(program, tests, "make", isolation="none")

@@ -578,6 +578,10 @@ class _Program:
         kind = reply[0]
         if kind == "ok" and _len(reply) == 2:
             return reply[1]
+        if kind == "ok" and _len(reply) == 4 and _type(reply[2]) is tuple and _type(reply[3]) is dict:
+            _sync(_list(args), _list(reply[2]))
+            _sync(kw, reply[3])
+            return reply[1]
         if kind == "raise" and _len(reply) == 3:
             self.raised(reply[1], reply[2], f"{name}()")
         self.run.failure = reply[1] if kind == "object" and _len(reply) == 2 and _type(reply[1]) is str else f"bad reply to {name}()"
@@ -591,6 +595,34 @@ class _Program:
         except OSError:
             pass  # already reaped (`ended`)
         self.forward()
+
+
+def _sync(old, new, depth=0):
+    """Make `old` (an argument the tests passed) what the program's call left its copy as, in place,
+    as a call in one interpreter would have; False where that takes replacing `old` (immutable, or
+    of another type now)."""
+    t = _type(old)
+    if t is not _type(new) or depth > 100:
+        return False
+    if t is _list:
+        for i in range(min(_len(old), _len(new))):
+            if old[i] is not new[i] and not _sync(old[i], new[i], depth + 1):
+                old[i] = new[i]
+        del old[_len(new) :]
+        old.extend(new[_len(old) :])
+        return True
+    if t is _dict:
+        for k in [k for k in old if k not in new]:
+            del old[k]
+        for k, v in new.items():
+            if k not in old or not _sync(old[k], v, depth + 1):
+                old[k] = v
+        return True
+    if t is _set:
+        old.clear()
+        old.update(new)
+        return True
+    return False
 
 
 def _proxy(program, name):

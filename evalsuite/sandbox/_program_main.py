@@ -13,6 +13,7 @@ import os
 import sys
 
 _OUT_FILE = "program.out"  #: the program's stdout, in the run's working directory
+_MUTABLE = (list, dict, set)  #: arguments a call may change in place
 
 
 def _kind(obj):
@@ -57,6 +58,8 @@ def _call(ns, req, wire):
         result = ns[name](*args, **kw)
     except BaseException as exc:  # noqa: BLE001 - every exception crosses by name
         return _exc_reply(exc)
+    if any(type(a) in _MUTABLE for a in args) or any(type(v) in _MUTABLE for v in kw.values()):
+        return ("ok", result, args, kw)  # the arguments as the call left them: the tests may look at them
     return ("ok", result)
 
 

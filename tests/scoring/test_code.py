@@ -373,3 +373,15 @@ def test_scorers_never_count_a_zero_test_pass(monkeypatch):
     m = _one("code.mutants_caught", _inp(WRITING_CASE, text))
     assert (s.value, s.details["reason"], k1.value, k1.details["statuses"]) == (0.0, "no test ran", 0.0, ["failed"])
     assert (r.value, r.details["reason"], m.value) == (0.0, "no test ran", 0.0)
+
+
+def test_isolation_shared_case_says_its_verdict_is_forgeable():
+    """Issue 33: a shared case runs in one interpreter, and its evidence says what that means."""
+    answer = "```python\nclass Box:\n    def __init__(self, v):\n        self.v = v\ndef box(v):\n    return Box(v)\n```"
+    expect = dict(entry_point="box", tests="assert box(3).v == 3\n")
+    isolated = Case(id="box", scenario="code", kind="completion", prompt="box", expect=Expect(**expect))
+    shared = Case(id="box-shared", scenario="code", kind="completion", prompt="box", expect=Expect(**expect, isolation="shared"))
+    s_iso, s_shared = _one("code.pass", _inp(isolated, answer)), _one("code.pass", _inp(shared, answer))
+    assert (s_iso.value, "not plain data" in s_iso.details["reason"], "verdict" in s_iso.details) == (0.0, True, False)
+    assert (s_shared.value, s_shared.details["verdict"]) == (1.0, C.SHARED_VERDICT)
+    assert "forgeable" in C.SHARED_VERDICT

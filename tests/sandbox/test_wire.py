@@ -1,0 +1,116 @@
+"""The plain-data wire between the tests' interpreter and the program's (issue 33)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import OrderedDict
+
+import pytest
+
+from evalsuite.sandbox import _wire
+
+PLAIN = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    2**200,
+    -(2**130) + 7,
+    1.5,
+    -0.0,
+    math.inf,
+    3 + 4j,
+    "",
+    "héllo \ud800",
+    b"\x00\xff",
+    [],
+    (),
+    {},
+    set(),
+    frozenset({1, "a"}),
+    [1, (2, {"k": {3}}), {frozenset({(1, 2)}): [None, b"x"]}],
+    {(1, 2): {"a": [1.0, 2j]}},
+]
+
+
+@pytest.mark.parametrize("value", PLAIN, ids=[repr(v)[:30] for v in PLAIN])
+def test_plain_data_round_trips_with_its_exact_types(value):
+    back = _wire.decode(_wire.encode(value))
+    assert back == value and type(back) is type(value)
+    assert repr(back) == repr(value)
+
+
+def test_nan_round_trips():
+    assert math.isnan(_wire.decode(_wire.encode(math.nan)))
+
+
+class Liar(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+NOT_PLAIN = [
+    (Liar(3), "Liar"),
+    (OrderedDict(a=1), "OrderedDict"),
+    ([1, object()], "object"),
+    ({"k": lambda: 1}, "function"),
+    (type("S", (str,), {})("x"), "S"),
+    ((i for i in ()), "generator"),
+    (bytearray(b"x"), "bytearray"),
+]
+
+
+@pytest.mark.parametrize(("value", "name"), NOT_PLAIN, ids=[n for _, n in NOT_PLAIN])
+def test_anything_else_is_refused_by_name(value, name):
+    with pytest.raises(_wire.WireError, match=name):
+        _wire.encode(value)
+
+
+def test_depth_and_size_are_bounded():
+    deep: list = []
+    for _ in range(_wire.MAX_DEPTH + 5):
+        deep = [deep]
+    with pytest.raises(_wire.WireError, match="deeper"):
+        _wire.encode(deep)
+    ok: list = []
+    for _ in range(_wire.MAX_DEPTH - 1):
+        ok = [ok]
+    assert _wire.decode(_wire.encode(ok)) == ok
+    with pytest.raises(_wire.WireError, match="limit"):
+        _wire.encode(b"x" * (_wire.MAX_BYTES + 1))
+
+
+MALFORMED = [
+    (b"", "truncated"),
+    (b"i\x00\x00\x00\x09\x01", "truncated"),
+    (b"Nx", "trailing"),
+    (b"?", "unknown tag"),
+    (b"S\x00\x00\x00\x01l\x00\x00\x00\x00", "unhashable"),
+    (b"d\x00\x00\x00\x01l\x00\x00\x00\x00N", "unhashable"),
+    (b"l\x00\x00\x00\x01" * 200, "deeper"),
+]
+
+
+@pytest.mark.parametrize(("data", "why"), MALFORMED, ids=[w + str(i) for i, (_, w) in enumerate(MALFORMED)])
+def test_malformed_messages_are_refused(data, why):
+    with pytest.raises(_wire.WireError, match=why):
+        _wire.decode(data)
+
+
+def test_messages_cross_a_pipe_and_eof_is_seen():
+    r, w = os.pipe()
+    try:
+        _wire.send(w, ("ok", [1, 2], {"a": None}))
+        assert _wire.recv(r) == ("ok", [1, 2], {"a": None})
+        os.close(w)
+        w = -1
+        with pytest.raises(EOFError):
+            _wire.recv(r)
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
