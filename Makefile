@@ -51,7 +51,7 @@ test-e2e: setup
 
 # the checks marked slow (.ci/run runs the same after `make test`)
 test-slow: setup
-	$(PY) -m pytest -q -m slow tests/reliability tests/executors tests/review/test_concurrency.py tests/e2e/test_quickstart.py tests/e2e/test_formats_real.py tests/test_ci_docs.py
+	$(PY) -m pytest -q -m slow tests/reliability tests/executors tests/security/test_humaneval_parity.py tests/review/test_concurrency.py tests/e2e/test_quickstart.py tests/e2e/test_formats_real.py tests/test_ci_docs.py
 
 # JupyterLab on notebooks/ (review.ipynb: the review queue; explore.ipynb: a run's deltas), with the `notebook` extra
 notebook: setup $(VENV)/.notebook-installed
