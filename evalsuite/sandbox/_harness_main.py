@@ -388,8 +388,10 @@ def _run_tests(run, tests_code, tns, ns):
 
 def main(payload):
     """Run the program, then its tests; the verdict line comes last, and only if the harness got there."""
-    channel = (_read_token(), os.dup(1), os.write)  # first of all: the verdict's token and way out
     program, tests, tests_code, version, ep, shim, use_unittest, isolated = payload
+    # the program's interpreter first, so that it never holds the token or the verdict's way out
+    prog = _start_program(isolated, version) if isolated is not None else None
+    channel = (_read_token(), os.dup(1), os.write)  # then the verdict's token and way out
     unittest = None
     if use_unittest:
         import unittest
@@ -397,7 +399,7 @@ def main(payload):
     run = _Run(channel, unittest, ep)
     tests_code = _load_tests(tests, tests_code, version)
     if isolated is not None:
-        _main_isolated(run, program, tests_code, shim, isolated, version)
+        _main_isolated(run, program, tests_code, shim, prog)
         return
     ns = {"__name__": "__solution__", "__builtins__": builtins}
     exec(compile(program, "solution.py", "exec"), ns)
@@ -415,25 +417,6 @@ def main(payload):
 # Isolated runs: the program in an interpreter of its own (`_program_main`), called over `_wire`
 # ----------------------------------------------------------------------------------------------
 
-#: the program's interpreter reads its code (the wire's and `_program_main`'s, marshalled) from fd 0
-_PROGRAM_BOOT = (
-    "import os, marshal\n"
-    "def r(n):\n"
-    "    b = b''\n"
-    "    while len(b) < n:\n"
-    "        c = os.read(0, n - len(b))\n"
-    "        if not c:\n"
-    "            raise SystemExit(3)\n"
-    "        b += c\n"
-    "    return b\n"
-    "w, p = marshal.loads(r(int.from_bytes(r(8), 'big')))\n"
-    "W = {'__name__': '_wire'}\n"
-    "exec(w, W)\n"
-    "G = {'__name__': '__evalsuite_program__'}\n"
-    "exec(p, G)\n"
-    "del w, p, r\n"
-    "G['main'](W)\n"
-)
 _OUT_FILE = "program.out"  #: the program's stdout (`_program_main._OUT_FILE`)
 
 
@@ -465,25 +448,42 @@ def _raise_as(name, msg):
     raise exc
 
 
+def _program_child(req_r, resp_w, close, wire, codes):
+    """The forked child that becomes the program's interpreter (`_program_main`); never returns.
+
+    Forked before the run's token is read and before any test runs: it holds no way to the verdict
+    (its stdin and stdout become the channel, the run's stdout is never in it) and nothing of the
+    tests' interpreter that the program could change."""
+    code = 1
+    try:
+        os.dup2(req_r, 0)
+        os.dup2(resp_w, 1)
+        for fd in (req_r, resp_w, *close):
+            os.close(fd)
+        g = {"__name__": "__evalsuite_program__"}
+        exec(marshal.loads(codes)[1], g)
+        g["main"](wire)
+        code = 0
+    finally:
+        os._exit(code)
+
+
 class _Program:
     """The program's interpreter, as the tests' side holds it: a pid, the channel, its stdout file."""
 
     __slots__ = ("run", "wire", "pid", "wout", "rin", "outfd", "poller", "pidfd")
 
-    def __init__(self, run, wire, codes):
-        self.run, self.wire = run, wire
+    def __init__(self, wire, codes):
+        self.run, self.wire = None, wire
         req_r, self.wout = os.pipe()
         self.rin, resp_w = os.pipe()
         os.close(os.open(_OUT_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
         self.outfd = os.open(_OUT_FILE, os.O_RDONLY)
-        try:
-            dup2 = os.POSIX_SPAWN_DUP2
-            argv = [sys.executable, "-I", "-S", "-B", "-c", _PROGRAM_BOOT]
-            self.pid = os.posix_spawn(sys.executable, argv, os.environ, file_actions=[(dup2, req_r, 0), (dup2, resp_w, 1)])
-        finally:
-            os.close(req_r)
-            os.close(resp_w)
-        os.write(self.wout, _len(codes).to_bytes(8, "big") + codes)
+        self.pid = os.fork()
+        if self.pid == 0:
+            _program_child(req_r, resp_w, (self.wout, self.rin, self.outfd), wire, codes)
+        os.close(req_r)
+        os.close(resp_w)
         import select
 
         self.poller, self.pidfd = select.poll(), -1
@@ -655,25 +655,28 @@ def _isolated_names(program, kinds):
     return ns
 
 
-def _isolated_codes(isolated, version):
-    """(wire namespace, marshalled codes for the program's interpreter), compiled here on another version."""
+def _start_program(isolated, version):
+    """The program's interpreter, forked (its code compiled here on another interpreter version);
+    the OSError that stopped it, if it could not start."""
     codes, wire_src, prog_src, names = isolated
     if version != sys.hexversion:
         w = compile(wire_src, "<evalsuite-wire>", "exec", dont_inherit=True)
         codes = marshal.dumps((w, compile(prog_src, "<evalsuite-program>", "exec", dont_inherit=True)))
     wire = {"__name__": "_wire"}
     exec(marshal.loads(codes)[0], wire)
-    return wire, codes, names
-
-
-def _main_isolated(run, program, tests_code, shim, isolated, version):
-    """The tests here, the program in its own interpreter; the verdict from here only."""
-    wire, codes, names = _isolated_codes(isolated, version)
     try:
-        prog = _Program(run, wire, codes)
+        return _Program(wire, codes), names
     except OSError as exc:
-        _verdict(run, f"ERROR the program's sandbox did not start: {exc}")
+        return exc, names
+
+
+def _main_isolated(run, program, tests_code, shim, started):
+    """The tests here, the program in its own interpreter; the verdict from here only."""
+    prog, names = started
+    if _isinstance(prog, OSError):
+        _verdict(run, f"ERROR the program's sandbox did not start: {prog}")
         return
+    prog.run = run
     n = 0
     try:
         reply = prog.exchange((program, names), "loading")

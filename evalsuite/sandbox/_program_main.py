@@ -1,8 +1,8 @@
 """The program's side of an isolated test run: its own interpreter, serving calls by name (stdlib only).
 
-The tests' interpreter (`_harness_main`) starts this one with the channel on fds 0 (requests in) and
-1 (replies out), sends this module's code, then the program and the names the tests reference. The
-program runs here, never in the tests' interpreter: whatever it does to this interpreter (gc or frame
+The tests' interpreter (`_harness_main`) forks this one first of all, before it reads the run's
+token, with the channel on fds 0 (requests in) and 1 (replies out); this module's `main` then gets
+the program and the names the tests reference. The program runs here, never in the tests' interpreter: whatever it does to this interpreter (gc or frame
 walks, `sys.settrace`, patched builtins, objects with lying operators) stays here. What goes back is
 plain data (`_wire`), an exception as its type name and message, or the fact that a value could not
 cross. The program's stdout is a file the tests' interpreter copies into the run's stdout after each
