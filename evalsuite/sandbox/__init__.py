@@ -42,19 +42,20 @@ If `unshare` is missing or fails (containers without CAP_SYS_ADMIN, user namespa
 run degrades to rlimits (+ uid drop as root) in a plain process, and every missing protection is
 recorded in `SandboxResult.warnings` and logged, never silently.
 
-A pass needs a positive verdict: `run_tests` runs the tests after the program and then writes a random
-per-run token (sent on stdin, read by the harness before the program runs, so it is in no file and no
-environment) with the number of tests that ran, only after every test ran; `sys.exit(0)` or
-`os._exit(0)` before that ends without the token and counts as a failure. A test counts only if it
-executed an assertion; none is a failure ("no test ran"), and so is a program without the entry point.
-The harness also undoes the program's changes to builtins, sys.modules and unittest before each test,
-decides `==`/`!=`/`in` by the expected value when the program wrote the other side's `__eq__`, and
-runs unittest cases itself (see _harness_main.py). This defends against early exits and the usual patches,
-not against code that deliberately walks the harness's frames to forge a verdict (docs/security.md).
+A pass needs a positive verdict: `run_tests` runs the tests and then writes a random per-run token
+(sent on stdin, read by the harness, so it is in no file and no environment) with the number of
+tests that ran, only after every test ran; an early exit ends without the token and counts as a
+failure. A test counts only if it executed an assertion; none is a failure ("no test ran"), and so is
+a program without the entry point. By default the program runs in an interpreter of its own, forked
+by the harness before it reads the token (`_program_main`), and the tests call it over a plain-data
+channel (`_wire`): nothing the program does reaches the tests or the verdict. A case with
+`isolation: shared` runs the program in the tests' interpreter, where the harness undoes the usual
+patches but cannot stop code that walks its frames to forge a verdict (docs/security.md).
 
 Modules, each importing only those listed before it (the package itself imports them all):
 `isolation` (inside the sandbox: bootstrap, namespaces, mounts, limits, the zygote; stdlib only),
-`_harness_main` (inside the sandbox: the test harness; stdlib only), `mode` (the isolation mode this
+`_wire`, `_program_main` (inside the sandbox: the plain-data channel and the program's interpreter;
+stdlib only), `_harness_main` (inside the sandbox: the test harness; stdlib only), `mode` (the isolation mode this
 machine allows and each run's plan: interpreter, uid, limits), `judge` (how a run ended:
 `SandboxResult`), `spawn` (starting a run and waiting for it; the `unshare` path), `zygote` (the
 suite's handle on the zygote), `process` (one run, start to end: `run_python`), `harness` (the
