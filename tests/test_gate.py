@@ -214,3 +214,36 @@ def test_cli_gate_cannot_judge(runs, tmp_path, repo, write):
 def test_baseline_against_its_own_noise_run_passes(runs, repo):
     v = judge_run(runs["clean"], repo / "rubrics" / "default.yaml", "production", judge_noise=True).verdict
     assert "rerun" in v.variants and v.passed and v.exit_code == 0, [x.reason for x in v.violations]
+
+
+def _code_records(errors: int, n: int = 20) -> list:
+    """code.pass for every case on both sides; the variant's first `errors` runs were sandbox errors."""
+    out = []
+    for i in range(n):
+        c = f"c{i:03d}"
+        out.append(ScoreRecord("base", c, 0, "code", "completion", "code.pass", 1.0, True, True, {"status": "passed"}))
+        if i < errors:
+            out.append(ScoreRecord("opt", c, 0, "code", "completion", "code.pass", None, None, True, {"status": "error", "reason": "sandbox setup failed"}))
+        else:
+            out.append(ScoreRecord("opt", c, 0, "code", "completion", "code.pass", 1.0, True, True, {"status": "passed"}))
+    return out
+
+
+@pytest.mark.parametrize("errors, judgeable", [(0, True), (1, True), (3, False)])
+def test_sandbox_errors_are_counted_never_regressions_and_beyond_the_limit_cannot_be_judged(errors, judgeable):
+    """Issue 33: infrastructure is not the answer's fault."""
+    r = rubric([{"name": "code", "metric": "code.pass", "max_flips": 0}, {"name": "sandbox", "max_sandbox_error_rate": 0.1}])
+    cmp = compare_records(_code_records(errors), INFOS[:2])
+    (perf,) = [p for p in cmp.perf if p.variant == "opt"]
+    assert (perf.sandbox_runs, perf.sandbox_errors) == (20, errors)
+    v = gate(cmp, r.for_stage("production"))
+    assert not any(res.status == "fail" for res in v.results)  # an error is never a regression
+    assert v.judgeable == judgeable
+    assert (v.passed, v.exit_code) == ((True, 0) if judgeable else (False, 2))
+    assert any("sandbox errors 3/20" in p for p in v.problems) == (not judgeable)
+    assert any(f"{errors} of 20 code runs were sandbox errors" in n for n in v.notes) == bool(errors)
+
+
+def test_max_sandbox_error_rate_is_a_rate():
+    with pytest.raises(Exception, match="max_sandbox_error_rate: must be at most 1"):
+        rubric([{"name": "sandbox", "max_sandbox_error_rate": 2}])

@@ -147,6 +147,8 @@ class PerfDelta:
     latency_p95_ratio_ci: tuple | None = None  #: (low, high, rounds, level) from interleaved timing (evalsuite.perf)
     tokens_per_s_ratio_ci: tuple | None = None  #: (low, high, rounds, level) from interleaved timing
     timing: str = "sequential"  #: interleaved: the ratios above are paired over timing rounds, with intervals
+    sandbox_runs: int = 0  #: the variant's per-sample code runs (`code.pass`, `code.tests_pass_reference`)
+    sandbox_errors: int = 0  #: of those, runs the sandbox could not judge (status `error`: infrastructure)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -350,6 +352,10 @@ def _ratio(a: Any, b: Any) -> float | None:
     return a / b
 
 
+#: per-sample code metrics whose details carry the sandbox run's status
+_SANDBOX_METRICS = ("code.pass", "code.tests_pass_reference")
+
+
 def _perf(info: VariantInfo, summary: Mapping | None, base: Mapping | None, records: Sequence[ScoreRecord]) -> PerfDelta:
     s, bs = summary or {}, base or {}
     gens = int(s.get("generations") or 0)
@@ -357,6 +363,7 @@ def _perf(info: VariantInfo, summary: Mapping | None, base: Mapping | None, reco
     errors, timeouts = int(s.get("errors") or 0), int(s.get("timeouts") or 0)
     ident = [r for r in records if r.variant == info.name and r.metric == "exactness.identical" and (r.value is not None or r.passed is not None)]
     vals = [float(r.value) if r.value is not None else float(bool(r.passed)) for r in ident]
+    runs = [r for r in records if r.variant == info.name and r.metric in _SANDBOX_METRICS and isinstance(r.details, dict) and "status" in r.details]
     return PerfDelta(
         variant=info.name,
         generations=gens,
@@ -374,6 +381,8 @@ def _perf(info: VariantInfo, summary: Mapping | None, base: Mapping | None, reco
         exactness_n=len(vals),
         noise=info.noise,
         same_settings=info.same_settings,
+        sandbox_runs=len(runs),
+        sandbox_errors=sum(1 for r in runs if r.details["status"] == "error"),
     )
 
 

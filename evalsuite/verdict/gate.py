@@ -143,7 +143,17 @@ def _gate_notes(comparison: Comparison, sr: StageRubric, judged: list[str]) -> l
             f"noise run(s) {', '.join(other)} differ from the baseline's settings: a noise floor for quality, not for speed "
             "(add a `noise: true` rerun with the baseline's exact settings)"
         )
+    notes += _sandbox_notes(comparison)
     return notes
+
+
+def _sandbox_notes(comparison: Comparison) -> list[str]:
+    """How many code runs of each variant the sandbox could not judge (errors: never failures)."""
+    return [
+        f"{p.variant}: {p.sandbox_errors} of {p.sandbox_runs} code runs were sandbox errors (infrastructure: not scored, never a regression)"
+        for p in comparison.perf
+        if p.sandbox_errors and not p.noise
+    ]
 
 
 def _verdict(comparison: Comparison, sr: StageRubric, judged: list[str], results: list[RuleResult], problems: list[str], notes: list[str]) -> Verdict:
@@ -210,6 +220,9 @@ def _judge_variant_rule(cmp: Comparison, rule: VariantRule, variant: str, proble
         return RuleResult(variant, rule.name, rule.severity, "skip", note=note)
     if not rule.applies(perf):
         return RuleResult(variant, rule.name, rule.severity, "skip", note="the variant does not change speculative decoding")
+    unjudgeable = rule.sandbox_unjudgeable(perf)
+    if unjudgeable:
+        return RuleResult(variant, rule.name, rule.severity, "cannot_judge", note=unjudgeable)
     missing = rule.missing(perf)
     if missing and rule.required:
         problems.append(f"rule {rule.name}: {variant} lacks {', '.join(missing)}")

@@ -20,6 +20,7 @@ A rubric file holds a base list of rules and per-stage overrides (`dev`, `pilot`
       - name: reliability
         max_error_rate: 0.01    # variant-level rules: no `metric`
         max_timeout_rate: 0.01
+        max_sandbox_error_rate: 0.05  # more code runs than this ending as sandbox errors: cannot judge
     stages:
       dev:
         alpha: 0.10
@@ -64,7 +65,15 @@ SINGLE_PASS = "from one sequential pass"
 
 _COMMON = {"name", "severity", "description", "enabled", "required"}
 _METRIC_FIELDS = {"scenario", "metric", "min", "max", "max_drop", "max_drop_rel", "max_flips", "require_significance", "above_noise"}
-_VARIANT_FIELDS = {"max_error_rate", "max_timeout_rate", "max_latency_p95_ratio", "min_tokens_per_s_ratio", "max_peak_memory_ratio", "min_exactness"}
+_VARIANT_FIELDS = {
+    "max_error_rate",
+    "max_timeout_rate",
+    "max_latency_p95_ratio",
+    "min_tokens_per_s_ratio",
+    "max_peak_memory_ratio",
+    "min_exactness",
+    "max_sandbox_error_rate",
+}
 _ALL_FIELDS = _COMMON | _METRIC_FIELDS | _VARIANT_FIELDS
 _TOP = {"schema_version", "name", "description", "alpha", "multiple_testing", "rules", "stages", "review"}
 _STAGE_KEYS = {"alpha", "multiple_testing", "rules", "add", "description"}
@@ -166,6 +175,8 @@ class VariantRule:
     min_tokens_per_s_ratio: float | None = None
     max_peak_memory_ratio: float | None = None
     min_exactness: float | None = None  #: only for variants that change speculative decoding
+    #: share of code runs that ended as a sandbox `error` above which the variant cannot be judged
+    max_sandbox_error_rate: float | None = None
     severity: str = "block"
     required: bool = False  #: missing performance figures make the run unjudgeable
     description: str = ""
@@ -243,6 +254,16 @@ class VariantRule:
         if not seen:
             return None
         return f"{', '.join(seen)} of the baseline {SINGLE_PASS}: speed cannot be judged on it (time the run with `timing: interleaved`)"
+
+    def sandbox_unjudgeable(self, perf: Any) -> str | None:
+        """Why the variant's code verdicts cannot be judged: more of its code runs ended as sandbox
+        errors (infrastructure, never the answer's fault) than `max_sandbox_error_rate` allows."""
+        runs, errors = getattr(perf, "sandbox_runs", 0), getattr(perf, "sandbox_errors", 0)
+        if self.max_sandbox_error_rate is None or not runs or errors / runs <= self.max_sandbox_error_rate + 1e-12:
+            return None
+        return (
+            f"sandbox errors {errors}/{runs} ({errors / runs:.3f}) > max_sandbox_error_rate {self.max_sandbox_error_rate:g}: the code verdicts cannot be judged"
+        )
 
     def undecided(self, perf: Any, noise: Any = ()) -> str | None:
         """Why an interleaved performance check can neither pass nor fail (its interval straddles
@@ -361,7 +382,7 @@ def _build_rule(ctx: _Ctx, raw: Any, path: tuple, index: int, alpha: float) -> R
         return None
     vals = {}
     for k in sorted(variant_keys):
-        hi = 1.0 if k in ("max_error_rate", "max_timeout_rate", "min_exactness") else None
+        hi = 1.0 if k in ("max_error_rate", "max_timeout_rate", "min_exactness", "max_sandbox_error_rate") else None
         vals[k] = _num(ctx, path + (k,), who, k, raw[k], lo=0.0, hi=hi)
         ok = ok and (vals[k] is not None or raw[k] is None)
     if not ok:
