@@ -622,3 +622,12 @@ def test_shared_isolation_is_kept_and_names_itself():
     assert sandbox.run_tests(program, tests, "make", isolation="shared").status == "passed"
     with pytest.raises(ValueError, match="isolation 'none'"):
         sandbox.run_tests(program, tests, "make", isolation="none")
+
+
+def test_harness_out_of_memory_is_an_error_not_a_failure():
+    """A reply the tests' interpreter cannot hold (its memory limit, not the program's) cannot be judged."""
+    # one empty list a million times is small in the program's interpreter and on the wire; decoded,
+    # it is a million lists in the tests'
+    program = "def add(a, b):\n    return [[]] * 1_000_000\n"
+    res = sandbox.run_tests(program, "assert add(1, 2) == 3\n", "add", memory_mb=80, timeout_s=30)
+    assert (res.status, "ran out of memory" in res.reason) == ("error", True), (res.status, res.reason, res.stderr[-500:])

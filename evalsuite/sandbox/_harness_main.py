@@ -538,6 +538,9 @@ class _Program:
         except wire["WireError"] as exc:
             run.failure = f"the program's interpreter sent a bad reply during {what}: {exc}"
             raise _Stop() from None
+        except MemoryError:
+            run.error = f"the harness ran out of memory reading the reply to {what}"
+            raise _Stop() from None
         finally:
             self.forward()
         if _type(reply) is not tuple or not reply or _type(reply[0]) is not str:

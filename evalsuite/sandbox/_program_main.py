@@ -69,6 +69,8 @@ def _reply(rout, reply, name, wire):
         wire["send"](rout, reply)
     except wire["WireError"] as exc:
         wire["send"](rout, ("object", f"{name}() returned what cannot leave the program's interpreter: {exc}"))
+    except MemoryError:
+        wire["send"](rout, ("object", f"{name}() returned more than the program's memory limit lets it send"))
 
 
 def _flush():

@@ -32,27 +32,32 @@ def _enc(x, out, depth):
         raise WireError(f"nested deeper than {MAX_DEPTH} levels")
     t = type(x)
     if x is None:
-        out.append(b"N")
+        out += b"N"
     elif t is bool:
-        out.append(b"T" if x else b"F")
+        out += b"T" if x else b"F"
     elif t is int:
         b = x.to_bytes((x.bit_length() + 8) // 8, "big", signed=True)
-        out.append(b"i" + _len4(len(b)) + b)
+        out += b"i" + _len4(len(b))
+        out += b
     elif t is float:
-        out.append(b"f" + _F.pack(x))
+        out += b"f" + _F.pack(x)
     elif t is complex:
-        out.append(b"c" + _C.pack(x.real, x.imag))
+        out += b"c" + _C.pack(x.real, x.imag)
     elif t is str:
         b = x.encode("utf-8", "surrogatepass")
-        out.append(b"s" + _len4(len(b)) + b)
+        out += b"s" + _len4(len(b))
+        out += b
     elif t is bytes:
-        out.append(b"b" + _len4(len(x)) + x)
+        out += b"b" + _len4(len(x))
+        out += x
     elif t is list or t is tuple or t is set or t is frozenset:
-        out.append(_SEQ_TAG[t] + _len4(len(x)))
+        out += _SEQ_TAG[t] + _len4(len(x))
         for v in x:
             _enc(v, out, depth + 1)
+            if len(out) > MAX_BYTES:
+                raise WireError(f"message of over {MAX_BYTES} bytes")
     elif t is dict:
-        out.append(b"d" + _len4(len(x)))
+        out += b"d" + _len4(len(x))
         for k, v in x.items():
             _enc(k, out, depth + 1)
             _enc(v, out, depth + 1)
@@ -65,15 +70,14 @@ _SEQ_TAG = {list: b"l", tuple: b"t", set: b"S", frozenset: b"Z"}
 
 def encode(x):
     """`x` as bytes; WireError when it is not plain data or is over the bounds."""
-    out = []
+    out = bytearray()
     try:
         _enc(x, out, 0)
     except RecursionError:
         raise WireError(f"nested deeper than {MAX_DEPTH} levels") from None
-    data = b"".join(out)
-    if len(data) > MAX_BYTES:
-        raise WireError(f"message of {len(data)} bytes (limit {MAX_BYTES})")
-    return data
+    if len(out) > MAX_BYTES:
+        raise WireError(f"message of {len(out)} bytes (limit {MAX_BYTES})")
+    return out
 
 
 class _Reader:
@@ -162,9 +166,10 @@ def _read_exact(fd, n):
 def send(fd, x):
     """One message: `x` encoded, after its length."""
     data = encode(x)
-    view = memoryview(len(data).to_bytes(4, "big") + data)
-    while view:
-        view = view[os.write(fd, view) :]
+    for part in (len(data).to_bytes(4, "big"), data):
+        view = memoryview(part)
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 def recv(fd):
