@@ -58,7 +58,12 @@ def test_lm_eval_import_is_a_run_that_gate_report_review_and_releases_read(work)
     assert any(m.startswith("similarity.") for (_, _, m) in recs)  # evalsuite's own scorers on the responses
 
     j = judge_run(store)
-    assert j.verdict.judgeable and {r.rule for r in j.verdict.results if r.variant == "rtn4"} == {"tiny_mc-acc", "tiny_mc-flips", "tiny_gen-exact_match", "tiny_gen-flips"}
+    assert j.verdict.judgeable and {r.rule for r in j.verdict.results if r.variant == "rtn4"} == {
+        "tiny_mc-acc",
+        "tiny_mc-flips",
+        "tiny_gen-exact_match",
+        "tiny_gen-flips",
+    }
     d = j.comparison.delta("rtn4", "lm-eval:tiny_mc", "acc")
     assert d.pass_fail and d.n == 6 and 0 <= d.p_value <= 1
     assert j.comparison.noise_floor("lm-eval:tiny_mc", "acc").runs == ("base-rerun",)
@@ -131,7 +136,10 @@ def _fewshot(folder: Path) -> None:
     "edit, message",
     [
         (lambda p: _edit_samples(p, "tiny_mc", lambda rows: rows[:-1]), "different documents: 1 only in base (first: tiny_mc doc 5)"),
-        (lambda p: _edit_samples(p, "tiny_mc", _other_prompt), "1 document(s) differ in prompt, few-shot examples or target (first: tiny_mc doc 2); tiny_mc doc 2: the prompt differs"),
+        (
+            lambda p: _edit_samples(p, "tiny_mc", _other_prompt),
+            "1 document(s) differ in prompt, few-shot examples or target (first: tiny_mc doc 2); tiny_mc doc 2: the prompt differs",
+        ),
         (_fewshot, "task tiny_mc is configured differently (num_fewshot): num_fewshot = 5 vs 0"),
     ],
 )
