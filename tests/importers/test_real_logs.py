@@ -1,6 +1,6 @@
 """Real logs made here, not fixtures: lm-eval (its HF backend) run on a local JSONL task with the embedded model,
 a rerun of it (the noise floor) and its 4-bit RTN copy; Inspect (its Hugging Face provider, offline) on a
-small local task with the same two models. Each is imported, gated (flips and McNemar p), reported and
+small local task (say a word back) with the same two models. Each is imported, gated (flips and McNemar p), reported and
 flagged into the review queue. About 3 minutes on 2 cores (make test-slow)."""
 
 from __future__ import annotations
@@ -50,18 +50,18 @@ def _write_tasks(d: Path) -> None:
         'doc_to_target: "{{target}}"\ngeneration_kwargs: {until: ["\\n"], max_gen_toks: 8, do_sample: false}\n'
         "metric_list: [{metric: exact_match, aggregation: mean, higher_is_better: true, ignore_case: true, ignore_punctuation: true}]\n"
     )
+    words = ["apple", "river", "garden", "yellow", "window", "doctor", "planet", "silver", "orange", "castle", "pencil", "summer"]
     (d / "inspect_task.py").write_text(
         textwrap.dedent(f"""
-        import json
         from inspect_ai import Task, task
         from inspect_ai.dataset import Sample
         from inspect_ai.scorer import includes
         from inspect_ai.solver import generate
 
         @task
-        def arith():
-            rows = [json.loads(line) for line in open({str(d / "gen.jsonl")!r})][:8]
-            return Task(dataset=[Sample(id=i, input=r["question"] + " Answer with the number only.", target=r["target"]) for i, r in enumerate(rows)],
+        def copy():
+            words = {words!r}
+            return Task(dataset=[Sample(id=i, input=f"Say the word '{{w}}' and nothing else.", target=w) for i, w in enumerate(words)],
                         solver=generate(), scorer=includes(), epochs=2)
         """)
     )
@@ -73,27 +73,42 @@ def _run(cmd: list[str], cwd: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    """Both tools' logs of both models (and an lm-eval rerun of the baseline)."""
+def models():
     from evalsuite.models import ensure_embedded_model
     from evalsuite.models.rtn import rtn_copy
 
+    base = ensure_embedded_model()
+    return {"base": base, "rtn4": rtn_copy(base, bits=4, group_size=32)}
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory):
     d = tmp_path_factory.mktemp("real")
     _write_tasks(d)
-    base = ensure_embedded_model()
-    models = {"base": base, "rtn4": rtn_copy(base, bits=4, group_size=32)}
-    lm = {}
-    for name, path in [*models.items(), ("rerun", base)]:
-        lm[name] = d / "lm" / name
-        args = ["--model", "hf", "--model_args", f"pretrained={path},dtype=float32", "--tasks", "arith_mc,arith_gen", "--include_path", str(d)]
-        _run([str(BIN / "lm_eval"), *args, "--log_samples", "--output_path", str(lm[name]), "--batch_size", "16", "--device", "cpu"], d)
-    insp = {}
+    return d
+
+
+@pytest.fixture(scope="module")
+def lm_logs(models, tasks):
+    """lm-eval's logs of both models, and a rerun of the baseline (the noise floor)."""
+    out = {}
+    for name, path in [*models.items(), ("rerun", models["base"])]:
+        out[name] = tasks / "lm" / name
+        args = ["--model", "hf", "--model_args", f"pretrained={path},dtype=float32", "--tasks", "arith_mc,arith_gen", "--include_path", str(tasks)]
+        _run([str(BIN / "lm_eval"), *args, "--log_samples", "--output_path", str(out[name]), "--batch_size", "16", "--device", "cpu"], tasks)
+    return out
+
+
+@pytest.fixture(scope="module")
+def inspect_logs(models, tasks):
+    """Inspect's logs of both models (its Hugging Face provider, offline)."""
+    out = {}
     for name, path in models.items():
-        logdir = d / "inspect" / name
+        logdir = tasks / "inspect" / name
         _run([str(BIN / "inspect"), "eval", "inspect_task.py", "--model", "hf/local", "-M", f"model_path={path}", "-M", "device=cpu", "--max-tokens", "8"]
-             + ["--display", "none", "--log-dir", str(logdir)], d)  # fmt: skip
-        insp[name] = next(logdir.glob("*.eval"))
-    return {"dir": d, "lm": lm, "inspect": insp}
+             + ["--display", "none", "--log-dir", str(logdir)], tasks)  # fmt: skip
+        out[name] = next(logdir.glob("*.eval"))
+    return out
 
 
 def _cli(*args: str, code: int | None = 0) -> str:
@@ -141,13 +156,13 @@ def _judge_everything(work: Path, scenario: str, metric: str) -> dict:
     return figures
 
 
-def test_lm_eval_real_logs_imported_gated_reported_flagged(made, tmp_path, monkeypatch):
+def test_lm_eval_real_logs_imported_gated_reported_flagged(lm_logs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    lm = made["lm"]
+    lm = lm_logs
     out = _cli("import", "lm-eval", str(lm["base"]), str(lm["rtn4"]), "--names", "base,rtn4", "--noise", str(lm["rerun"]))
     assert "baseline base, variant(s) rtn4, noise run(s) base-rerun; 92 cases" in out
     store = RunStore.find(tmp_path / "reports" / "runs", "last")
-    assert store.signature["source"]["models"]["rtn4"]["model_args"]["pretrained"].endswith(Path(str(made["lm"]["rtn4"])).name) or True
+    assert store.signature["source"]["models"]["rtn4"]["model_args"]["pretrained"].split("/")[-1].startswith("rtn-smollm2-135m-instruct-4b-g32")
     # the HF backend is deterministic on CPU: the rerun's noise floor is zero flips
     j = judge_run(store)
     assert j.comparison.noise_floor("lm-eval:arith_mc", "acc").flips == 0
@@ -155,11 +170,11 @@ def test_lm_eval_real_logs_imported_gated_reported_flagged(made, tmp_path, monke
     _judge_everything(tmp_path, "lm-eval:arith_gen", "exact_match")
 
 
-def test_inspect_real_logs_imported_gated_reported_flagged(made, tmp_path, monkeypatch):
+def test_inspect_real_logs_imported_gated_reported_flagged(inspect_logs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    ins = made["inspect"]
+    ins = inspect_logs
     out = _cli("import", "inspect", str(ins["base"]), str(ins["rtn4"]), "--names", "base,rtn4")
-    assert "16 cases" in out  # 8 samples x 2 epochs, paired by epoch
+    assert "24 cases" in out  # 12 samples x 2 epochs, paired by epoch
     sig = RunStore.find(tmp_path / "reports" / "runs", "last").signature["source"]
-    assert sig["tool"] == "inspect" and sig["tasks"]["arith"]["config"]["epochs"] == 2 and set(sig["logs"]) == {"base", "rtn4"}
-    _judge_everything(tmp_path, "inspect:arith", "includes")
+    assert sig["tool"] == "inspect" and sig["tasks"]["copy"]["config"]["epochs"] == 2 and set(sig["logs"]) == {"base", "rtn4"}
+    _judge_everything(tmp_path, "inspect:copy", "includes")
