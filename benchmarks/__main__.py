@@ -29,6 +29,7 @@ BENCHES = {
     "scoring": "bench_scoring",
     "scaling": "bench_scaling",
     "bookkeeping": "bench_bookkeeping",
+    "import": "bench_import",
     "adaptive": "bench_adaptive",
     "humaneval": "bench_humaneval",
     "overhead": "bench_overhead",

@@ -2,6 +2,7 @@
 
     pytest --evalsuite-suite suites/fake.yaml [--evalsuite-run last] [--evalsuite-stage production]
            [--evalsuite-rubric rubrics/default.yaml] [--junitxml out.xml]
+    pytest --evalsuite-suite reports/runs/<run-id>/suite.yaml      # a stored run as it is (an imported run: docs/import.md)
 
 Suite files named `evalsuite_*.yaml` or `*.evalsuite.yaml` are collected directly when pytest walks
 a directory. Items are made from the suite and the rubric alone (cheap); the run (or, without
@@ -101,20 +102,16 @@ class SuiteFile(pytest.File):
     """A suite file: its items are (variant, rule) pairs of the suite's rubric stage."""
 
     def collect(self):
-        from .cases.suite import load_suite
         from .errors import EvalsuiteError
-        from .verdict.rubric import load_rubric, resolve_rubric_path, resolve_stage
+        from .verdict.rubric import load_rubric
 
         cfg = self.config
         try:
-            suite = load_suite(self.path)
-            rubric_path = resolve_rubric_path(cfg.getoption("--evalsuite-rubric"), {"rubric": suite.rubric})
-            stage, _ = resolve_stage(cfg.getoption("--evalsuite-stage"), {"stage": suite.stage})  # the one stage rule
+            variants, rubric_path, stage, runs_dir = _gate_setup(self.path, cfg)
             sr = load_rubric(rubric_path).for_stage(stage)
         except EvalsuiteError as exc:
             yield SetupErrorItem.from_parent(self, name="evalsuite-setup", message=str(exc))
             return
-        variants = [v.name for v in suite.variants if not v.baseline and not v.noise]
         if not variants:
             yield SetupErrorItem.from_parent(self, name="evalsuite-setup", message=f"{self.path}: no variant to judge besides the baseline")
             return
@@ -132,7 +129,6 @@ class SuiteFile(pytest.File):
                 )
         from .review.api import default_queue_path
 
-        runs_dir = Path(cfg.getoption("--evalsuite-runs-dir") or Path(suite.output_dir) / "runs")
         if default_queue_path(runs_dir=runs_dir).is_file():  # reviewers' verdicts: one item per variant
             for v in variants:
                 yield GateItem.from_parent(
@@ -145,6 +141,33 @@ class SuiteFile(pytest.File):
                     rubric_path=str(rubric_path),
                     stage=stage,
                 )
+
+
+def _stored_run(path: Path):
+    """The run whose own suite.yaml `path` is (an imported run has no suite file of its own), or None."""
+    from .run.store import RunStore
+
+    return RunStore(path.parent) if path.name == RunStore.SUITE and (path.parent / RunStore.SIGNATURE).is_file() else None
+
+
+def _gate_setup(path: Path, cfg) -> tuple[list[str], Path, str, Path]:
+    """(variants to judge, rubric file, stage, runs folder) of a suite file, or of a stored run's suite.yaml."""
+    from .cases.suite import load_suite
+    from .verdict.rubric import resolve_rubric_path, resolve_stage
+
+    store = _stored_run(path)
+    if store is not None:
+        info = store.suite or {}
+        variants = [v["name"] for v in info.get("variants") or [] if not v.get("baseline") and not v.get("noise")]
+        runs_dir = Path(cfg.getoption("--evalsuite-runs-dir") or store.dir.parent)
+    else:
+        suite = load_suite(path)
+        info = {"rubric": suite.rubric, "stage": suite.stage}
+        variants = [v.name for v in suite.variants if not v.baseline and not v.noise]
+        runs_dir = Path(cfg.getoption("--evalsuite-runs-dir") or Path(suite.output_dir) / "runs")
+    rubric_path = resolve_rubric_path(cfg.getoption("--evalsuite-rubric"), info)
+    stage, _ = resolve_stage(cfg.getoption("--evalsuite-stage"), info)  # the one stage rule
+    return variants, rubric_path, stage, runs_dir
 
 
 class SetupErrorItem(pytest.Item):
@@ -177,6 +200,10 @@ def _verdict_for(item: GateItem):
     from .run.store import RunStore
 
     try:
+        stored = _stored_run(Path(item.suite_path))
+        if stored is not None and not cfg.getoption("--evalsuite-run"):  # a stored run's own suite.yaml: judge that run
+            cache[key] = judge_run(stored, item.rubric_path, item.stage).verdict
+            return cache[key]
         suite = load_suite(item.suite_path)
         runs_dir = cfg.getoption("--evalsuite-runs-dir") or str(Path(suite.output_dir) / "runs")
         run = cfg.getoption("--evalsuite-run")

@@ -23,6 +23,8 @@ from ..errors import Problem, ValidationError
 from ..yamlio import LineMap, load_jsonl, load_yaml
 
 SCENARIOS = ("kb_qa", "code", "brand")
+#: an imported run's scenarios are its tasks, named `<tool>:<task>` (evalsuite.importers; rubrics name them so)
+IMPORTED_PREFIXES = ("lm-eval:", "inspect:")
 KINDS: dict[str, tuple[str, ...]] = {
     "kb_qa": ("grounded", "ungrounded", "restricted", "multiturn"),
     "code": ("completion", "explanation", "refactor", "tests"),

@@ -11,8 +11,8 @@ from rich.table import Table
 from ..errors import EvalsuiteError
 from ._app import app, console, guarded
 
-import_app = typer.Typer(no_args_is_help=True, help="Import case sets from other formats.")
-app.add_typer(import_app, name="import", help="Import case sets from other formats (humaneval).")
+import_app = typer.Typer(no_args_is_help=True, help="Import case sets from other formats, and other tools' logs as runs.")
+app.add_typer(import_app, name="import", help="Import case sets (humaneval) and other tools' logs as runs (lm-eval, inspect).")
 
 
 @app.command()

@@ -295,6 +295,9 @@ class RunStore:
     SCORES = "scores.jsonl"  #: per-case scores
     TIMING = "timing.json"  #: interleaved timing blocks (evalsuite.run.timing)
     ADAPTIVE = "adaptive.json"  #: an adaptive run's settings, order and decisions (evalsuite.adaptive)
+    RUBRIC = "rubric.yaml"  #: an imported run's own rubric (evalsuite.importers), named by its suite.yaml
+    IMPORTED_CASES = "imported_cases.jsonl"  #: an imported run's documents: id, task, output type, prompt, target
+    IMPORTED_SCORES = "imported_scores.jsonl"  #: the metric values the other tool recorded (kept by `evalsuite score`)
     #: appends to generations.jsonl are fsync'd at most this often (each is in the file at once)
     SYNC_INTERVAL_S = 1.0
     #: the files a comparison reads: a change to any of them invalidates what `memo` holds

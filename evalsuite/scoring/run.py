@@ -212,6 +212,9 @@ def run_cases(store) -> list[Case]:
     own = store.dir / store.CASES
     if own.is_file():
         return from_jsonl(own)
+    imported = store.dir / store.IMPORTED_CASES
+    if imported.is_file():
+        return imported_cases(imported)
     from ..cases.caseset import suite_digest
     from ..cases.suite import load_suite
 
@@ -227,6 +230,19 @@ def run_cases(store) -> list[Case]:
     return cases
 
 
+def imported_cases(path) -> list[Case]:
+    """The documents of an imported run (evalsuite.importers): each task is its own scenario, so only
+    the scenario-free scorers (drift against the baseline) apply to them."""
+    import json
+
+    out = []
+    for line in path.read_text("utf-8").splitlines():
+        if line.strip():
+            d = json.loads(line)
+            out.append(Case(id=d["id"], scenario=d["scenario"], kind=d["kind"], prompt=d.get("prompt"), title=str(d.get("target", ""))[:200], raw=d))
+    return out
+
+
 def score_run(store, cases: Sequence[Case] | None = None, cache=None) -> list[ScoreRecord]:
     """Score a stored run from its generations and its cases; write scores.jsonl.
 
@@ -235,14 +251,14 @@ def score_run(store, cases: Sequence[Case] | None = None, cache=None) -> list[Sc
         cases = run_cases(store)
     specs = load_scorers()
     records = score_generations(cases, store.generations(), store.signature.get("baseline"), specs, cache=cache)
-    # logit agreement needs the models, so it is computed once (by the demo) and kept as it is
+    import json
+
     from .logits import LOGITS_FILE
 
-    logits = store.dir / LOGITS_FILE
-    if logits.is_file():
-        import json
-
-        records += [ScoreRecord.from_dict(json.loads(line)) for line in logits.read_text("utf-8").splitlines() if line.strip()]
+    # logit agreement (computed by the demo) and an imported run's recorded metrics are kept as they are
+    for kept in (store.dir / LOGITS_FILE, store.dir / store.IMPORTED_SCORES):
+        if kept.is_file():
+            records += [ScoreRecord.from_dict(json.loads(line)) for line in kept.read_text("utf-8").splitlines() if line.strip()]
     store.write_json("scorers.json", [s.describe() for s in specs])
     store.write_scores(records)
     return records

@@ -419,12 +419,13 @@ def _scenarios(ctx: _Ctx, raw: dict, path: tuple, who: str) -> tuple[tuple[str, 
     if scen_t is None:
         ctx.add(path + ("scenario",), who, "scenario", f"expected a scenario name, a list of them, or '*', got {scen!r}")
         return None, False
-    from ..cases.caseset import SCENARIOS
+    from ..cases.caseset import IMPORTED_PREFIXES, SCENARIOS
 
     ok = True
     for s in scen_t:
-        if s != "*" and s not in SCENARIOS:
-            ctx.add(path + ("scenario",), who, "scenario", f"unknown scenario {s!r}; known: {', '.join(SCENARIOS)}, *")
+        if s != "*" and s not in SCENARIOS and not (s.startswith(IMPORTED_PREFIXES) and len(s) > s.index(":") + 1):
+            known = f"{', '.join(SCENARIOS)}, *, or an imported task as {' / '.join(p + '<task>' for p in IMPORTED_PREFIXES)}"
+            ctx.add(path + ("scenario",), who, "scenario", f"unknown scenario {s!r}; known: {known}")
             ok = False
     return scen_t, ok
 

@@ -1,0 +1,74 @@
+"""`evalsuite import lm-eval` and `evalsuite import inspect`: other tools' per-sample logs as a run
+(evalsuite.importers; docs/import.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ._app import console, guarded
+from .cases import import_app
+
+NamesOpt = typer.Option(None, "--names", help="names of the baseline and each variant, comma-separated, in order (default: from the models)")
+NoiseOpt = typer.Option(None, "--noise", help="a rerun of the baseline (repeatable): its flips are the noise floor")
+EpochsOpt = typer.Option("paired", "--epochs", help="several epochs: paired (one case per document and epoch) or aggregate (epochs are samples of one case)")
+RunsDirOpt = typer.Option(Path("reports/runs"), "--runs-dir", help="where runs live")
+OwnOpt = typer.Option(True, "--own-scorers/--no-own-scorers", help="also score the responses with evalsuite's scorers (drift against the baseline)")
+
+
+def _options(names: str | None, runs_dir: Path, epochs: str, own: bool):
+    from ..errors import EvalsuiteError
+    from ..importers import ImportOptions
+
+    if epochs not in ("paired", "aggregate"):
+        raise EvalsuiteError(f"--epochs must be paired or aggregate, not {epochs!r}")
+    return ImportOptions(names=names.split(",") if names else None, runs_dir=runs_dir, epochs=epochs, own_scorers=own)  # type: ignore[arg-type]
+
+
+def _report(res) -> None:
+    noise = f", noise run(s) {', '.join(res.noise_runs)}" if res.noise_runs else ""
+    console.print(
+        f"imported run {res.store.run_id}: baseline {res.baseline}, variant(s) {', '.join(res.variants)}{noise}; "
+        f"{res.cases} cases, {res.generations} responses, {res.scores} scores",
+        highlight=False,
+        soft_wrap=True,
+    )
+    console.print(f"rubric: {res.rubric} (each task's primary metric)", highlight=False, soft_wrap=True)
+    console.print(
+        f"next: evalsuite gate {res.store.dir}   evalsuite report {res.store.dir}   evalsuite review flag {res.store.dir}", highlight=False, soft_wrap=True
+    )
+
+
+@import_app.command("lm-eval")
+@guarded()
+def import_lm_eval_cmd(
+    base: Path = typer.Argument(..., help="the baseline model's lm_eval --output_path (run with --log_samples)"),
+    variants: list[Path] = typer.Argument(..., help="each variant's lm_eval --output_path"),
+    names: str | None = NamesOpt,
+    noise: list[Path] | None = NoiseOpt,
+    epochs: str = EpochsOpt,
+    runs_dir: Path = RunsDirOpt,
+    own_scorers: bool = OwnOpt,
+) -> None:
+    """Import lm-evaluation-harness --log_samples output as a run: cases are task/doc_id, variants the models."""
+    from ..importers import import_lm_eval
+
+    _report(import_lm_eval(base, variants, noise=noise or [], options=_options(names, runs_dir, epochs, own_scorers)))
+
+
+@import_app.command("inspect")
+@guarded()
+def import_inspect_cmd(
+    base: Path = typer.Argument(..., help="the baseline model's Inspect log (.eval or .json)"),
+    variants: list[Path] = typer.Argument(..., help="each variant's Inspect log of the same task"),
+    names: str | None = NamesOpt,
+    noise: list[Path] | None = NoiseOpt,
+    epochs: str = EpochsOpt,
+    runs_dir: Path = RunsDirOpt,
+    own_scorers: bool = OwnOpt,
+) -> None:
+    """Import Inspect eval logs as a run: cases are task/sample id (and epoch), variants the models."""
+    from ..importers import import_inspect
+
+    _report(import_inspect(base, variants, noise=noise or [], options=_options(names, runs_dir, epochs, own_scorers)))
