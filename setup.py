@@ -2,6 +2,7 @@
 sets, default rubric, demo suite and notebooks into the package as evalsuite/_shipped/ (found at run
 time by evalsuite.shipped through importlib.resources). The repository keeps them at its top."""
 
+import shutil
 from pathlib import Path
 
 from setuptools import setup
@@ -19,6 +20,7 @@ class BuildWithShipped(build_py):
     def run(self):
         super().run()
         dest_root = Path(self.build_lib) / "evalsuite" / "_shipped"
+        shutil.rmtree(dest_root, ignore_errors=True)  # an in-tree build/ keeps files the repository has since removed
         for src, dest in SHIPPED:
             s = TOP / src
             files = [f for f in sorted(s.rglob("*")) if f.is_file()] if s.is_dir() else [s]

@@ -39,14 +39,19 @@ SHIPPED_SUITES = ("demo",)
 NOTEBOOKS = ("review", "explore")
 
 
+def _package() -> Path:
+    """The installed package's folder (a wheel installs it as plain files)."""
+    return Path(str(resources.files("evalsuite")))
+
+
 def shipped_root() -> Path:
     """The folder holding casesets/, rubrics/, suites/ and notebooks/: the installed package's
     `_shipped/`, else (a clone) the repository's top."""
-    pkg = resources.files("evalsuite")
+    pkg = _package()
     inside = pkg / "_shipped"
-    if isinstance(inside, Path) and (inside / "rubrics").is_dir():
+    if (inside / "rubrics").is_dir():
         return inside
-    top = Path(str(pkg)).parent
+    top = pkg.parent
     if (top / "rubrics" / "default.yaml").is_file() and (top / "casesets").is_dir():
         return top
     raise EvalsuiteError(f"evalsuite's shipped files are missing (looked in {inside} and {top}): reinstall evalsuite (pip install --force-reinstall evalsuite)")

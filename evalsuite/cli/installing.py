@@ -49,7 +49,7 @@ def notebook(
     console.print(f"notebooks: {', '.join(escape(str(p)) for p in paths)}", highlight=False, soft_wrap=True)
     cmd = [sys.executable, "-m", "jupyterlab", f"--notebook-dir={directory}"]
     if importlib.util.find_spec("jupyterlab") is None:
-        console.print("JupyterLab is not installed: pip install 'evalsuite[notebook]', then:", highlight=False)
+        console.print(escape("JupyterLab is not installed: pip install 'evalsuite[notebook]', then:"), highlight=False)
         print_only = True
     if print_only:
         console.print(f"  {escape(shlex.join(cmd))}", highlight=False, soft_wrap=True)
