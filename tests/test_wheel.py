@@ -130,7 +130,8 @@ def _acceptance(sh: Shell, exe: str, py: str, proj: Path, wheel: Path) -> None:
     assert " passed" in plugin.stdout or " failed" in plugin.stdout, plugin.stdout
     sh(exe, "report", "last", cwd=proj, ok=(0, 1, 3))
     assert list((proj / "reports").glob("*/report.html"))
-    sh(exe, "review", "list", cwd=proj)
+    sh(exe, "review", "flag", "last", cwd=proj)
+    sh(exe, "review", "list", "--status", "all", cwd=proj)
     sh(exe, "releases", cwd=proj)
     # the shipped suite and rubric by name, and the demo and notebooks from the installed package
     sh(exe, "init", "--model", "embedded", "--variants", "bnb-int8", "--shipped", "--out", "suites/shipped.yaml", cwd=proj)
