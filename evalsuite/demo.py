@@ -149,7 +149,20 @@ class DemoOptions:
     cache_path: str | None = None
 
 
-def run_demo(suite_path: str | Path = "suites/demo.yaml", options: DemoOptions | None = None, console: Any = None) -> Any:
+def demo_suite(given: str | Path | None) -> tuple[Path, str | None]:
+    """The demo suite and where its runs go: the one given; else suites/demo.yaml in the working
+    directory (a clone: runs under its output_dir); else the one shipped with evalsuite, whose runs go
+    to reports/runs in the working directory (never into the installed package)."""
+    from .shipped import shipped_path
+
+    if given is not None:
+        return Path(given), None
+    if (own := Path("suites") / "demo.yaml").is_file():
+        return own, None
+    return shipped_path("suite", "demo"), str(Path("reports") / "runs")
+
+
+def run_demo(suite_path: str | Path | None = None, options: DemoOptions | None = None, console: Any = None) -> Any:
     """Run the demo suite, print a table per variant and the verdict (one screen; `verbose`: the full
     evidence), write the HTML report; return the Judgment (None when the run cannot be judged).
 
@@ -166,7 +179,9 @@ def run_demo(suite_path: str | Path = "suites/demo.yaml", options: DemoOptions |
     console = console or Console()
     if opts.profile not in PROFILES:
         raise EvalsuiteError(f"unknown demo profile {opts.profile!r}; available: {', '.join(PROFILES)}")
+    suite_path, shipped_runs = demo_suite(suite_path)
     suite = load_suite(suite_path)
+    runs_dir = opts.runs_dir or shipped_runs
     t0 = time.perf_counter()
     limit = PROFILES[opts.profile]
     console.print(
@@ -174,7 +189,7 @@ def run_demo(suite_path: str | Path = "suites/demo.yaml", options: DemoOptions |
         + (f" ({limit} cases per scenario)" if limit else " (every case)")
     )
     variants = _runnable_variants(suite, opts.variants, console)
-    res = run_suite(suite, RunOptions(variants=variants, limit=limit, progress=True, score=True, runs_dir=opts.runs_dir, cache_path=opts.cache_path))
+    res = run_suite(suite, RunOptions(variants=variants, limit=limit, progress=True, score=True, runs_dir=runs_dir, cache_path=opts.cache_path))
     _print_variants(console, suite, res, variants, opts.logits)
     judgment, report = judge_and_report(console, res.store, verbose=opts.verbose)
     if judgment is not None:

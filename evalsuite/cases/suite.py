@@ -9,14 +9,14 @@ declares exactly those `changes:`, on purpose).
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import Problem, ValidationError
+from ..errors import EvalsuiteError, Problem, ValidationError
 from ..registry import BACKENDS
+from ..shipped import Kind, resolve_ref
 from ..yamlio import LineMap, load_yaml
 from .caseset import Case, CaseSet, all_cases, load_cases, sha256_json
 from .options import STAGES, ExecutorSpec, GenerationSettings, TimingSettings, parse_executor, parse_timing_block
@@ -459,8 +459,13 @@ def load_suite(path: str | Path) -> Suite:
             problems.append(Problem(file, lines.line_of((k,)), None, k, f"expected a string, got {data[k]!r}"))
     base_dir = path.parent
 
-    def rel(p: str) -> str:
-        return os.path.normpath(base_dir / p) if not Path(p).is_absolute() else p
+    def rel(p: str, kind: Kind = "caseset") -> str:
+        """A path of the suite: relative to its folder, or `shipped:NAME` (evalsuite.shipped)."""
+        try:
+            return resolve_ref(p, base_dir, kind)
+        except EvalsuiteError as exc:
+            problems.append(Problem(file, None, None, kind, str(exc)))
+            return p
 
     selectors = _parse_casesets(data.get("casesets"), file, lines, rel, problems)
     generation = _gen_settings(data.get("generation"), GenerationSettings(), file, lines, ("generation",), problems, None)
@@ -489,7 +494,7 @@ def load_suite(path: str | Path) -> Suite:
         casesets=tuple(selectors),
         variants=tuple(resolved_variants),
         generation=generation,
-        rubric=rel(data["rubric"]) if data.get("rubric") else None,
+        rubric=rel(data["rubric"], "rubric") if data.get("rubric") else None,
         stage=stage,
         output_dir=rel(data.get("output_dir", "../reports")) if data.get("output_dir") else str(Path("reports")),
         cache=rel(data["cache"]) if data.get("cache") else None,

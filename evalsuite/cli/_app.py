@@ -22,6 +22,23 @@ console = Console() if sys.stdout.isatty() else Console(width=160)
 err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=160)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        console.print(f"evalsuite {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="print evalsuite's version (the one run signatures record) and exit"
+    ),
+) -> None:
+    """evalsuite: did quality regress, where, and is it more than noise?"""
+
+
 class ExitCode(IntEnum):
     """Every exit code of `evalsuite`, in one place (a verdict's own code is `Verdict.exit_code`)."""
 

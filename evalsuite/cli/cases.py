@@ -23,6 +23,7 @@ def validate(paths: list[Path] = typer.Argument(None, help="case-set files or di
     from ..cases.caseset import all_cases, load_cases
     from ..cases.suite import is_suite_file, load_suite
     from ..errors import ValidationError
+    from ..shipped import origin
 
     suites = [p for p in paths or [] if is_suite_file(p)]
     problems = []
@@ -30,6 +31,10 @@ def validate(paths: list[Path] = typer.Argument(None, help="case-set files or di
         try:
             s = load_suite(p)
             console.print(f"suite {p}: OK ({len(s.variants)} variants, stage {s.stage or 'not set: production'})", highlight=False)
+            for sel in s.casesets:
+                console.print(f"  case set {sel.path}: {origin(sel.path)}", highlight=False, soft_wrap=True)
+            if s.rubric:
+                console.print(f"  rubric {s.rubric}: {origin(s.rubric)}", highlight=False, soft_wrap=True)
         except ValidationError as exc:
             problems += exc.problems
     if problems:
@@ -38,6 +43,8 @@ def validate(paths: list[Path] = typer.Argument(None, help="case-set files or di
     if suites and not sets:
         return
     loaded = load_cases(sets or [Path("casesets")])
+    for p in sets or [Path("casesets")]:
+        console.print(f"case sets {p}: {origin(p)}", highlight=False, soft_wrap=True)
     _print_counts(all_cases(loaded), len(loaded))
 
 

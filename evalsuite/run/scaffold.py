@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import EvalsuiteError, UnknownNameError
+from ..shipped import PREFIX, copy_starter, names
 
 #: variant kinds, what each becomes, and what its argument (after `:`) is
 KINDS: dict[str, str] = {
@@ -54,6 +55,8 @@ class InitRequest:
     reports: Path = Path("reports")
     device: str = "auto"
     max_new_tokens: int = 128
+    #: refer to the case sets and rubric shipped with evalsuite (`shipped:NAME`) instead of the project's copies
+    shipped: bool = False
 
 
 @dataclass(frozen=True)
@@ -178,8 +181,19 @@ def _rel(target: Path, out_dir: Path) -> str:
     return os.path.relpath(os.path.abspath(target), os.path.abspath(out_dir)).replace(os.sep, "/")
 
 
+def _caseset_refs(req: InitRequest, out_dir: Path) -> list[str]:
+    """The suite's case-set entries: the shipped ones by name (`--shipped`), else the project's folder."""
+    return [PREFIX + n for n in names("caseset")] if req.shipped else [_rel(req.casesets, out_dir)]
+
+
 def _header(req: InitRequest, out_dir: Path) -> list[str]:
-    rubric = [f"rubric: {_rel(req.rubric, out_dir)}  # the gate's rules per stage"] if req.rubric else []
+    where = f"{PREFIX}default" if req.shipped else _rel(req.rubric, out_dir) if req.rubric else None
+    rubric = [f"rubric: {where}  # the gate's rules per stage"] if where else []
+    sets_note = (
+        "# the case sets shipped with evalsuite (shipped:NAME; `evalsuite init` without --shipped copies them into the project)"
+        if req.shipped
+        else "# the fixed case sets (paths are relative to this file; `evalsuite init` copied the starter sets here: edit them)"
+    )
     return [
         f"# evalsuite suite for {req.model} (written by `evalsuite init`; docs/quickstart.md, docs/formats.md).",
         "# The baseline is the reference; every other variant inherits its backend, model and options and",
@@ -187,9 +201,9 @@ def _header(req: InitRequest, out_dir: Path) -> list[str]:
         "schema_version: 1",
         f"name: {_scalar(Path(req.out).stem)}",
         f"description: {json.dumps(f'Does {req.model} keep its quality when optimized?')}",
-        "# the fixed case sets (paths are relative to this file); filters by tag or scenario: docs/formats.md",
+        sets_note + "; filters by tag or scenario: docs/formats.md",
         "casesets:",
-        f"  - {_rel(req.casesets, out_dir)}",
+        *(f"  - {ref}" for ref in _caseset_refs(req, out_dir)),
         "# greedy, one sample per case; batch size 1 keeps each output independent of the others in a batch",
         f"generation: {_flow({'max_new_tokens': req.max_new_tokens, 'temperature': 0, 'samples': 1, 'seed': 1234, 'batch_size': 1})}",
         *rubric,
@@ -300,10 +314,21 @@ def _validate(text: str, out: Path) -> None:
         os.unlink(tmp)
 
 
+def write_starter(req: InitRequest) -> list[Path]:
+    """Copy the starter case sets and the default rubric into the project where the suite expects them
+    (`req.casesets`, `req.rubric`), so the project owns its fixed samples; a folder or file already
+    there is kept as it is. Nothing with `--shipped`. Returns the files written."""
+    if req.shipped:
+        return []
+    casesets = None if Path(req.casesets).exists() else req.casesets
+    return copy_starter(casesets, req.rubric)
+
+
 def scaffold(req: InitRequest) -> InitResult:
     """The suite file for `req` (validated), each model's resolution, what is missing, the next commands.
     Writes nothing but a temporary file beside `req.out` while validating."""
-    ctx = {"casesets": _rel(req.casesets, Path(req.out).parent), "hidden": _hidden_size(req.model, req.revision)}
+    calib = f"{PREFIX}kb_qa" if req.shipped else _rel(req.casesets, Path(req.out).parent)
+    ctx = {"casesets": calib, "hidden": _hidden_size(req.model, req.revision)}
     variants = _unique([variant_for(k, ctx) for k in req.variants if k.strip()])
     text = render_suite(req, variants)
     _validate(text, Path(req.out))

