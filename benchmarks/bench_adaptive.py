@@ -97,7 +97,7 @@ def make_pair(base, damaged, cases, kind: str | None, rate: float, q: float, rep
 
 def fixed_fails(base, var, sr, scenarios) -> bool:
     deltas = tuple(d for (s, m) in sorted(base) if (d := _compare_metric("v", s, m, base[(s, m)], var.get((s, m), {}), noise=False, seed=1, n_resamples=99)) is not None)
-    cmp = Comparison("bench", "baseline", ("v",), (), deltas, (), scenarios)
+    cmp = Comparison(run_id="bench", baseline="baseline", variants=("v",), noise_runs=(), deltas=deltas, perf=(), scenarios=scenarios)
     return bool(gate(cmp, sr).failed_rules("v"))
 
 

@@ -104,19 +104,19 @@ def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) 
         noise_floor = compare_run(store, n_resamples=99).noise_floor
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
     run = _Run(
-        store,
-        state,
-        settings,
-        sr,
-        build_checks(sr, base, state["order"], settings),
-        base,
-        noise_floor,
-        suite.baseline.name,
-        {c.id: c for c in cases},
-        cache,
-        ref,
-        store.read_json(store.VARIANTS, {}) or {},
-        opts.progress,
+        store=store,
+        state=state,
+        settings=settings,
+        sr=sr,
+        checks=build_checks(sr, base, state["order"], settings),
+        base=base,
+        noise_floor=noise_floor,
+        baseline=suite.baseline.name,
+        by_id={c.id: c for c in cases},
+        cache=cache,
+        ref=ref,
+        summaries=store.read_json(store.VARIANTS, {}) or {},
+        progress=opts.progress,
     )
     result = AdaptiveResult(ref)
     try:
@@ -160,7 +160,7 @@ def _start_or_resume(store: RunStore, settings: AdaptiveSettings, cases, resume)
     return state, recorded
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Run:
     """What the variants of one adaptive run share."""
 
@@ -209,7 +209,17 @@ def _adaptive_variant(run: _Run, v, backend, fp: str) -> VariantState:
     generated = {c for b in entry["batches"] for c in b}
     var: dict = {}  #: the variant's per-case scores, (scenario, metric) -> case -> CaseAgg, a batch at a time
     _add_scores(var, _scored(run, v.name, outputs, generated) if generated else [])
-    job = VariantJob(v, backend, fp, [], store, run.cache, {g.key() for g in store.generations() if g.ok}, run.ref, progress=False)
+    job = VariantJob(
+        variant=v,
+        backend=backend,
+        fingerprint=fp,
+        cases=[],
+        store=store,
+        cache=run.cache,
+        done={g.key() for g in store.generations() if g.ok},
+        result=run.ref,
+        progress=False,
+    )
     batch_size = run.settings.batch_size or v.generation.batch_size
     with _progress(run.progress, f"{v.name} (adaptive)", len(order)) as advance:
         advance(len(generated))

@@ -8,19 +8,21 @@ Every problem is reported as `file:line: case <id>: field: message`, all of them
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem, ValidationError
+from ..hashing import sha256_json
+from ..schemalib import jsonschema as _jsonschema
 from ..yamlio import LineMap, load_jsonl, load_yaml
+
+if TYPE_CHECKING:
+    import jsonschema
 
 SCENARIOS = ("kb_qa", "code", "brand")
 KINDS: dict[str, tuple[str, ...]] = {
@@ -39,6 +41,8 @@ def _schema(name: str) -> dict:
 @cache
 def _validator(name: str) -> jsonschema.protocols.Validator:
     from referencing import Registry, Resource
+
+    jsonschema = _jsonschema()
 
     registry = Registry().with_resources(
         [(s["$id"], Resource.from_contents(s)) for s in (_schema("caseset.schema.json"), _schema("resources.schema.json"))]
@@ -291,12 +295,6 @@ class CaseSet:
         return sha256_json([c.digest() for c in self.cases])
 
 
-def sha256_json(obj: Any) -> str:
-    """SHA-256 of canonical JSON (sorted keys, no whitespace, UTF-8)."""
-    data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(data.encode("utf-8")).hexdigest()
-
-
 def suite_digest(cases: Iterable[Case]) -> str:
     """Digest of a set of cases, independent of file order."""
     return sha256_json(sorted((c.id, c.digest()) for c in cases))
@@ -308,6 +306,7 @@ def suite_digest(cases: Iterable[Case]) -> str:
 
 def _schema_problems(data: Any, schema_name: str, file: str, lines: LineMap, base_path: tuple = (), bad_cases: set | None = None) -> list[Problem]:
     problems = []
+    jsonschema = _jsonschema()
     validator = _validator(schema_name)
     for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
         # descend oneOf errors to the most specific one, so the message names the real field
@@ -353,6 +352,7 @@ def _load_json_schema(path: Path, problems: list[Problem], file: str, line: int 
     if key in cache:
         return cache[key]
     result = None
+    jsonschema = _jsonschema()
     if not path.is_file():
         problems.append(Problem(file, line, case_id, "expect.schema", f"schema file not found: {path}"))
     else:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Problem, ValidationError
+from ..hashing import sha256_json
 from ..registry import BACKENDS
 from ..yamlio import LineMap, load_yaml
-from .caseset import Case, CaseSet, all_cases, load_cases, sha256_json
+from .caseset import Case, CaseSet, all_cases, load_cases
 from .options import STAGES, ExecutorSpec, GenerationSettings, TimingSettings, parse_executor, parse_timing_block
 
 log = logging.getLogger("evalsuite")

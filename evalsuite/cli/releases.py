@@ -117,7 +117,7 @@ def promote(
     from ..promotion import promote as do_promote
 
     reg = Registry(mlflow_model, mlflow_version, mlflow_alias, mlflow_uri) if mlflow_model else None
-    res = do_promote(PromoteRequest(variant, to, run, runs_dir, rubric, queue, ledger, reg))
+    res = do_promote(PromoteRequest(variant=variant, stage=to, run=run, runs_dir=runs_dir, rubric=rubric, queue=queue, ledger=ledger, registry=reg))
     _write_json(json_out, {k: v for k, v in asdict(res).items() if k != "judgment"})
     if not res.promoted:
         recorded = f" (decision #{res.decision.id} recorded)" if res.decision is not None else " (nothing recorded)"

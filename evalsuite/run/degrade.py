@@ -30,8 +30,9 @@ from dataclasses import replace
 from typing import Any
 
 from ..backends.base import Generation, Request
-from ..cases.caseset import Case, sha256_json
+from ..cases.caseset import Case
 from ..errors import EvalsuiteError
+from ..hashing import sha256_json
 
 KINDS = ("drop_citations", "corrupt_json", "forbidden_terms", "break_code", "leak_canary")
 _SPEC_KEYS = {"kind", "rate", "seed", "scenarios"}

@@ -216,7 +216,7 @@ def make_signature(suite: Suite, cases: Sequence[Case], fingerprints: dict[str, 
     sets: dict[str, list[str]] = {}
     for c in cases:
         sets.setdefault(c.source, []).append(c.digest())
-    from ..cases.caseset import sha256_json
+    from ..hashing import sha256_json
 
     return {
         "schema_version": 1,
@@ -351,9 +351,19 @@ def _generate_variants(run: _SuiteRun) -> dict:
     summaries = store.read_json(store.VARIANTS, {}) or {}
     for v in run.variants:
         job = VariantJob(
-            v, run.backends[v.name], run.fingerprints[v.name], run.cases, store, run.cache, done, run.result,
-            run.progress, summaries.get(v.name), run.executor, functools.partial(_build_backend, run.factory, v, run.cases),
-        )  # fmt: skip
+            variant=v,
+            backend=run.backends[v.name],
+            fingerprint=run.fingerprints[v.name],
+            cases=run.cases,
+            store=store,
+            cache=run.cache,
+            done=done,
+            result=run.result,
+            progress=run.progress,
+            previous=summaries.get(v.name),
+            executor=run.executor,
+            build=functools.partial(_build_backend, run.factory, v, run.cases),
+        )
         summaries[v.name] = _run_variant(job)
         store.write_json(store.VARIANTS, summaries)
         if not run.timed:
@@ -362,7 +372,7 @@ def _generate_variants(run: _SuiteRun) -> dict:
     return summaries
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VariantJob:
     """One variant's generation over a set of cases: what `_run_variant` needs, for the runner (all
     of a variant's cases at once) and the adaptive driver (one batch of cases at a time) alike."""

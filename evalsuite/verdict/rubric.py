@@ -47,9 +47,9 @@ from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..cases.caseset import sha256_json
 from ..cases.options import STAGES
 from ..errors import EvalsuiteError
+from ..hashing import sha256_json
 from ..yamlio import LineMap, load_yaml
 
 #: the stage every command uses when none is given and the suite names none (docs/thresholds.md):

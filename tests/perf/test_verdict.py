@@ -51,7 +51,7 @@ def timing_doc(rounds: dict[str, list[float]], tokens: int = 10) -> dict:
 
 
 INFOS = [VariantInfo("base", baseline=True), VariantInfo("opt"), VariantInfo("rerun", noise=True)]
-RECORDS = [ScoreRecord(v, f"c{i}", 0, "kb_qa", "k", "m.pass", 1.0, True, True, {}) for v in ("base", "opt", "rerun") for i in range(3)]
+RECORDS = [ScoreRecord(variant=v, case_id=f"c{i}", sample=0, scenario="kb_qa", kind="k", metric="m.pass", value=1.0, passed=True, higher_is_better=True, details={}) for v in ("base", "opt", "rerun") for i in range(3)]
 SUMMARY = {v: {"generations": 3, "errors": 0, "timeouts": 0, "latency_p95_s": 1.0, "tokens_per_s_median": 10.0} for v in ("base", "opt", "rerun")}
 
 
