@@ -30,7 +30,7 @@ from .review.api import default_queue_path
 from .run.store import RunStore
 from .verdict.rubric import Rubric
 
-__all__ = ["PromoteRequest", "PromoteResult", "Registry", "RollbackResult", "ledger_status", "promote", "rollback", "stage_below"]
+__all__ = ["PromoteRequest", "PromoteResult", "ModelRegistry", "RollbackResult", "ledger_status", "promote", "rollback", "stage_below"]
 
 
 def stage_below(stage: str) -> str | None:
@@ -42,7 +42,7 @@ def stage_below(stage: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class Registry:
+class ModelRegistry:
     """An MLflow registered model whose alias a promotion (or a rollback) moves."""
 
     model: str = ""  #: the registered model's name ("" on rollback: the target's recorded one)
@@ -62,7 +62,7 @@ class PromoteRequest:
     rubric: str | Path | None = None
     queue: Path | None = None
     ledger: Path | None = None
-    registry: Registry | None = None
+    registry: ModelRegistry | None = None
     actor: str | None = None
 
 
@@ -100,7 +100,7 @@ def _refused_lower(req: PromoteRequest, store: RunStore, fp: str, below: str, c:
     return PromoteResult(promoted=False, variant=req.variant, fingerprint=fp, stage=req.stage, run_id=store.run_id, reason=reason, lower=c)
 
 
-def _registry_move(reg: Registry, stage: str, decision: Decision) -> dict:
+def _registry_move(reg: ModelRegistry, stage: str, decision: Decision) -> dict:
     from .releases.tracking import set_alias
 
     tags = {"evalsuite.run_id": decision.run_id, "evalsuite.stage": stage, "evalsuite.variant": decision.variant}
@@ -188,7 +188,7 @@ def rollback(
     *,
     ledger: str | Path,
     queue: str | Path | None = None,
-    registry: Registry | None = None,
+    registry: ModelRegistry | None = None,
     actor: str | None = None,
     rubric: Rubric | None = None,
 ) -> RollbackResult:

@@ -49,5 +49,6 @@ class ExitCode(IntEnum):
     OK = 0
     FAILED = 1  #: a regression (gate, demo), or bad input (validate, run, review ...)
     CANNOT_JUDGE = 2  #: gate, report: a bad rubric, missing data, an incomplete run
+    USAGE = 2  #: a bad option value (click's own usage errors exit 2 too)
     NEEDS_REVIEW = 3  #: gate: nothing failed, but more flagged outputs await review than `max_open`
     INTERRUPTED = 130  #: Ctrl-C (finished generations are kept)

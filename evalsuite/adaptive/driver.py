@@ -1,5 +1,5 @@
 """`evalsuite run SUITE --adaptive`: generate a variant's cases batch by batch, in a seeded order,
-and stop as soon as the stage's block rules have decided (evalsuite.adaptive.verdict).
+and stop as soon as the stage's block rules have decided (evalsuite.adaptive.checks).
 
 Flow: the baseline (and any `noise: true` rerun) runs in full first, through the ordinary runner
 and cache, and is scored. Then each variant draws its cases in the run's seeded order (stratified by
@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import EvalsuiteError
 from ..run.store import RunStore
 from ..verdict.compare import per_case
-from .verdict import AdaptiveSettings, Check, Look, VariantState, build_checks, evaluate, is_done, needed_cases, replay, seeded_order
+from .checks import AdaptiveSettings, Check, Look, VariantState, build_checks, evaluate, is_done, needed_cases, replay, seeded_order
 
 log = logging.getLogger("evalsuite")
 

@@ -17,8 +17,8 @@ from ..errors import EvalsuiteError
 from ..verdict.compare import Comparison
 from ..verdict.decisions import AdaptiveDecisions
 from ..verdict.rubric import StageRubric
+from .checks import CheckResult, Look, VariantState, evaluate
 from .driver import STATE_FILE, _checks_for, load_state
-from .verdict import CheckResult, Look, VariantState, evaluate
 
 __all__ = ["STATE_FILE", "adaptive_decisions", "is_adaptive"]
 

@@ -58,7 +58,7 @@ def list_cmd(
     status: str = typer.Option("open", help="open, reviewed, all, acceptable, regression, unsure, pending, disputed, expired"),
     run: str | None = typer.Option(None, help="only items seen in this run id"),
     variant: str | None = typer.Option(None, help="only this variant"),
-    limit: int | None = typer.Option(None, help="at most N items"),
+    limit: int | None = typer.Option(None, min=0, help="at most N items"),
     as_json: bool = typer.Option(False, "--json", help="print JSON lines instead of a table"),
     queue: Path | None = QueueOpt,
 ) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import EvalsuiteError, MissingExtraError
+from ..errors import EvalsuiteError, MissingExtraError, suggest
 
 FORMATS = ("csv", "parquet")
 TABLES = ("generations", "scores", "comparisons", "perf")
@@ -329,10 +329,7 @@ def write_frame(df, path: Path, fmt: str) -> None:
 def check_format(fmt: str) -> str:
     fmt = (fmt or "").lower().lstrip(".")
     if fmt not in FORMATS:
-        import difflib
-
-        close = difflib.get_close_matches(fmt, FORMATS, n=1)
-        raise EvalsuiteError(f"unknown export format {fmt!r}{' (did you mean ' + repr(close[0]) + '?)' if close else ''}; known: {', '.join(FORMATS)}")
+        raise EvalsuiteError(f"unknown export format {fmt!r}{suggest(fmt, FORMATS)}; known: {', '.join(FORMATS)}")
     return fmt
 
 

@@ -253,7 +253,18 @@ def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
     result = RunResult(store=store, cases=cases)
     executor = make_executor(getattr(suite, "executor", None))  # where batches run; storage stays here
-    run = _SuiteRun(variants, backends, fingerprints, factory, cases, cache, result, opts.progress, executor, timing is not None)
+    run = _SuiteRun(
+        variants=variants,
+        backends=backends,
+        fingerprints=fingerprints,
+        factory=factory,
+        cases=cases,
+        cache=cache,
+        result=result,
+        progress=opts.progress,
+        executor=executor,
+        timed=timing is not None,
+    )
     try:
         result.variants = _generate_variants(run)
         if timing is not None:  # every backend still loaded: time them against each other in alternating blocks

@@ -502,7 +502,7 @@ def evaluate(
     awaiting = _final_looks(pre, results, states)
     gen_pos = list(look.sequence) if look.sequence is not None else [c for c in order if c in generated]
     _map_to_variant_cases(results, states, gen_pos)
-    verdict, after = _verdict(results, len(gen_pos))
+    verdict, after = _variant_state(results, len(gen_pos))
     return VariantState(variant, verdict, results, len(gen_pos), after, awaiting=awaiting)
 
 
@@ -606,7 +606,7 @@ def _map_to_variant_cases(results: list[CheckResult], states: list[dict], gen_po
             r.variant_cases = where.get(last, len(gen_pos)) if last else len(gen_pos)
 
 
-def _verdict(results: list[CheckResult], n_generated: int) -> tuple[str, int | None]:
+def _variant_state(results: list[CheckResult], n_generated: int) -> tuple[str, int | None]:
     """The variant's verdict from its block checks, and after how many of its cases it was decided."""
     block = [r for r in results if r.severity == "block"]
     fails = [r for r in block if r.status == "fail"]
