@@ -304,7 +304,8 @@ def suite_digest(cases: Iterable[Case]) -> str:
 # loading
 
 
-def _schema_problems(data: Any, schema_name: str, file: str, lines: LineMap, base_path: tuple = (), bad_cases: set | None = None) -> list[Problem]:
+def schema_problems(data: Any, schema_name: str, file: str, lines: LineMap, base_path: tuple = (), bad_cases: set | None = None) -> list[Problem]:
+    """Every schema violation of `data` as a located problem (`file:line: case <id>: field: message`)."""
     problems = []
     jsonschema = _jsonschema()
     validator = _validator(schema_name)
@@ -341,7 +342,7 @@ def _load_resource(path: Path, problems: list[Problem], cache: dict) -> dict | N
     if key in cache:
         return cache[key]
     data, lines = load_yaml(path)
-    found = _schema_problems(data, "resources.schema.json", str(path), lines)
+    found = schema_problems(data, "resources.schema.json", str(path), lines)
     problems.extend(found)
     cache[key] = None if found else data
     return cache[key]
@@ -441,7 +442,7 @@ def _read_caseset(path: Path, problems: list[Problem], bad_cases: set[int]) -> t
         data, lines = load_yaml(path)
         if data is None or not isinstance(data, dict):
             raise ValidationError([Problem(file, 1, None, "(top level)", "expected a mapping with a `cases` list")])
-    problems.extend(_schema_problems(data, "caseset.schema.json", file, lines, bad_cases=bad_cases))
+    problems.extend(schema_problems(data, "caseset.schema.json", file, lines, bad_cases=bad_cases))
     return data, lines
 
 
