@@ -26,6 +26,7 @@ from common import REPO, Row, write_table  # noqa: E402
 
 #: name -> module; cheap ones first, so a short budget still gets a table
 BENCHES = {
+    "cli": "bench_cli",
     "scoring": "bench_scoring",
     "scaling": "bench_scaling",
     "bookkeeping": "bench_bookkeeping",

@@ -34,7 +34,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from evalsuite.adaptive import sequential as sq
-from evalsuite.adaptive import verdict as vd
+from evalsuite.adaptive import checks as vd
 
 
 def _log_comb(n, k):

@@ -10,7 +10,7 @@ flips each pass/fail outcome (but a canary leak) of each side independently with
 (q = 0: greedy decoding, as the fake backend; q = 2%: sampling or batch non-determinism), and the
 degrader's seeded choice of cases (degrade.choose_cases with seed = repetition) takes its damaged
 scores on the variant. "Unchanged" variants are noise only. The fixed-n gate (evalsuite.verdict.gate on the full paired comparison) and the
-adaptive verdict (evalsuite.adaptive.verdict.replay: the driver's batch loop on a seeded order,
+adaptive verdict (evalsuite.adaptive.checks.replay: the driver's batch loop on a seeded order,
 seed = repetition) judge the same variant; the adaptive one reports how many cases it generated.
 
 `--pass-side oracle` puts the best pass side any gate could have (the SPRT that knows the noise
@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.adaptive_frontier import patched, prefix_floor  # noqa: E402
-from evalsuite.adaptive.verdict import AdaptiveSettings, build_checks, replay, seeded_order  # noqa: E402
+from evalsuite.adaptive.checks import AdaptiveSettings, build_checks, replay, seeded_order  # noqa: E402
 from evalsuite.verdict.compare import CaseAgg, Comparison, _compare_metric, per_case  # noqa: E402
 from evalsuite.run.degrade import KINDS, choose_cases  # noqa: E402
 from evalsuite.verdict.gate import gate  # noqa: E402
@@ -97,7 +97,7 @@ def make_pair(base, damaged, cases, kind: str | None, rate: float, q: float, rep
 
 def fixed_fails(base, var, sr, scenarios) -> bool:
     deltas = tuple(d for (s, m) in sorted(base) if (d := _compare_metric("v", s, m, base[(s, m)], var.get((s, m), {}), noise=False, seed=1, n_resamples=99)) is not None)
-    cmp = Comparison("bench", "baseline", ("v",), (), deltas, (), scenarios)
+    cmp = Comparison(run_id="bench", baseline="baseline", variants=("v",), noise_runs=(), deltas=deltas, perf=(), scenarios=scenarios)
     return bool(gate(cmp, sr).failed_rules("v"))
 
 

@@ -42,7 +42,8 @@ def main() -> int:
     import torch
 
     from evalsuite.backends.transformers import TransformersBackend
-    from evalsuite.run.runner import RunOptions, _batches, build_requests, select_cases
+    from evalsuite.run.prompting import batches as _batches
+    from evalsuite.run.runner import RunOptions, build_requests, select_cases
     from evalsuite.scoring.pipeline import run_suite
     from evalsuite.cases.suite import load_suite
 

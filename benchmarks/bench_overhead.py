@@ -18,7 +18,7 @@ def plain_loop(model_dir, reqs, batch_size: int, max_new_tokens: int) -> tuple[f
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from evalsuite.run.runner import _batches
+    from evalsuite.run.prompting import batches as _batches
 
     tok = AutoTokenizer.from_pretrained(str(model_dir))
     tok.padding_side = "left"

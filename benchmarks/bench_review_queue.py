@@ -33,7 +33,7 @@ for _ in range(int(sys.argv[3])):
 
 
 def items(n: int) -> list[NewItem]:
-    return [NewItem("run", "opt", "fp", f"c{i}", "kb_qa", "k", "base", ({"code": "flip"},), "b", f"text {i}") for i in range(n)]
+    return [NewItem(run_id="run", variant="opt", fingerprint="fp", case_id=f"c{i}", scenario="kb_qa", kind="k", baseline="base", reasons=({"code": "flip"},), baseline_output="b", variant_output=f"text {i}") for i in range(n)]
 
 
 def one_writer(sync: str, n: int) -> float:

@@ -35,7 +35,7 @@ def main() -> None:
     from verdict_synth import write_sets, write_suite
 
     import evalsuite.adaptive.driver as driver
-    from evalsuite.adaptive.verdict import AdaptiveSettings
+    from evalsuite.adaptive.checks import AdaptiveSettings
     from evalsuite.cases.suite import load_suite
     from evalsuite.run.runner import RunOptions
 

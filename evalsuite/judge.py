@@ -58,4 +58,4 @@ def judge_run(
     adaptive = adaptive_decisions(store, sr, cmp) if is_adaptive(store) else None
     decisions = Decisions(review=review, adaptive=adaptive)
     verdict = gate(cmp, sr, decisions, judge_noise=judge_noise)
-    return Judgment(verdict, cmp, store, rub, stage_name, source, decisions, flagged)
+    return Judgment(verdict=verdict, comparison=cmp, store=store, rubric=rub, stage=stage_name, stage_source=source, decisions=decisions, flagged=flagged)

@@ -30,7 +30,7 @@ from .review.api import default_queue_path
 from .run.store import RunStore
 from .verdict.rubric import Rubric
 
-__all__ = ["PromoteRequest", "PromoteResult", "Registry", "RollbackResult", "ledger_status", "promote", "rollback", "stage_below"]
+__all__ = ["PromoteRequest", "PromoteResult", "ModelRegistry", "RollbackResult", "ledger_status", "promote", "rollback", "stage_below"]
 
 
 def stage_below(stage: str) -> str | None:
@@ -42,7 +42,7 @@ def stage_below(stage: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class Registry:
+class ModelRegistry:
     """An MLflow registered model whose alias a promotion (or a rollback) moves."""
 
     model: str = ""  #: the registered model's name ("" on rollback: the target's recorded one)
@@ -51,7 +51,7 @@ class Registry:
     uri: str | None = None  #: tracking/registry URI (None: MLflow's own default, $MLFLOW_TRACKING_URI)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PromoteRequest:
     """What `evalsuite promote` asks for."""
 
@@ -62,11 +62,11 @@ class PromoteRequest:
     rubric: str | Path | None = None
     queue: Path | None = None
     ledger: Path | None = None
-    registry: Registry | None = None
+    registry: ModelRegistry | None = None
     actor: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PromoteResult:
     """What a promotion did, or why it was refused."""
 
@@ -97,10 +97,10 @@ def _variant(store: RunStore, name: str) -> str:
 def _refused_lower(req: PromoteRequest, store: RunStore, fp: str, below: str, c: Clearance | None) -> PromoteResult:
     why = c.reason if c is not None else f"no {below} decision is recorded for this build (evalsuite gate RUN --stage {below})"
     reason = f"{req.variant} ({fp[:12]}) is not cleared for {below}: {why}"
-    return PromoteResult(False, req.variant, fp, req.stage, store.run_id, reason, lower=c)
+    return PromoteResult(promoted=False, variant=req.variant, fingerprint=fp, stage=req.stage, run_id=store.run_id, reason=reason, lower=c)
 
 
-def _registry_move(reg: Registry, stage: str, decision: Decision) -> dict:
+def _registry_move(reg: ModelRegistry, stage: str, decision: Decision) -> dict:
     from .releases.tracking import set_alias
 
     tags = {"evalsuite.run_id": decision.run_id, "evalsuite.stage": stage, "evalsuite.variant": decision.variant}
@@ -127,25 +127,48 @@ def promote(req: PromoteRequest) -> PromoteResult:
             stored = led.record([decision])[0][0]
             rules = f" ({', '.join(decision.failed_rules)})" if decision.failed_rules else ""
             reason = f"{req.variant} ({fp[:12]}) does not pass the {req.stage} gate on run {store.run_id}: {decision.status}{rules}"
-            return PromoteResult(False, req.variant, fp, req.stage, store.run_id, reason, lower, stored, None, judgment)
+            return PromoteResult(
+                promoted=False,
+                variant=req.variant,
+                fingerprint=fp,
+                stage=req.stage,
+                run_id=store.run_id,
+                reason=reason,
+                lower=lower,
+                decision=stored,
+                deployment=None,
+                judgment=judgment,
+            )
         stack = deployment_stack(led.deployments(stage=req.stage))
         after = led.db.execute("SELECT MAX(id) FROM deployments WHERE stage=?", (req.stage,)).fetchone()[0] or 0
         moved = _registry_move(req.registry, req.stage, decision) if req.registry is not None else {}
         dep = Deployment(
-            "promote",
-            req.stage,
-            req.variant,
-            fp,
-            decision.identity,
-            decision.spec,
-            0,
+            action="promote",
+            stage=req.stage,
+            variant=req.variant,
+            fingerprint=fp,
+            identity=decision.identity,
+            spec=decision.spec,
+            decision_id=0,
             replaces=stack[-1].fingerprint if stack else "",
             registry=moved,
             actor=decision.actor,
             origin=decision.origin,
         )
         rows, dep_row = led.record([decision], dep, after=after)
-    return PromoteResult(True, req.variant, fp, req.stage, store.run_id, "", lower, rows[0], dep_row, judgment, moved or None)
+    return PromoteResult(
+        promoted=True,
+        variant=req.variant,
+        fingerprint=fp,
+        stage=req.stage,
+        run_id=store.run_id,
+        reason="",
+        lower=lower,
+        decision=rows[0],
+        deployment=dep_row,
+        judgment=judgment,
+        registry=moved or None,
+    )
 
 
 @dataclass(frozen=True)
@@ -165,7 +188,7 @@ def rollback(
     *,
     ledger: str | Path,
     queue: str | Path | None = None,
-    registry: Registry | None = None,
+    registry: ModelRegistry | None = None,
     actor: str | None = None,
     rubric: Rubric | None = None,
 ) -> RollbackResult:
@@ -196,13 +219,13 @@ def rollback(
         moved = set_alias(rec["model"], registry.alias or rec.get("alias") or stage, uri=registry.uri, version=rec["version"], fingerprint=target.fingerprint)
     note = f"rolled back from {sd.current.variant} ({sd.current.fingerprint[:12]})"
     dep = Deployment(
-        "rollback",
-        stage,
-        target.variant,
-        target.fingerprint,
-        check.current,
-        decision.spec,
-        decision.id,
+        action="rollback",
+        stage=stage,
+        variant=target.variant,
+        fingerprint=target.fingerprint,
+        identity=check.current,
+        spec=decision.spec,
+        decision_id=decision.id,
         replaces=sd.current.fingerprint,
         registry=moved or {},
         actor=actor or rel.default_actor(),

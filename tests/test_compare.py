@@ -21,7 +21,7 @@ from evalsuite.scoring.base import ScoreRecord
 def rec(variant, case, metric="m.pass", passed=None, value=None, sample=0, scenario="kb_qa", hib=True, details=None):
     if value is None and passed is not None:
         value = 1.0 if passed else 0.0
-    return ScoreRecord(variant, case, sample, scenario, "grounded", metric, value, passed, hib, details or {})
+    return ScoreRecord(variant=variant, case_id=case, sample=sample, scenario=scenario, kind="grounded", metric=metric, value=value, passed=passed, higher_is_better=hib, details=details or {})
 
 
 VARIANTS = [VariantInfo("base", baseline=True), VariantInfo("opt"), VariantInfo("rerun", noise=True)]

@@ -30,7 +30,7 @@ from verdict_synth import write_sets, write_suite  # noqa: E402
 import evalsuite.judge  # noqa: E402,F401
 import evalsuite.scoring.run as _scoring_run  # noqa: E402
 from evalsuite.adaptive.driver import run_adaptive  # noqa: E402
-from evalsuite.adaptive.verdict import AdaptiveSettings  # noqa: E402
+from evalsuite.adaptive.checks import AdaptiveSettings  # noqa: E402
 from evalsuite.cases.suite import load_suite  # noqa: E402
 from evalsuite.cli import app  # noqa: E402
 from evalsuite.demo import judge_and_report  # noqa: E402

@@ -20,7 +20,7 @@ INFOS = [VariantInfo("base", baseline=True), VariantInfo("opt"), VariantInfo("re
 
 
 def rec(variant, case, metric, passed, scenario="kb_qa"):
-    return ScoreRecord(variant, case, 0, scenario, "k", metric, 1.0 if passed else 0.0, passed, True, {})
+    return ScoreRecord(variant=variant, case_id=case, sample=0, scenario=scenario, kind="k", metric=metric, value=1.0 if passed else 0.0, passed=passed, higher_is_better=True, details={})
 
 
 def rubric(rules: list[dict], **top) -> object:

@@ -79,8 +79,8 @@ def test_missing_rubric_file(tmp_path):
 
 
 def delta(base, var, *, flips=0, back=0, p=0.5, n=100, pass_fail=True, hib=True):
-    return MetricDelta("opt", "kb_qa", "m", pass_fail, hib, n, base, var, var - base, math.nan, math.nan, 2 * p, p, p,
-                       tuple(f"c{i}" for i in range(flips)), tuple(f"d{i}" for i in range(back)))
+    return MetricDelta(variant="opt", scenario="kb_qa", metric="m", pass_fail=pass_fail, higher_is_better=hib, n=n, baseline_mean=base, variant_mean=var, delta=var - base, ci_low=math.nan, ci_high=math.nan, p_value=2 * p, p_worse=p, p_min=p,
+                       pass_to_fail=tuple(f"c{i}" for i in range(flips)), fail_to_pass=tuple(f"d{i}" for i in range(back)))
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,11 @@
 """`evalsuite run SUITE --adaptive`: generate a variant's cases batch by batch, in a seeded order,
-and stop as soon as the stage's block rules have decided (evalsuite.adaptive.verdict).
+and stop as soon as the stage's block rules have decided (evalsuite.adaptive.checks).
 
 Flow: the baseline (and any `noise: true` rerun) runs in full first, through the ordinary runner
 and cache, and is scored. Then each variant draws its cases in the run's seeded order (stratified by
 scenario), skipping cases no open block rule needs; after each batch the new outputs are scored and
 every check is re-evaluated on the generated prefix. Generation goes through the runner's own
-`_run_variant` (cache, error handling, durability), one batch of cases at a time; scoring reuses
+`runner.run_variant` (cache, error handling, durability), one batch of cases at a time; scoring reuses
 the cache's stored scores (evalsuite.scoring.reuse), so the baseline is not re-scored batch after
 batch and a warm adaptive re-run calls no scorer.
 
@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import EvalsuiteError
 from ..run.store import RunStore
 from ..verdict.compare import per_case
-from .verdict import AdaptiveSettings, Check, Look, VariantState, build_checks, evaluate, is_done, needed_cases, replay, seeded_order
+from .checks import AdaptiveSettings, Check, Look, VariantState, build_checks, evaluate, is_done, needed_cases, replay, seeded_order
 
 log = logging.getLogger("evalsuite")
 
@@ -62,7 +62,7 @@ def load_state(store: RunStore) -> dict | None:
     return store.read_json(STATE_FILE)
 
 
-def _checks_for(store: RunStore, state: dict, sr: Any) -> tuple[list[Check], dict, dict]:
+def checks_for(store: RunStore, state: dict, sr: Any) -> tuple[list[Check], dict, dict]:
     """The run's sequential checks for the stage rubric `sr`, and the baseline's and variants' per-case scores."""
     settings = AdaptiveSettings(**state["settings"])
     base, others = split_records(store.scores(), store.signature.get("baseline") or "")
@@ -72,7 +72,7 @@ def _checks_for(store: RunStore, state: dict, sr: Any) -> tuple[list[Check], dic
 def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) -> AdaptiveResult:
     """Run a suite adaptively (or resume such a run): the reference variants in full, every other
     variant until its verdict for `settings.stage` is decided."""
-    from ..run.runner import RunOptions, make_backend, select_cases
+    from ..run.runner import RunOptions, make_backend, select_cases, select_variants
     from ..run.store import DEFAULT_CACHE, GenerationCache
     from ..scoring.pipeline import run_suite
     from ..scoring.run import score_run
@@ -82,11 +82,7 @@ def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) 
     settings = settings or AdaptiveSettings()
     _check_settings(settings)
     cases = select_cases(suite, opts.scenarios, opts.limit)
-    chosen = [v for v in suite.variants if not v.baseline]
-    if opts.variants is not None:
-        for name in opts.variants:
-            suite.variant(name)  # raises with close matches
-        chosen = [v for v in chosen if v.name in set(opts.variants)]
+    chosen = [v for v in select_variants(suite, opts.variants) if not v.baseline]
     reference = [v.name for v in chosen if v.noise]
     targets = [v for v in chosen if not v.noise]
 
@@ -104,19 +100,19 @@ def run_adaptive(suite, options=None, settings: AdaptiveSettings | None = None) 
         noise_floor = compare_run(store, n_resamples=99).noise_floor
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
     run = _Run(
-        store,
-        state,
-        settings,
-        sr,
-        build_checks(sr, base, state["order"], settings),
-        base,
-        noise_floor,
-        suite.baseline.name,
-        {c.id: c for c in cases},
-        cache,
-        ref,
-        store.read_json(store.VARIANTS, {}) or {},
-        opts.progress,
+        store=store,
+        state=state,
+        settings=settings,
+        sr=sr,
+        checks=build_checks(sr, base, state["order"], settings),
+        base=base,
+        noise_floor=noise_floor,
+        baseline=suite.baseline.name,
+        by_id={c.id: c for c in cases},
+        cache=cache,
+        ref=ref,
+        summaries=store.read_json(store.VARIANTS, {}) or {},
+        progress=opts.progress,
     )
     result = AdaptiveResult(ref)
     try:
@@ -160,7 +156,7 @@ def _start_or_resume(store: RunStore, settings: AdaptiveSettings, cases, resume)
     return state, recorded
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Run:
     """What the variants of one adaptive run share."""
 
@@ -184,15 +180,16 @@ class _Run:
 
 def _bound_backend(run: _Run, v, factory, cases) -> tuple[Any, str]:
     """The variant's backend and fingerprint, recorded in the run's signature (a resumed run refuses a changed variant)."""
-    from ..run.runner import _build_backend
+    from ..run.runner import build_backend, refuse_changed_variants
 
-    backend = _build_backend(factory, v, cases)
+    backend = build_backend(factory, v, cases)
     fp = backend.fingerprint()
-    sig = run.store.signature
-    old = sig.get("variants", {}).get(v.name)
-    if old is not None and old != fp:
+    try:
+        refuse_changed_variants(run.store, {v.name: fp})
+    except EvalsuiteError:
         backend.close()
-        raise EvalsuiteError(f"cannot resume {run.store.run_id}: variant {v.name} changed since; start a new run")
+        raise
+    sig = run.store.signature
     sig.setdefault("variants", {})[v.name] = fp
     run.store.write_json(run.store.SIGNATURE, sig)
     return backend, fp
@@ -201,7 +198,8 @@ def _bound_backend(run: _Run, v, factory, cases) -> tuple[Any, str]:
 def _adaptive_variant(run: _Run, v, backend, fp: str) -> VariantState:
     """Generate one variant batch by batch until its checks decide (or its cases run out), saving
     the state before and after every batch; its state at the stop."""
-    from ..run.runner import VariantJob, _progress, _run_variant
+    from ..run.progress import progress_bar
+    from ..run.runner import VariantJob, run_variant
 
     order, store = run.state["order"], run.store
     entry = run.state["variants"].setdefault(v.name, {"batches": [], "pending": None, "stopped": False})
@@ -209,16 +207,26 @@ def _adaptive_variant(run: _Run, v, backend, fp: str) -> VariantState:
     generated = {c for b in entry["batches"] for c in b}
     var: dict = {}  #: the variant's per-case scores, (scenario, metric) -> case -> CaseAgg, a batch at a time
     _add_scores(var, _scored(run, v.name, outputs, generated) if generated else [])
-    job = VariantJob(v, backend, fp, [], store, run.cache, {g.key() for g in store.generations() if g.ok}, run.ref, progress=False)
+    job = VariantJob(
+        variant=v,
+        backend=backend,
+        fingerprint=fp,
+        cases=[],
+        store=store,
+        cache=run.cache,
+        done={g.key() for g in store.generations() if g.ok},
+        result=run.ref,
+        progress=False,
+    )
     batch_size = run.settings.batch_size or v.generation.batch_size
-    with _progress(run.progress, f"{v.name} (adaptive)", len(order)) as advance:
+    with progress_bar(run.progress, f"{v.name} (adaptive)", len(order)) as advance:
         advance(len(generated))
         while not entry["stopped"]:
             batch = entry["pending"] or _next_batch(run, v.name, entry, var, generated, batch_size)
             if not batch:
                 break
             cases = [run.by_id[c] for c in batch]
-            run.summaries[v.name] = _run_variant(replace(job, cases=cases, previous=run.summaries.get(v.name)))
+            run.summaries[v.name] = run_variant(replace(job, cases=cases, previous=run.summaries.get(v.name)))
             store.write_json(store.VARIANTS, run.summaries)
             outputs.add(store, set(batch))
             _add_scores(var, _scored(run, v.name, outputs, set(batch)))

@@ -17,8 +17,8 @@ from ..errors import EvalsuiteError
 from ..verdict.compare import Comparison
 from ..verdict.decisions import AdaptiveDecisions
 from ..verdict.rubric import StageRubric
-from .driver import STATE_FILE, _checks_for, load_state
-from .verdict import CheckResult, Look, VariantState, evaluate
+from .checks import CheckResult, Look, VariantState, evaluate
+from .driver import STATE_FILE, checks_for, load_state
 
 __all__ = ["STATE_FILE", "adaptive_decisions", "is_adaptive"]
 
@@ -34,7 +34,7 @@ def adaptive_decisions(store: Any, sr: StageRubric, comparison: Comparison) -> A
     state = load_state(store)
     if state is None:  # is_adaptive said the file is there: it was removed since
         raise EvalsuiteError(f"{store.dir / STATE_FILE}: the adaptive state is missing")
-    checks, base, others = _checks_for(store, state, sr)
+    checks, base, others = checks_for(store, state, sr)
     recorded_stage = state["settings"].get("stage")
     problems: list[str] = []
     notes: list[str] = []

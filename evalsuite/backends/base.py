@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..cases.caseset import sha256_json
 from ..cases.options import GenerationSettings
 from ..errors import EvalsuiteError
+from ..hashing import sha256_json
 from ..registry import BACKENDS
 
 __all__ = ["BACKENDS", "Backend", "Generation", "GenerationSettings", "Request", "check_options", "make_backend"]

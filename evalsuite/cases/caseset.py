@@ -8,19 +8,21 @@ Every problem is reported as `file:line: case <id>: field: message`, all of them
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem, ValidationError
+from ..hashing import sha256_json
+from ..schemalib import jsonschema as _jsonschema
 from ..yamlio import LineMap, load_jsonl, load_yaml
+
+if TYPE_CHECKING:
+    import jsonschema
 
 SCENARIOS = ("kb_qa", "code", "brand")
 #: an imported run's scenarios are its tasks, named `<tool>:<task>` (evalsuite.importers; rubrics name them so)
@@ -41,6 +43,8 @@ def _schema(name: str) -> dict:
 @cache
 def _validator(name: str) -> jsonschema.protocols.Validator:
     from referencing import Registry, Resource
+
+    jsonschema = _jsonschema()
 
     registry = Registry().with_resources(
         [(s["$id"], Resource.from_contents(s)) for s in (_schema("caseset.schema.json"), _schema("resources.schema.json"))]
@@ -295,12 +299,6 @@ class CaseSet:
         return sha256_json([c.digest() for c in self.cases])
 
 
-def sha256_json(obj: Any) -> str:
-    """SHA-256 of canonical JSON (sorted keys, no whitespace, UTF-8)."""
-    data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(data.encode("utf-8")).hexdigest()
-
-
 def suite_digest(cases: Iterable[Case]) -> str:
     """Digest of a set of cases, independent of file order."""
     return sha256_json(sorted((c.id, c.digest()) for c in cases))
@@ -310,8 +308,10 @@ def suite_digest(cases: Iterable[Case]) -> str:
 # loading
 
 
-def _schema_problems(data: Any, schema_name: str, file: str, lines: LineMap, base_path: tuple = (), bad_cases: set | None = None) -> list[Problem]:
+def schema_problems(data: Any, schema_name: str, file: str, lines: LineMap, base_path: tuple = (), bad_cases: set | None = None) -> list[Problem]:
+    """Every schema violation of `data` as a located problem (`file:line: case <id>: field: message`)."""
     problems = []
+    jsonschema = _jsonschema()
     validator = _validator(schema_name)
     for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
         # descend oneOf errors to the most specific one, so the message names the real field
@@ -346,7 +346,7 @@ def _load_resource(path: Path, problems: list[Problem], cache: dict) -> dict | N
     if key in cache:
         return cache[key]
     data, lines = load_yaml(path)
-    found = _schema_problems(data, "resources.schema.json", str(path), lines)
+    found = schema_problems(data, "resources.schema.json", str(path), lines)
     problems.extend(found)
     cache[key] = None if found else data
     return cache[key]
@@ -357,6 +357,7 @@ def _load_json_schema(path: Path, problems: list[Problem], file: str, line: int 
     if key in cache:
         return cache[key]
     result = None
+    jsonschema = _jsonschema()
     if not path.is_file():
         problems.append(Problem(file, line, case_id, "expect.schema", f"schema file not found: {path}"))
     else:
@@ -445,7 +446,7 @@ def _read_caseset(path: Path, problems: list[Problem], bad_cases: set[int]) -> t
         data, lines = load_yaml(path)
         if data is None or not isinstance(data, dict):
             raise ValidationError([Problem(file, 1, None, "(top level)", "expected a mapping with a `cases` list")])
-    problems.extend(_schema_problems(data, "caseset.schema.json", file, lines, bad_cases=bad_cases))
+    problems.extend(schema_problems(data, "caseset.schema.json", file, lines, bad_cases=bad_cases))
     return data, lines
 
 

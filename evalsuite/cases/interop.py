@@ -20,7 +20,7 @@ import yaml
 
 from ..errors import MissingExtraError, Problem, ValidationError
 from ..yamlio import LineMap, atomic_write_text, load_jsonl
-from .caseset import KINDS, Case, Document, Glossary, _schema_problems, load_caseset
+from .caseset import KINDS, Case, Document, Glossary, load_caseset, schema_problems
 
 RECORD_VERSION = 1  #: version of the record format written by `to_records`
 EXTRA_KEYS = ("_version", "_glossary", "_source", "_line")
@@ -87,7 +87,7 @@ def _record_problems(records: list[Any], file: str, lines: LineMap) -> list[Prob
         if isinstance(rec.get("expect"), dict):
             rec["expect"] = {k: v for k, v in rec["expect"].items() if k != "schema_inline"}
         stripped.append(rec)
-    problems += _schema_problems({"cases": stripped}, "caseset.schema.json", file, lines, bad_cases=bad)
+    problems += schema_problems({"cases": stripped}, "caseset.schema.json", file, lines, bad_cases=bad)
     for i, rec in enumerate(records):
         if i in bad:
             continue

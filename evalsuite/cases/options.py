@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import EvalsuiteError, Problem
+from ..errors import EvalsuiteError, Problem, suggest
 from ..registry import EXECUTORS
 
 #: the release stages, in order (a suite's `stage:`, a rubric's `stages:`)
@@ -179,10 +179,7 @@ def parse_executor(raw: Any, file: str, line_of: Callable[[tuple], int | None], 
         return ExecutorSpec()
     kind = raw.get("kind", "local")
     if kind not in EXECUTORS:
-        import difflib
-
-        close = difflib.get_close_matches(str(kind), EXECUTORS.names(), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
+        hint = suggest(kind, EXECUTORS.names(), quote=False)
         where = ("executor", "kind") if "kind" in raw else ("executor",)
         problems.append(Problem(file, line_of(where), None, "executor.kind", f"unknown executor {kind!r}{hint}; available: {', '.join(EXECUTORS.names())}"))
         return ExecutorSpec()

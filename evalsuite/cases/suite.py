@@ -14,11 +14,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import EvalsuiteError, Problem, ValidationError
+from ..errors import EvalsuiteError, Problem, ValidationError, suggest
+from ..hashing import sha256_json
 from ..registry import BACKENDS
 from ..shipped import Kind, resolve_ref
 from ..yamlio import LineMap, load_yaml
-from .caseset import Case, CaseSet, all_cases, load_cases, sha256_json
+from .caseset import Case, CaseSet, all_cases, load_cases
 from .options import STAGES, ExecutorSpec, GenerationSettings, TimingSettings, parse_executor, parse_timing_block
 
 log = logging.getLogger("evalsuite")
@@ -199,15 +200,25 @@ class Suite:
         }
 
 
+def _variant_problem(file: str, line: int | None, variant: str | None, field: str, message: str) -> Problem:
+    """A problem of one variant (`file:line: variant b: field: message`), not of a case."""
+    return Problem(file, line, variant, field, message, subject="variant")
+
+
+def _variant_problem_at(file: str, lines: LineMap, i: int, variant: str, key: str, message: str) -> Problem:
+    """A problem of field `key` of the suite's i-th variant."""
+    return _variant_problem(file, lines.line_of(("variants", i, key)), variant, f"variants[{i}].{key}", message)
+
+
 def _gen_settings(raw: Any, base: GenerationSettings, file: str, lines: LineMap, path: tuple, problems: list[Problem], who: str | None) -> GenerationSettings:
     if raw is None:
         return base
     if not isinstance(raw, dict):
-        problems.append(Problem(file, lines.line_of(path), who, ".".join(map(str, path)), "expected a mapping"))
+        problems.append(_variant_problem(file, lines.line_of(path), who, ".".join(map(str, path)), "expected a mapping"))
         return base
     unknown = set(raw) - _GEN_KEYS
     for k in sorted(unknown, key=repr):
-        problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", f"unknown setting (known: {', '.join(sorted(_GEN_KEYS))})"))
+        problems.append(_variant_problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", f"unknown setting (known: {', '.join(sorted(_GEN_KEYS))})"))
     values = {k: v for k, v in raw.items() if k in _GEN_KEYS}
     types: dict[str, type | tuple[type, ...]] = {
         "max_new_tokens": int,
@@ -220,10 +231,10 @@ def _gen_settings(raw: Any, base: GenerationSettings, file: str, lines: LineMap,
     }
     for k, v in list(values.items()):
         if not isinstance(v, types[k]) or isinstance(v, bool):
-            problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", f"expected a number, got {v!r}"))
+            problems.append(_variant_problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", f"expected a number, got {v!r}"))
             del values[k]
         elif k in ("max_new_tokens", "samples", "batch_size") and isinstance(v, int) and v < 1:
-            problems.append(Problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", "must be at least 1"))
+            problems.append(_variant_problem(file, lines.line_of(path + (k,)), who, f"generation.{k}", "must be at least 1"))
             del values[k]
     return replace(base, **values)
 
@@ -336,22 +347,18 @@ def _parse_variants(
             continue
         name = rv["name"]
         for k in sorted(set(rv) - _VARIANT_KEYS, key=repr):
-            problems.append(
-                Problem(file, lines.line_of(("variants", i, k)), name, f"variants[{i}].{k}", f"unknown field (known: {', '.join(sorted(_VARIANT_KEYS))})")
-            )
+            problems.append(_variant_problem_at(file, lines, i, name, k, f"unknown field (known: {', '.join(sorted(_VARIANT_KEYS))})"))
         if name in names:
-            problems.append(Problem(file, lines.line_of(("variants", i, "name")), name, f"variants[{i}].name", "duplicate variant name"))
+            problems.append(_variant_problem_at(file, lines, i, name, "name", "duplicate variant name"))
         names.add(name)
         inherit = lambda k, default=None, rv=rv: rv.get(k, base_raw.get(k, default))  # noqa: E731
         for k in ("options", "quantization", "speculative", "degrade"):
             if rv.get(k) is not None and not isinstance(rv.get(k), dict):
-                problems.append(Problem(file, lines.line_of(("variants", i, k)), name, f"variants[{i}].{k}", "expected a mapping"))
+                problems.append(_variant_problem_at(file, lines, i, name, k, "expected a mapping"))
         if not isinstance(inherit("backend", "fake"), str):
-            problems.append(Problem(file, lines.line_of(("variants", i, "backend")), name, f"variants[{i}].backend", "expected a backend name"))
+            problems.append(_variant_problem_at(file, lines, i, name, "backend", "expected a backend name"))
         if rv.get("changes") is not None and not isinstance(rv["changes"], str) and not _strings(rv["changes"]):
-            problems.append(
-                Problem(file, lines.line_of(("variants", i, "changes")), name, f"variants[{i}].changes", "expected a category name or a list of them")
-            )
+            problems.append(_variant_problem_at(file, lines, i, name, "changes", "expected a category name or a list of them"))
         gen = _gen_settings(base_raw.get("generation"), generation, file, lines, ("variants", baselines[0] if baselines else 0, "generation"), [], name)
         gen = _gen_settings(rv.get("generation"), gen, file, lines, ("variants", i, "generation"), problems, name)
         model = inherit("model")
@@ -361,9 +368,7 @@ def _parse_variants(
         if isinstance(spec, dict) and isinstance(spec.get("draft"), dict):
             spec = dict(spec, draft=_resolve_paths(spec["draft"], ("model",), rel, models=("model",)))
         if revision is not None and not isinstance(revision, str):
-            problems.append(
-                Problem(file, lines.line_of(("variants", i, "revision")), name, f"variants[{i}].revision", "expected a branch, tag or commit (a string)")
-            )
+            problems.append(_variant_problem_at(file, lines, i, name, "revision", "expected a branch, tag or commit (a string)"))
         variants.append(
             Variant(
                 name=name,
@@ -387,12 +392,9 @@ def _check_backends(variants: list[Variant], file: str, lines: LineMap, problems
     """An unknown backend name is a problem, with the close matches."""
     for i, v in enumerate(variants):
         if isinstance(v.backend, str) and v.backend not in BACKENDS:
-            import difflib
-
-            close = difflib.get_close_matches(v.backend, BACKENDS.names(), n=2)
-            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            hint = suggest(v.backend, BACKENDS.names(), n=2, quote=False)
             problems.append(
-                Problem(
+                _variant_problem(
                     file,
                     lines.line_of(("variants", i, "backend")),
                     v.name,

@@ -7,7 +7,6 @@ import functools
 import logging
 import sys
 from collections.abc import Callable
-from enum import IntEnum
 from typing import Any, TypeVar
 
 import typer
@@ -15,6 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import EvalsuiteError, ValidationError
+from ..states import ExitCode
+from ..states import ExitCode
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="evalsuite: did quality regress, where, and is it more than noise?")
 # piped output (CI logs, files) gets wide tables instead of rich's 80-column default
@@ -37,16 +38,6 @@ def _root(
     ),
 ) -> None:
     """evalsuite: did quality regress, where, and is it more than noise?"""
-
-
-class ExitCode(IntEnum):
-    """Every exit code of `evalsuite`, in one place (a verdict's own code is `Verdict.exit_code`)."""
-
-    OK = 0
-    FAILED = 1  #: a regression (gate, demo), or bad input (validate, run, review ...)
-    CANNOT_JUDGE = 2  #: gate, report: a bad rubric, missing data, an incomplete run
-    NEEDS_REVIEW = 3  #: gate: nothing failed, but more flagged outputs await review than `max_open`
-    INTERRUPTED = 130  #: Ctrl-C (finished generations are kept)
 
 
 def setup_logging(verbose: bool = False) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from ..errors import EvalsuiteError
+from ..states import CANNOT_JUDGE_WORD
 from ..yamlio import atomic_write_text
 from ._app import ExitCode, app, console, guarded, print_error, setup_logging
 
@@ -39,7 +40,14 @@ MlflowExpOpt = typer.Option("evalsuite", "--mlflow-experiment", help="MLflow exp
 def _cannot_judge(exc: EvalsuiteError, stage: str | None, json_out: Path | None) -> typer.Exit:
     print_error(exc)
     if json_out:  # CI reads the file: it says why, too
-        doc = {"passed": False, "judgeable": False, "exit_code": int(ExitCode.CANNOT_JUDGE), "status": "cannot judge", "stage": stage, "problems": [str(exc)]}
+        doc = {
+            "passed": False,
+            "judgeable": False,
+            "exit_code": int(ExitCode.CANNOT_JUDGE),
+            "status": CANNOT_JUDGE_WORD,
+            "stage": stage,
+            "problems": [str(exc)],
+        }
         atomic_write_text(json_out, json.dumps(doc, indent=2) + "\n")
     return typer.Exit(int(ExitCode.CANNOT_JUDGE))
 

@@ -113,11 +113,11 @@ def promote(
 ) -> None:
     """Promote a variant to a stage: refused, with the reason (exit 1), unless it is cleared for the
     stage below and passes this stage's gate on the run."""
-    from ..promotion import PromoteRequest, Registry
+    from ..promotion import ModelRegistry, PromoteRequest
     from ..promotion import promote as do_promote
 
-    reg = Registry(mlflow_model, mlflow_version, mlflow_alias, mlflow_uri) if mlflow_model else None
-    res = do_promote(PromoteRequest(variant, to, run, runs_dir, rubric, queue, ledger, reg))
+    reg = ModelRegistry(model=mlflow_model, version=mlflow_version, alias=mlflow_alias, uri=mlflow_uri) if mlflow_model else None
+    res = do_promote(PromoteRequest(variant=variant, stage=to, run=run, runs_dir=runs_dir, rubric=rubric, queue=queue, ledger=ledger, registry=reg))
     _write_json(json_out, {k: v for k, v in asdict(res).items() if k != "judgment"})
     if not res.promoted:
         recorded = f" (decision #{res.decision.id} recorded)" if res.decision is not None else " (nothing recorded)"
@@ -146,10 +146,10 @@ def rollback(
 ) -> None:
     """Roll a stage back to the previous variant still cleared for it: checks that its files are those
     it was cleared with, prints what to deploy, and records the rollback (exit 1, nothing recorded, when it cannot)."""
-    from ..promotion import Registry
+    from ..promotion import ModelRegistry
     from ..promotion import rollback as do_rollback
 
-    res = do_rollback(stage, ledger=_ledger(ledger, runs_dir), queue=queue, registry=Registry(uri=mlflow_uri) if mlflow else None)
+    res = do_rollback(stage, ledger=_ledger(ledger, runs_dir), queue=queue, registry=ModelRegistry(uri=mlflow_uri) if mlflow else None)
     dep, prev, c = res.deployment, res.previous, res.clearance
     console.print(f"rollback {stage}: deploy {dep.variant} ({dep.fingerprint[:12]}) instead of {prev.variant} ({prev.fingerprint[:12]})", highlight=False)
     run = c.decision.run_id if c.decision else "-"

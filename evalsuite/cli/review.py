@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from ..errors import EvalsuiteError
-from ..review import api
-from ..review.agreement import miss_rate_line
-from ..verdict.outcome import short_diff
 from ._app import app, console, guarded
+
+
+def _api() -> ModuleType:
+    """The review API, imported on first use so `evalsuite --help` does not load it."""
+    from ..review import api
+
+    return api
+
+
+def _short_diff(a: str, b: str, width: int) -> str:
+    from ..verdict.outcome import short_diff
+
+    return short_diff(a, b, width=width)
+
 
 review_app = typer.Typer(no_args_is_help=True, help="Human review queue: flag differences, annotate them, export verdicts.")
 app.add_typer(review_app, name="review", help="Human review queue: flag, list, show, next, annotate, skip, undo, back, adjudicate, export, stats.")
@@ -31,7 +43,7 @@ def flag_cmd(
     runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live"),
 ) -> None:
     """Flag a run's differences (flips, low similarity, JSON drift, citations, leaks, speculative mismatches, scorer disagreements)."""
-    res = api.flag_run(run, runs_dir=runs_dir, queue=queue, rubric=rubric)
+    res = _api().flag_run(run, runs_dir=runs_dir, queue=queue, rubric=rubric)
     why = ", ".join(f"{k} {v}" for k, v in res.reasons.items()) or "nothing"
     audit = f"; {res.audited} unflagged output(s) queued at random for the audit" if res.audited else ""
     console.print(
@@ -46,12 +58,12 @@ def list_cmd(
     status: str = typer.Option("open", help="open, reviewed, all, acceptable, regression, unsure, pending, disputed, expired"),
     run: str | None = typer.Option(None, help="only items seen in this run id"),
     variant: str | None = typer.Option(None, help="only this variant"),
-    limit: int | None = typer.Option(None, help="at most N items"),
+    limit: int | None = typer.Option(None, min=0, help="at most N items"),
     as_json: bool = typer.Option(False, "--json", help="print JSON lines instead of a table"),
     queue: Path | None = QueueOpt,
 ) -> None:
     """List queued items with their current verdict."""
-    rows = api.list_items(queue, status=status, run=run, variant=variant, limit=limit)
+    rows = _api().list_items(queue, status=status, run=run, variant=variant, limit=limit)
     if as_json:
         for r in rows:
             print(
@@ -89,7 +101,7 @@ def _state(r: dict) -> str:
 @guarded()
 def show_cmd(item_id: int = typer.Argument(..., help="item id"), queue: Path | None = QueueOpt) -> None:
     """One item: reasons, both outputs with a word diff, scores, and the verdict history."""
-    it = api.show(item_id, queue)
+    it = _api().show(item_id, queue)
     console.print(
         f"[bold]item #{it['id']}[/bold] {escape(it['case_id'])} on {escape(it['variant'])} ({it['scenario']}), current verdict: {_state(it)}"
         + (f", {it['triage']}" if it["triage"] else "")
@@ -105,7 +117,7 @@ def show_cmd(item_id: int = typer.Argument(..., help="item id"), queue: Path | N
         console.print(f"  - {r['code']}: {escape(r['message'])}", highlight=False)
     console.print(f"[dim]baseline:[/dim] {escape(it['baseline_output'] or '')}", highlight=False)
     console.print(f"[dim]variant:[/dim]  {escape(it['variant_output'] or '')}", highlight=False)
-    console.print(f"[dim]diff:[/dim]     {escape(short_diff(it['baseline_output'], it['variant_output'], width=2000))}", highlight=False)
+    console.print(f"[dim]diff:[/dim]     {escape(_short_diff(it['baseline_output'], it['variant_output'], width=2000))}", highlight=False)
     for h in it["history"]:
         what = f"retracts #{h['retracts']}" if h["role"] == "retraction" else h["verdict"] + (" (adjudication)" if h["role"] == "adjudication" else "")
         gone = " (retracted)" if h["retracted"] else ""
@@ -131,9 +143,9 @@ def annotate_cmd(
     if (verdict is None) == (answer is None):
         raise EvalsuiteError("give either --verdict or --answer (blind pairwise)")
     if answer is not None:
-        row = api.answer(item_id, answer, note=note, reviewer=reviewer, queue=queue)
+        row = _api().answer(item_id, answer, note=note, reviewer=reviewer, queue=queue)
     else:
-        row = api.annotate(item_id, str(verdict), note=note, reviewer=reviewer, queue=queue, expires=expires)
+        row = _api().annotate(item_id, str(verdict), note=note, reviewer=reviewer, queue=queue, expires=expires)
     console.print(
         f"item #{row['item_id']}: {row['verdict']} by {row['reviewer']} (verdict #{row['id']}); the item is now {row['state'] or 'open'}", highlight=False
     )
@@ -149,7 +161,7 @@ def adjudicate_cmd(
     queue: Path | None = QueueOpt,
 ) -> None:
     """Settle a double review whose two verdicts disagree: the adjudicator's verdict counts."""
-    row = api.adjudicate(item_id, verdict, note=note, reviewer=reviewer, queue=queue)
+    row = _api().adjudicate(item_id, verdict, note=note, reviewer=reviewer, queue=queue)
     console.print(f"item #{row['item_id']}: adjudicated {row['verdict']} by {row['reviewer']} (verdict #{row['id']})", highlight=False)
 
 
@@ -162,7 +174,7 @@ def skip_cmd(
     queue: Path | None = QueueOpt,
 ) -> None:
     """Give an item back and put it behind the others for you: `review next` hands you another one."""
-    res = api.skip(item_id, reviewer, queue, lease_s=lease)
+    res = _api().skip(item_id, reviewer, queue, lease_s=lease)
     console.print(f"item #{res['item_id']} skipped: behind the others for you until {res['until'][:19].replace('T', ' ')} UTC", highlight=False)
 
 
@@ -175,7 +187,7 @@ def undo_cmd(
     queue: Path | None = QueueOpt,
 ) -> None:
     """Retract your latest verdict on an item (a retraction is appended; nothing is deleted)."""
-    res = api.undo(item_id, reviewer, queue, note=note)
+    res = _api().undo(item_id, reviewer, queue, note=note)
     console.print(
         f"item #{res['item_id']}: your {res['undone']} (verdict #{res['retracts']}) retracted by verdict #{res['id']}; the item is now {res['state'] or 'open'}",
         highlight=False,
@@ -188,7 +200,7 @@ def back_cmd(
     steps: int = typer.Option(1, help="how many of your verdicts to go back"), reviewer: str | None = ReviewerOpt, queue: Path | None = QueueOpt
 ) -> None:
     """Show (and claim) the item you answered last, to change your verdict with `annotate` or `undo`."""
-    it = api.back(reviewer, queue, steps=steps)
+    it = _api().back(reviewer, queue, steps=steps)
     if it is None:
         console.print("you have not answered that many items")
         return
@@ -204,7 +216,7 @@ def next_cmd(
     queue: Path | None = QueueOpt,
 ) -> None:
     """Claim the open item of highest expected impact for you (nobody else gets it while the lease lasts) and show it."""
-    it = api.next_item(reviewer, lease_s=lease, queue=queue, adjudicate=adjudicate)
+    it = _api().next_item(reviewer, lease_s=lease, queue=queue, adjudicate=adjudicate)
     if it is None:
         console.print("nothing left to review")
         return
@@ -220,7 +232,7 @@ def export_cmd(
     queue: Path | None = QueueOpt,
 ) -> None:
     """Export the items and their current verdicts as csv or parquet."""
-    path = api.export(out, fmt=fmt, queue=queue, status=status)
+    path = _api().export(out, fmt=fmt, queue=queue, status=status)
     console.print(f"wrote {path}")
 
 
@@ -232,7 +244,7 @@ def stats_cmd(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Counts, reviewer agreement (Cohen's kappa per pair, disagreements to adjudicate) and the audit's miss-rate estimate."""
-    s = api.stats(queue, run=run)
+    s = _api().stats(queue, run=run)
     if as_json:
         print(json.dumps(s, indent=2))
         return
@@ -245,6 +257,8 @@ def stats_cmd(
     for v, c in s["by_variant"].items():
         console.print(f"  {v}: " + ", ".join(f"{k} {n}" for k, n in sorted(c.items())), highlight=False)
     _print_agreement(s["agreement"])
+    from ..review.agreement import miss_rate_line
+
     console.print(miss_rate_line(s["audit"]), highlight=False)
 
 

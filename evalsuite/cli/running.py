@@ -9,7 +9,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ._app import ExitCode, app, console, guarded, setup_logging
+from ..errors import UnknownNameError
+from ._app import ExitCode, app, console, guarded, print_error, setup_logging
 
 RunsDir = typer.Option(Path("reports/runs"), help="where runs live")
 
@@ -20,7 +21,7 @@ def run(
     suite: Path = typer.Argument(..., help="suite file"),
     variants: str | None = typer.Option(None, help="comma-separated variant names (the baseline always runs)"),
     scenarios: str | None = typer.Option(None, help="comma-separated scenarios: kb_qa, code, brand"),
-    limit: int | None = typer.Option(None, help="at most N cases per scenario"),
+    limit: int | None = typer.Option(None, min=0, help="at most N cases per scenario"),
     resume: str | None = typer.Option(None, help="run id, run directory, or 'last': continue that run"),
     no_score: bool = typer.Option(False, "--no-score", help="generate only; score later with `evalsuite score`"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars"),
@@ -67,8 +68,8 @@ def run(
 
 def _run_adaptive(suite, opts, stage: str | None, seed: int, until: str, tolerance: float):
     """`run --adaptive`: where each variant stopped, then the run's verdict through the one judging path."""
+    from ..adaptive.checks import AdaptiveSettings
     from ..adaptive.driver import STATE_FILE, adaptive_summary, run_adaptive
-    from ..adaptive.verdict import AdaptiveSettings
     from ..judge import judge_run
     from ..report.terminal import judgment_view
     from ..verdict.rubric import resolve_stage
@@ -152,7 +153,12 @@ def summary(
     from ..verdict.summary import markdown_table, pass_rates
 
     store = RunStore.find(runs_dir, run)
-    rows = pass_rates(store.scores(), variant or store.signature.get("baseline") or "")
+    scores = store.scores()
+    known = sorted({r.variant for r in scores} | set(store.signature.get("variants") or {}))
+    if variant is not None and variant not in known:
+        print_error(UnknownNameError("variant", variant, known))
+        raise typer.Exit(int(ExitCode.USAGE))
+    rows = pass_rates(scores, variant or store.signature.get("baseline") or "")
     if markdown:
         print(markdown_table(rows))
         return

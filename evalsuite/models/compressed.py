@@ -23,7 +23,7 @@ import json
 import logging
 from pathlib import Path
 
-from ..errors import EvalsuiteError, MissingExtraError
+from ..errors import EvalsuiteError, MissingExtraError, suggest
 
 log = logging.getLogger("evalsuite")
 
@@ -43,10 +43,7 @@ _LLMC_KEYS = {"method", "scheme", "group_size", "ignore", "algorithm", "calibrat
 
 
 def _close(name: str, options) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(str(name).upper(), list(options), n=3, cutoff=0.4)
-    return f" (did you mean {', '.join(close)}?)" if close else ""
+    return suggest(str(name).upper(), options, n=3, cutoff=0.4, quote=False)
 
 
 # -- published checkpoints ------------------------------------------------------------------------

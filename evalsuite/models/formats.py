@@ -9,11 +9,10 @@ Nothing heavy is imported here.
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 from pathlib import Path
 
-from ..errors import EvalsuiteError
+from ..errors import EvalsuiteError, suggest
 
 METHODS = ("bnb", "gptq", "awq", "compressed-tensors", "llm-compressor", "torchao", "hqq")
 ALIASES = {
@@ -54,8 +53,7 @@ def quantization_method(q: dict | None) -> str | None:
     raw = str(q.get("method", "")).strip().lower()
     method = ALIASES.get(raw, raw)
     if method not in METHODS:
-        close = difflib.get_close_matches(raw, list(METHODS) + list(ALIASES), n=2, cutoff=0.5)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        hint = suggest(raw, list(METHODS) + list(ALIASES), n=2, cutoff=0.5, quote=False)
         raise EvalsuiteError(f"quantization.method: unknown quantization method {q.get('method')!r}{hint}; available: {', '.join(METHODS)}")
     return method
 

@@ -12,13 +12,12 @@ files, chat templates): no pickled `.bin` weights, no code.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import EvalsuiteError, MissingExtraError
+from ..errors import EvalsuiteError, MissingExtraError, close_matches
 
 EMBEDDED = "embedded"
 #: the files of a transformers model that a snapshot download fetches
@@ -147,7 +146,7 @@ def _hub_error(repo_id: str, revision: str | None, field: str, exc: Exception, c
         return f"{where}: the hub refused it ({kind}): the id is wrong, or the model is private or gated (accept its terms, then set HF_TOKEN or run `hf auth login`)"
     if kind == "IncompleteSnapshotError":
         return f"{where}: the cached snapshot is incomplete ({exc}); complete it with: {fetch}"
-    close = difflib.get_close_matches(repo_id, cached_repo_ids(cache), n=3, cutoff=0.6)
+    close = close_matches(repo_id, cached_repo_ids(cache), n=3, cutoff=0.6)
     hint = f"; cached models close to it: {', '.join(close)}" if close else ""
     if offline:
         return f"{where} is not in the local Hugging Face cache ({cache}) and HF_HUB_OFFLINE is set; fetch it once with: {fetch}{hint}"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 
-from ..errors import EvalsuiteError, MissingExtraError
+from ..errors import EvalsuiteError, MissingExtraError, suggest
 
 TORCHAO_SCHEMES = ("int8_weight_only", "int8_dynamic", "int4_weight_only")
 _TORCHAO_KEYS = {"method", "scheme", "group_size"}
@@ -34,10 +34,7 @@ TORCHAO_INT4_CPU = (
 
 
 def _close(value, options) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(str(value), list(options), n=2, cutoff=0.4)
-    return f" (did you mean {', '.join(close)}?)" if close else ""
+    return suggest(value, options, n=2, cutoff=0.4, quote=False)
 
 
 # -- torchao --------------------------------------------------------------------------------------

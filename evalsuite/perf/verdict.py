@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..states import CANNOT_JUDGE
 from .stats import RatioCI, paired_figures, paired_ratio
 
 #: rubric field -> (PerfDelta ratio field, "max" or "min" limit, label)
@@ -47,7 +48,7 @@ def judge_ratio(ci: RatioCI, limit: float, kind: str, noise_bound: float | None 
     desc = f"{label} {ci.text()} of the baseline"
     noise_txt = f"noise floor x{noise_bound:.2f}" if noise_bound is not None else "no noise rerun timed"
     if ci.n < 2 or math.isnan(ci.ratio):
-        return PerfCheck(rule_field, "cannot_judge", f"{label}: {ci.n} paired round(s) without errors; at least 2 are needed", ci)
+        return PerfCheck(rule_field, CANNOT_JUDGE, f"{label}: {ci.n} paired round(s) without errors; at least 2 are needed", ci)
     if kind == "max":
         beyond, within = ci.low > limit, ci.high <= limit
         above_noise = noise_bound is None or ci.low > noise_bound
@@ -61,8 +62,8 @@ def judge_ratio(ci: RatioCI, limit: float, kind: str, noise_bound: float | None 
     if within:
         return PerfCheck(rule_field, "pass", f"{desc}: whole interval {other} {rule_field} {limit:g}", ci)
     if beyond:
-        return PerfCheck(rule_field, "cannot_judge", f"{desc}: {sign} {rule_field} {limit:g} but not beyond the {noise_txt}", ci)
-    return PerfCheck(rule_field, "cannot_judge", f"{desc}: the interval straddles {rule_field} {limit:g} (more rounds or a quieter machine narrow it)", ci)
+        return PerfCheck(rule_field, CANNOT_JUDGE, f"{desc}: {sign} {rule_field} {limit:g} but not beyond the {noise_txt}", ci)
+    return PerfCheck(rule_field, CANNOT_JUDGE, f"{desc}: the interval straddles {rule_field} {limit:g} (more rounds or a quieter machine narrow it)", ci)
 
 
 def ratios_from_timing(doc: Mapping, variant: str, level: float | None = None) -> dict[str, RatioCI]:

@@ -34,7 +34,7 @@ def no_verdicts(queue: str | None, fingerprints: Sequence[str]) -> dict:
     return {}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Clearance:
     """Whether one variant build is cleared for one stage now, and why (not)."""
 
@@ -129,7 +129,9 @@ def clearance(history: Sequence[Decision], digests: RubricDigests, verdicts: Map
         while len(streak) > 1 and streak[-2].passed and streak[-2].rubric_digest == last.rubric_digest:
             streak.pop()
         since = streak[-1].created
-    return Clearance(last.fingerprint, last.variant, last.stage, not reasons, since, last, tuple(reasons))
+    return Clearance(
+        fingerprint=last.fingerprint, variant=last.variant, stage=last.stage, cleared=not reasons, since=since, decision=last, reasons=tuple(reasons)
+    )
 
 
 def deployment_stack(history: Sequence[Deployment]) -> list[Deployment]:

@@ -28,12 +28,13 @@ from typing import Any
 
 from ..errors import EvalsuiteError
 from ..sqlitefile import BUSY_TIMEOUT_S, SqliteFile, now_iso
+from ..states import VERDICT_STATUSES
 
 SCHEMA_VERSION = 1
 LEDGER_FILE = "releases.sqlite"
 KINDS = ("gate", "promote")
 ACTIONS = ("promote", "rollback")
-STATUSES = ("pass", "regression", "cannot judge", "needs review")
+STATUSES = VERDICT_STATUSES
 
 
 def _append_only(table: str) -> tuple[str, ...]:
@@ -107,7 +108,7 @@ class Decision:
         return self.status == "pass"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Deployment:
     """A stage's variant from then on: a promotion or a rollback (a `deployments` row)."""
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..states import ExitCode
 from .model import ReportData, build_report_data, default_report_dir
 
 
@@ -22,7 +23,7 @@ class ReportResult:
     @property
     def exit_code(self) -> int:
         v = self.data.verdict
-        return 2 if v is None else v.exit_code
+        return int(ExitCode.CANNOT_JUDGE) if v is None else v.exit_code
 
 
 def write_report(judgment: Any, *, out_dir: str | Path | None = None, plots: bool = True, loaded: Any = None, ledger: str | Path | None = None) -> ReportResult:

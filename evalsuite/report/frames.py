@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import EvalsuiteError, MissingExtraError
+from ..errors import EvalsuiteError, MissingExtraError, suggest
 
 FORMATS = ("csv", "parquet")
 TABLES = ("generations", "scores", "comparisons", "perf")
@@ -224,7 +224,7 @@ def perf_frame(rows: Sequence[Mapping]):
     return df
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LoadedRun:
     """What the report and the frames read from a run directory, loaded once."""
 
@@ -261,7 +261,17 @@ def load_run(run: Any, runs_dir: str | Path = "reports/runs", *, comparison: Any
         cases = {c.id: c for c in run_cases(store)}
     except Exception as exc:  # noqa: BLE001 - the report still renders from outputs and scores
         problem = f"the run's cases could not be loaded ({exc}); citations and tests are not shown"
-    return LoadedRun(store, records, gens, cmp, cases, summaries, suite, store.signature or {}, problem)
+    return LoadedRun(
+        store=store,
+        records=records,
+        generations=gens,
+        comparison=cmp,
+        cases=cases,
+        summaries=summaries,
+        suite=suite,
+        signature=store.signature or {},
+        case_problem=problem,
+    )
 
 
 def frames_from_loaded(lr: LoadedRun) -> RunFrames:
@@ -319,10 +329,7 @@ def write_frame(df, path: Path, fmt: str) -> None:
 def check_format(fmt: str) -> str:
     fmt = (fmt or "").lower().lstrip(".")
     if fmt not in FORMATS:
-        import difflib
-
-        close = difflib.get_close_matches(fmt, FORMATS, n=1)
-        raise EvalsuiteError(f"unknown export format {fmt!r}{' (did you mean ' + repr(close[0]) + '?)' if close else ''}; known: {', '.join(FORMATS)}")
+        raise EvalsuiteError(f"unknown export format {fmt!r}{suggest(fmt, FORMATS)}; known: {', '.join(FORMATS)}")
     return fmt
 
 

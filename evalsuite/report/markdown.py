@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-STATUS_MD = {"fail": "❌ FAIL", "warn": "⚠️ warn", "ok": "✅ ok", "n/a": "n/a", "pass": "✅ pass", "cannot judge": "❔ cannot judge"}
+from ..states import CANNOT_JUDGE_WORD, NEEDS_REVIEW, PASS, REGRESSION
+
+STATUS_MD = {"fail": "❌ FAIL", "warn": "⚠️ warn", "ok": "✅ ok", "n/a": "n/a", "pass": "✅ pass", CANNOT_JUDGE_WORD: "❔ cannot judge"}
 
 
 def _cell(text: Any) -> str:
@@ -22,7 +24,7 @@ def _f(x: Any, spec: str) -> str:
 
 def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20) -> str:
     """The summary of a ReportData."""
-    head = {"regression": "❌ **REGRESSION**", "pass": "✅ **PASS**", "needs review": "⚠️ **NEEDS REVIEW**"}.get(data.status, "❔ **CANNOT JUDGE**")
+    head = {REGRESSION: "❌ **REGRESSION**", PASS: "✅ **PASS**", NEEDS_REVIEW: "⚠️ **NEEDS REVIEW**"}.get(data.status, "❔ **CANNOT JUDGE**")
     lines = [f"## evalsuite: {head}", ""]
     why = f" ({data.stage_reason})" if data.stage_reason else ""
     lines.append(f"Run `{data.run_id}`: {len(data.variants)} variant(s) against `{data.baseline}`, stage `{data.stage}`{why}, rubric `{data.rubric}`.")
@@ -38,7 +40,8 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
         for key in data.scenarios + ["run"]:
             c = row["cells"].get(key, {"status": "n/a", "fail": [], "warn": []})
             cells.append(
-                STATUS_MD.get(c["status"], c["status"]) + (f" ({', '.join(c['fail'] or c['warn'])})" if c["status"] in ("fail", "warn", "cannot judge") else "")
+                STATUS_MD.get(c["status"], c["status"])
+                + (f" ({', '.join(c['fail'] or c['warn'])})" if c["status"] in ("fail", "warn", CANNOT_JUDGE_WORD) else "")
             )
         verdict = {"fail": "❌ regression", "warn": "⚠️ pass, warnings", "pass": "✅ pass"}.get(row["status"], row["status"])
         lines.append(f"| `{_cell(row['variant'])}` | {verdict} | " + " | ".join(_cell(c) for c in cells) + " |")

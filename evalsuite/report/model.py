@@ -18,6 +18,7 @@ from typing import Any
 
 from ..models.describe import matrix_text, variant_matrix
 from ..scoring.evidence import citations_evidence, code_evidence, json_drift_rows
+from ..states import CANNOT_JUDGE, CANNOT_JUDGE_WORD
 from .frames import LoadedRun, load_run, perf_rows
 from .releases import release_history
 
@@ -99,7 +100,7 @@ class ReportData:
     @property
     def status(self) -> str:
         """pass | regression | cannot judge | needs review (the verdict's own word)"""
-        return "cannot judge" if self.verdict is None else self.verdict.status
+        return CANNOT_JUDGE_WORD if self.verdict is None else self.verdict.status
 
     @property
     def stage_reason(self) -> str:
@@ -135,7 +136,7 @@ def variant_status(verdict: Any, variant: str) -> str:
     if any(r.status == "fail" for r in res):
         return "fail"
     if not verdict.judgeable:
-        return "cannot judge"
+        return CANNOT_JUDGE_WORD
     if any(r.status == "warn" for r in res):
         return "warn"
     return "pass"
@@ -156,7 +157,7 @@ def verdict_grid(verdict: Any, scenarios: Sequence[str] | None = None) -> list[d
                 continue
             if r.status == "pass" and not r.note.startswith("checked"):
                 checked_run = True  # a variant-level rule (reliability, performance) that passed
-            if r.status == "cannot_judge":  # e.g. a timing interval straddling its limit
+            if r.status == CANNOT_JUDGE:  # e.g. a timing interval straddling its limit
                 cells["run"].setdefault("undecided", []).append(r.rule)
             for v in r.violations:
                 key = v.scenario or "run"
@@ -170,7 +171,7 @@ def verdict_grid(verdict: Any, scenarios: Sequence[str] | None = None) -> list[d
             if cell["fail"]:
                 cell["status"] = "fail"
             elif cell.get("undecided"):
-                cell["status"] = "cannot judge"
+                cell["status"] = CANNOT_JUDGE_WORD
                 cell["warn"] = cell["warn"] + cell["undecided"]
             elif cell["warn"]:
                 cell["status"] = "warn"

@@ -16,7 +16,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-STATUS_COLOR = {"fail": "#c62828", "warn": "#ef8f00", "pass": "#2e7d32", "cannot judge": "#757575"}
+from ..states import CANNOT_JUDGE_WORD
+
+STATUS_COLOR = {"fail": "#c62828", "warn": "#ef8f00", "pass": "#2e7d32", CANNOT_JUDGE_WORD: "#757575"}
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
 
 

@@ -18,15 +18,16 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ..states import CANNOT_JUDGE, CANNOT_JUDGE_WORD
 from ..verdict.outcome import violation_text
 from .model import rule_lines, verdict_grid
 
-CELL = {"fail": "[red]FAIL[/red]", "warn": "[yellow]warn[/yellow]", "ok": "[green]ok[/green]", "n/a": "[dim]n/a[/dim]", "cannot judge": "[yellow]?[/yellow]"}
+CELL = {"fail": "[red]FAIL[/red]", "warn": "[yellow]warn[/yellow]", "ok": "[green]ok[/green]", "n/a": "[dim]n/a[/dim]", CANNOT_JUDGE_WORD: "[yellow]?[/yellow]"}
 VERDICT = {
     "fail": "[bold red]REGRESSION[/bold red]",
     "warn": "[yellow]pass, warnings[/yellow]",
     "pass": "[green]pass[/green]",
-    "cannot judge": "[yellow]cannot judge[/yellow]",
+    CANNOT_JUDGE_WORD: "[yellow]cannot judge[/yellow]",
 }
 RULE_STATUS = {
     "pass": "[green]ok[/green]",
@@ -34,7 +35,7 @@ RULE_STATUS = {
     "warn": "[yellow]warn[/yellow]",
     "skip": "[dim]n/a[/dim]",
     "missing": "[yellow]missing[/yellow]",
-    "cannot_judge": "[yellow]cannot judge[/yellow]",
+    CANNOT_JUDGE: "[yellow]cannot judge[/yellow]",
 }
 DEFAULT_HINT = "full evidence: --verbose, --json FILE, or `evalsuite report RUN`"
 

@@ -89,7 +89,7 @@ def open_queue(queue: str | Path | None = None, *, create: bool = True) -> Revie
 # flagging
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FlagResult:
     """What `flag_run` did."""
 
@@ -131,7 +131,16 @@ def flag(cmp: Any, *, inputs: Any = None, policy: ReviewPolicy = DEFAULT_POLICY,
         path = str(q.path)
     reasons = Counter(code for it in plan.items for code in {r["code"] for r in it.reasons})
     n_audit = len(plan.items) - len(flagged_keys)
-    return FlagResult(cmp.run_id, path, len(plan.flagged), res.added, res.existing, n_open, dict(sorted(reasons.items())), n_audit)
+    return FlagResult(
+        run_id=cmp.run_id,
+        queue=path,
+        flagged=len(plan.flagged),
+        added=res.added,
+        existing=res.existing,
+        open=n_open,
+        reasons=dict(sorted(reasons.items())),
+        audited=n_audit,
+    )
 
 
 def _run_store(run: Any, runs_dir: str | Path):

@@ -253,7 +253,22 @@ def _new_item(cmp: Any, policy: ReviewPolicy, key: tuple[str, str], reasons: lis
     )
     case = inputs.cases.get(c)
     context = item_context(case, b_out, v_out, base, recs) if case is not None else None
-    return NewItem(cmp.run_id, v, fp, c, scenario, kind, cmp.baseline, tuple(reasons), b_out, v_out, _scores(base), _scores(recs), context, review)
+    return NewItem(
+        run_id=cmp.run_id,
+        variant=v,
+        fingerprint=fp,
+        case_id=c,
+        scenario=scenario,
+        kind=kind,
+        baseline=cmp.baseline,
+        reasons=tuple(reasons),
+        baseline_output=b_out,
+        variant_output=v_out,
+        baseline_scores=_scores(base),
+        variant_scores=_scores(recs),
+        context=context,
+        review=review,
+    )
 
 
 def flag_plan(cmp: Any, policy: ReviewPolicy = DEFAULT_POLICY, inputs: FlagInputs | None = None) -> FlagPlan:

@@ -16,8 +16,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-DECISIVE = ("acceptable", "regression")
-STATES = ("acceptable", "regression", "unsure", "pending", "disputed")
+from ..states import DECISIVE as _DECISIVE
+from ..states import REVIEW_STATES
+
+DECISIVE = _DECISIVE
+STATES = REVIEW_STATES
 
 
 @dataclass(frozen=True)

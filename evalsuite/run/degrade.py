@@ -30,8 +30,9 @@ from dataclasses import replace
 from typing import Any
 
 from ..backends.base import Generation, Request
-from ..cases.caseset import Case, sha256_json
-from ..errors import EvalsuiteError
+from ..cases.caseset import Case
+from ..errors import EvalsuiteError, suggest
+from ..hashing import sha256_json
 
 KINDS = ("drop_citations", "corrupt_json", "forbidden_terms", "break_code", "leak_canary")
 _SPEC_KEYS = {"kind", "rate", "seed", "scenarios"}
@@ -47,10 +48,7 @@ def parse_spec(spec: Mapping | None, where: str = "degrade") -> dict:
         raise EvalsuiteError(f"{where}: unknown field(s) {sorted(unknown)}; known: {', '.join(sorted(_SPEC_KEYS))}")
     kind = spec.get("kind")
     if kind not in KINDS:
-        import difflib
-
-        close = difflib.get_close_matches(str(kind), KINDS, n=1)
-        raise EvalsuiteError(f"{where}.kind: unknown kind {kind!r}{' (did you mean ' + repr(close[0]) + '?)' if close else ''}; known: {', '.join(KINDS)}")
+        raise EvalsuiteError(f"{where}.kind: unknown kind {kind!r}{suggest(kind, KINDS)}; known: {', '.join(KINDS)}")
     rate = spec.get("rate", 0.1)
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
         raise EvalsuiteError(f"{where}.rate: expected a share between 0 and 1, got {rate!r}")

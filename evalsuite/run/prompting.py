@@ -134,7 +134,7 @@ def build_requests(cases: Sequence[Case], variant: Variant) -> list[Request]:
     for c in cases:
         msgs = render_messages(c)
         for s in range(g.samples):
-            out.append(Request(c.id, msgs, s, g.max_new_tokens, g.temperature, g.top_p, g.seed))
+            out.append(Request(case_id=c.id, messages=msgs, sample=s, max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p, seed=g.seed))
     return out
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import __version__
 from ..backends.base import Backend, Generation, Request, make_backend
-from ..cases.caseset import Case, suite_digest
+from ..cases.caseset import SCENARIOS, Case, suite_digest
 from ..cases.suite import Suite, Variant
 from ..errors import EvalsuiteError
 from ..executors import Executor, make_executor
@@ -32,8 +32,6 @@ from .prompting import PROMPT_VERSION, batches, build_requests
 from .store import DEFAULT_CACHE, GenerationCache, RunStore
 
 log = logging.getLogger("evalsuite")
-
-_batches, _progress = batches, progress_bar  # the names the benchmarks and the adaptive driver use
 
 _LIBRARIES = ("numpy", "torch", "transformers", "accelerate", "bitsandbytes", "gptqmodel", "jsonschema", "sacrebleu", "scipy", "statsmodels", "vllm")
 
@@ -106,9 +104,9 @@ def _cpu_count() -> int:
 def select_cases(suite: Suite, scenarios: Sequence[str] | None = None, limit: int | None = None) -> list[Case]:
     cases = suite.load_cases()
     if scenarios:
-        unknown = set(scenarios) - {"kb_qa", "code", "brand"}
+        unknown = set(scenarios) - set(SCENARIOS)
         if unknown:
-            raise EvalsuiteError(f"unknown scenario(s) {sorted(unknown)}; known: brand, code, kb_qa")
+            raise EvalsuiteError(f"unknown scenario(s) {sorted(unknown)}; known: {', '.join(sorted(SCENARIOS))}")
         cases = [c for c in cases if c.scenario in scenarios]
     if limit is not None:
         per: dict[str, int] = {}
@@ -123,7 +121,7 @@ def select_cases(suite: Suite, scenarios: Sequence[str] | None = None, limit: in
     return cases
 
 
-def _build_backend(factory: Callable[[Variant], Backend], v: Variant, cases: Sequence[Case]) -> Backend:
+def build_backend(factory: Callable[[Variant], Backend], v: Variant, cases: Sequence[Case]) -> Backend:
     """A variant's backend as the run uses it; module-level so an executor can rebuild it on a worker."""
     be = factory(v)
     if v.degrade:
@@ -216,7 +214,7 @@ def make_signature(suite: Suite, cases: Sequence[Case], fingerprints: dict[str, 
     sets: dict[str, list[str]] = {}
     for c in cases:
         sets.setdefault(c.source, []).append(c.digest())
-    from ..cases.caseset import sha256_json
+    from ..hashing import sha256_json
 
     return {
         "schema_version": 1,
@@ -242,10 +240,10 @@ def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult
 
     opts = options or RunOptions()
     cases = select_cases(suite, opts.scenarios, opts.limit)
-    variants = _variants_to_run(suite, opts.variants)
+    variants = select_variants(suite, opts.variants)
     timing = parse_timing(opts.timing, f"{suite.path}: timing") if opts.timing is not None else suite.timing
     factory = opts.backend_factory or make_backend
-    backends = {v.name: _build_backend(factory, v, cases) for v in variants}
+    backends = {v.name: build_backend(factory, v, cases) for v in variants}
     fingerprints = {name: be.fingerprint() for name, be in backends.items()}
     for w in suite.warnings:
         log.warning(w)
@@ -253,7 +251,18 @@ def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
     result = RunResult(store=store, cases=cases)
     executor = make_executor(getattr(suite, "executor", None))  # where batches run; storage stays here
-    run = _SuiteRun(variants, backends, fingerprints, factory, cases, cache, result, opts.progress, executor, timing is not None)
+    run = _SuiteRun(
+        variants=variants,
+        backends=backends,
+        fingerprints=fingerprints,
+        factory=factory,
+        cases=cases,
+        cache=cache,
+        result=result,
+        progress=opts.progress,
+        executor=executor,
+        timed=timing is not None,
+    )
     try:
         result.variants = _generate_variants(run)
         if timing is not None:  # every backend still loaded: time them against each other in alternating blocks
@@ -269,7 +278,7 @@ def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult
     return result
 
 
-def _variants_to_run(suite: Suite, names: Sequence[str] | None) -> list[Variant]:
+def select_variants(suite: Suite, names: Sequence[str] | None) -> list[Variant]:
     """The suite's variants that `names` selects (the baseline always), the baseline first: later
     stages compare everything with it; noise runs last."""
     variants = list(suite.variants)
@@ -304,9 +313,7 @@ def _open_store(suite: Suite, opts: RunOptions, cases: Sequence[Case], fingerpri
     old = store.signature
     if old.get("case_digest") != signature["case_digest"]:
         raise EvalsuiteError(f"cannot resume {store.run_id}: its cases differ from the suite's now (case digest changed); start a new run")
-    changed = {n for n, fp in fingerprints.items() if n in old.get("variants", {}) and old["variants"][n] != fp}
-    if changed:
-        raise EvalsuiteError(f"cannot resume {store.run_id}: variant(s) {sorted(changed)} changed since; start a new run")
+    refuse_changed_variants(store, fingerprints)
     dropped = store.repair()
     if dropped:
         log.warning("run %s: dropped a partial last record (%d bytes) left by an interrupted write", store.run_id, dropped)
@@ -317,6 +324,15 @@ def _open_store(suite: Suite, opts: RunOptions, cases: Sequence[Case], fingerpri
     merged["weights"] = {**old.get("weights", {}), **weights}
     store.write_json(store.SIGNATURE, merged)
     return store
+
+
+def refuse_changed_variants(store: RunStore, fingerprints: dict[str, str]) -> None:
+    """A resumed run refuses a variant whose fingerprint differs from the one it recorded (the
+    runner's and the adaptive driver's one check)."""
+    old = store.signature.get("variants", {})
+    changed = sorted(n for n, fp in fingerprints.items() if n in old and old[n] != fp)
+    if changed:
+        raise EvalsuiteError(f"cannot resume {store.run_id}: variant(s) {changed} changed since; start a new run")
 
 
 def _write_cases(cases: Sequence[Case], store: RunStore) -> None:
@@ -344,17 +360,27 @@ class _SuiteRun:
 
 
 def _generate_variants(run: _SuiteRun) -> dict:
-    """Every variant in turn through `_run_variant`; variants.json after each. Without interleaved
+    """Every variant in turn through `run_variant`; variants.json after each. Without interleaved
     timing each backend is closed as soon as its variant is done (one model in memory at a time)."""
     store = run.result.store
     done = {g.key() for g in store.generations() if g.ok}
     summaries = store.read_json(store.VARIANTS, {}) or {}
     for v in run.variants:
         job = VariantJob(
-            v, run.backends[v.name], run.fingerprints[v.name], run.cases, store, run.cache, done, run.result,
-            run.progress, summaries.get(v.name), run.executor, functools.partial(_build_backend, run.factory, v, run.cases),
-        )  # fmt: skip
-        summaries[v.name] = _run_variant(job)
+            variant=v,
+            backend=run.backends[v.name],
+            fingerprint=run.fingerprints[v.name],
+            cases=run.cases,
+            store=store,
+            cache=run.cache,
+            done=done,
+            result=run.result,
+            progress=run.progress,
+            previous=summaries.get(v.name),
+            executor=run.executor,
+            build=functools.partial(build_backend, run.factory, v, run.cases),
+        )
+        summaries[v.name] = run_variant(job)
         store.write_json(store.VARIANTS, summaries)
         if not run.timed:
             run.backends[v.name].close()
@@ -362,9 +388,9 @@ def _generate_variants(run: _SuiteRun) -> dict:
     return summaries
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VariantJob:
-    """One variant's generation over a set of cases: what `_run_variant` needs, for the runner (all
+    """One variant's generation over a set of cases: what `run_variant` needs, for the runner (all
     of a variant's cases at once) and the adaptive driver (one batch of cases at a time) alike."""
 
     variant: Variant
@@ -381,7 +407,7 @@ class VariantJob:
     build: Callable[[], Backend] | None = None  #: rebuilds the backend on a worker (executors other than the local one)
 
 
-def _run_variant(job: VariantJob) -> dict:
+def run_variant(job: VariantJob) -> dict:
     """Generate a variant's missing outputs (the cache first), store them, and return its summary."""
     todo, from_cache = _plan(job)
     if from_cache:

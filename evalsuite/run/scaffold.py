@@ -12,7 +12,6 @@ fetches it. The text is validated by `load_suite` before it is returned.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import EvalsuiteError, UnknownNameError
+from ..errors import EvalsuiteError, UnknownNameError, suggest
 from ..shipped import PREFIX, copy_starter, names
 
 #: variant kinds, what each becomes, and what its argument (after `:`) is
@@ -136,8 +135,7 @@ def _speculative(arg: str) -> dict:
         name, rev = _split_ref(ref)
         spec = {"method": "draft", "model": name, "num_tokens": 5} | ({"revision": rev} if rev else {})
         return {"name": f"speculative-draft-{_slug(name)}", "speculative": spec, "_models": [("speculative.model", name, rev)]}
-    close = difflib.get_close_matches(method, ["prompt-lookup", "draft"], n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
+    hint = suggest(method, ["prompt-lookup", "draft"], quote=False)
     raise EvalsuiteError(f"--variants speculative:{arg}: use speculative:prompt-lookup or speculative:draft:ID{hint}")
 
 

@@ -48,7 +48,7 @@ DEFAULT_CACHE = Path("reports") / "cache" / "generations.sqlite"
 KEEP_SCORER_VERSIONS = 3
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ScoreRecord:
     """A stored score: who produced the output, for which case and sample, and the score."""
 

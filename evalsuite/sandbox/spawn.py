@@ -231,7 +231,15 @@ def _execute_unshare(plan: _Plan, hostdir: str, code: str, stdin: bytes) -> _Out
             status_lines = _read_all(r_status).decode("utf-8", "replace").splitlines()
             out.seek(0)
             err.seek(0)
-            return _Outcome(out.read(), err.read(), status_lines, wall_timeout, proc.returncode, duration, proc.pid)
+            return _Outcome(
+                stdout=out.read(),
+                stderr=err.read(),
+                status_lines=status_lines,
+                wall_timeout=wall_timeout,
+                bootstrap_rc=proc.returncode,
+                duration_s=duration,
+                pgid=proc.pid,
+            )
     finally:
         feed.close()
         for fd in (r_status, w_status, r_in):

@@ -147,7 +147,15 @@ def _execute_zygote(z: _Zygote, plan: _Plan, hostdir: str, code: str, stdin: byt
             duration = time.monotonic() - start
             out.seek(0)
             err.seek(0)
-            return _Outcome(out.read(), err.read(), status.decode("utf-8", "replace").splitlines(), not ended, None, duration, pid)
+            return _Outcome(
+                stdout=out.read(),
+                stderr=err.read(),
+                status_lines=status.decode("utf-8", "replace").splitlines(),
+                wall_timeout=not ended,
+                bootstrap_rc=None,
+                duration_s=duration,
+                pgid=pid,
+            )
     finally:
         feed.close()
         for fd in (r_status, w_status, r_in):

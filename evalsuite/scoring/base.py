@@ -49,7 +49,7 @@ PerOutputScorer = Callable[[ScoreInput], Sequence[Score]]
 CaseScorer = Callable[[Case, Sequence[ScoreInput]], Sequence[Score]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ScorerSpec:
     """A registered scorer: its name, the function, what it applies to and its arguments."""
 
@@ -75,7 +75,7 @@ def scorer(name: str, *, level: str = "output", scenarios: Iterable[str] = (), k
     """Decorator registering a scorer under `name`."""
 
     def deco(fn: Callable) -> Callable:
-        SCORERS.register(name, ScorerSpec(name, fn, level, tuple(scenarios), tuple(kinds), dict(args), str(version)))
+        SCORERS.register(name, ScorerSpec(name=name, fn=fn, level=level, scenarios=tuple(scenarios), kinds=tuple(kinds), args=dict(args), version=str(version)))
         return fn
 
     return deco

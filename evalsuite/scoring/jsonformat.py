@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
-
+from ..schemalib import jsonschema as _jsonschema
 from .base import Score, ScoreInput, scorer
+
+if TYPE_CHECKING:
+    import jsonschema
 
 _FENCE = re.compile(r"(?:```|~~~)[ \t]*([A-Za-z][A-Za-z0-9_+-]*)?[ \t]*\r?\n?(.*?)(?:```|~~~|\Z)", re.DOTALL)
 _DECODER = json.JSONDecoder()
@@ -147,7 +149,7 @@ def _located(e: jsonschema.ValidationError) -> list[dict]:
 def schema_errors(value: Any, schema: dict) -> list[dict]:
     """Every schema violation as {"path": "features/2", "message": ..., "validator": ...}, sorted by
     path; a missing required property or a forbidden extra key has its own path and a `property`."""
-    cls = jsonschema.validators.validator_for(schema)
+    cls = _jsonschema().validators.validator_for(schema)
     out = [d for e in cls(schema).iter_errors(value) for d in _located(e)]
     return sorted(out, key=lambda d: (d["path"].split("/") if d["path"] != "(root)" else [], d["message"]))
 

@@ -107,8 +107,34 @@ def to_score_records(variant: str, rows: Iterable[dict], cases_by_id: dict) -> l
             "first_disagreement": r.get("first_disagreement"),
             "baseline_margin": r.get("baseline_margin"),
         }
-        records.append(ScoreRecord(variant, r["case_id"], r["sample"], scenario, kind, KL_METRIC, r["kl_mean"], None, False, details))
-        records.append(ScoreRecord(variant, r["case_id"], r["sample"], scenario, kind, TOP1_METRIC, r["top1_agreement"], None, True, details))
+        records.append(
+            ScoreRecord(
+                variant=variant,
+                case_id=r["case_id"],
+                sample=r["sample"],
+                scenario=scenario,
+                kind=kind,
+                metric=KL_METRIC,
+                value=r["kl_mean"],
+                passed=None,
+                higher_is_better=False,
+                details=details,
+            )
+        )
+        records.append(
+            ScoreRecord(
+                variant=variant,
+                case_id=r["case_id"],
+                sample=r["sample"],
+                scenario=scenario,
+                kind=kind,
+                metric=TOP1_METRIC,
+                value=r["top1_agreement"],
+                passed=None,
+                higher_is_better=True,
+                details=details,
+            )
+        )
     return records
 
 

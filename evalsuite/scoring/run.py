@@ -101,18 +101,54 @@ def _score_case(spec: ScorerSpec, item: int, variant: str, case: Case, inputs: l
             for j, inp in enumerate(inputs):
                 scores = reuse.scores(spec, item, j, lambda spec=spec, inp=inp: spec.fn(inp)) if reuse else spec.fn(inp)
                 out += [
-                    ScoreRecord(variant, case.id, inp.sample, case.scenario, case.kind, sc.metric, sc.value, sc.passed, sc.higher_is_better, sc.details)
+                    ScoreRecord(
+                        variant=variant,
+                        case_id=case.id,
+                        sample=inp.sample,
+                        scenario=case.scenario,
+                        kind=case.kind,
+                        metric=sc.metric,
+                        value=sc.value,
+                        passed=sc.passed,
+                        higher_is_better=sc.higher_is_better,
+                        details=sc.details,
+                    )
                     for sc in scores
                 ]
         elif spec.level == "case":
             scores = reuse.scores(spec, item, None, lambda: spec.fn(case, inputs)) if reuse else spec.fn(case, inputs)
             out += [
-                ScoreRecord(variant, case.id, None, case.scenario, case.kind, sc.metric, sc.value, sc.passed, sc.higher_is_better, sc.details) for sc in scores
+                ScoreRecord(
+                    variant=variant,
+                    case_id=case.id,
+                    sample=None,
+                    scenario=case.scenario,
+                    kind=case.kind,
+                    metric=sc.metric,
+                    value=sc.value,
+                    passed=sc.passed,
+                    higher_is_better=sc.higher_is_better,
+                    details=sc.details,
+                )
+                for sc in scores
             ]
     except Exception as exc:  # noqa: BLE001 - one broken scorer must not lose the others
         log.error("scorer %s failed on case %s (%s): %s", spec.name, case.id, variant, exc)
         error = {"error": f"{type(exc).__name__}: {exc}"}
-        out.append(ScoreRecord(variant, case.id, None, case.scenario, case.kind, f"{spec.name}.scorer_error", None, None, True, error))
+        out.append(
+            ScoreRecord(
+                variant=variant,
+                case_id=case.id,
+                sample=None,
+                scenario=case.scenario,
+                kind=case.kind,
+                metric=f"{spec.name}.scorer_error",
+                value=None,
+                passed=None,
+                higher_is_better=True,
+                details=error,
+            )
+        )
     return out
 
 
@@ -200,7 +236,20 @@ def _set_level(cases: Sequence[Case], gens: dict, variants: Sequence[str], specs
             if not pairs:
                 continue
             sc = citation_robustness(orig, cited_ids(g0.text, orig), pairs)
-            out.append(ScoreRecord(variant, orig_id, None, orig.scenario, orig.kind, sc.metric, sc.value, sc.passed, sc.higher_is_better, sc.details))
+            out.append(
+                ScoreRecord(
+                    variant=variant,
+                    case_id=orig_id,
+                    sample=None,
+                    scenario=orig.scenario,
+                    kind=orig.kind,
+                    metric=sc.metric,
+                    value=sc.value,
+                    passed=sc.passed,
+                    higher_is_better=sc.higher_is_better,
+                    details=sc.details,
+                )
+            )
     return out
 
 

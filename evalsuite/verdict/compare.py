@@ -46,7 +46,7 @@ MAX_EVIDENCE = 25  #: offending case ids kept per metric (all of them are counte
 # result types
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MetricDelta:
     """One variant against the baseline on one (scenario, metric), paired over shared case ids."""
 
@@ -122,7 +122,7 @@ class NoiseFloor:
         return cls(scenario, metric, (), 0, 0.0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PerfDelta:
     """Per-variant performance and reliability against the baseline, from variants.json."""
 
@@ -154,7 +154,7 @@ class PerfDelta:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Comparison:
     """Everything the gate needs: paired deltas, noise floors, performance, and the outputs for diffs."""
 
@@ -260,7 +260,24 @@ def _compare_metric(
     missing: dict[str, Any] = {"missing_in_variant": tuple(sorted(set(base) - set(var))), "missing_in_baseline": tuple(sorted(set(var) - set(base)))}
     if not shared:
         nan = math.nan
-        return MetricDelta(variant, scenario, metric, False, True, 0, nan, nan, nan, nan, nan, 1.0, 1.0, 1.0, noise=noise, **missing)
+        return MetricDelta(
+            variant=variant,
+            scenario=scenario,
+            metric=metric,
+            pass_fail=False,
+            higher_is_better=True,
+            n=0,
+            baseline_mean=nan,
+            variant_mean=nan,
+            delta=nan,
+            ci_low=nan,
+            ci_high=nan,
+            p_value=1.0,
+            p_worse=1.0,
+            p_min=1.0,
+            noise=noise,
+            **missing,
+        )
     s = seed_for(seed, variant, scenario, metric)
     pass_fail = all(base[c].passes for c in shared) and all(var[c].passes for c in shared)
     p: dict[str, Any] = _pass_fail_values(base, var, shared, s) if pass_fail else _continuous_values(base, var, shared, s)

@@ -22,10 +22,11 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from ..states import CANNOT_JUDGE, FAIL, MISSING, PASS, SKIP, WARN, RuleStatus
 from .compare import Comparison, MetricDelta
 from .decisions import AdaptiveDecisions, CheckResult, Decisions
 from .outcome import DIFF_WIDTH, Judgment, RuleResult, Verdict, Violation, short_diff, violation_text
-from .rubric import SINGLE_PASS, MetricRule, StageRubric, VariantRule
+from .rubric import MetricRule, StageRubric, VariantRule
 from .stats import adjust_pvalues, tarone_k
 from .waivers import apply_reviews
 
@@ -127,7 +128,7 @@ def _fixed_gate(comparison: Comparison, sr: StageRubric, judge_noise: bool) -> V
                 results.append(_judge_metric_rule(comparison, rule, variant, deltas, matches[ri], adjusted, ri, problems))
             else:
                 results.append(_judge_variant_rule(comparison, rule, variant, problems))
-    return _verdict(comparison, sr, judged, results, problems, notes)
+    return _assemble_verdict(comparison, sr, judged, results, problems, notes)
 
 
 def _gate_notes(comparison: Comparison, sr: StageRubric, judged: list[str]) -> list[str]:
@@ -156,28 +157,28 @@ def _sandbox_notes(comparison: Comparison) -> list[str]:
     ]
 
 
-def _verdict(comparison: Comparison, sr: StageRubric, judged: list[str], results: list[RuleResult], problems: list[str], notes: list[str]) -> Verdict:
-    single = sorted({r.rule for r in results if r.status in ("cannot_judge", "warn") and SINGLE_PASS in r.note})
+def _assemble_verdict(comparison: Comparison, sr: StageRubric, judged: list[str], results: list[RuleResult], problems: list[str], notes: list[str]) -> Verdict:
+    single = sorted({r.rule for r in results if r.single_pass})
     if single:
         notes = notes + [
             f"{', '.join(single)}: speed (latency, tokens/s) is not judged: each variant was timed in one sequential pass, which another job "
             "on the machine moves by tens of percent; time the run with `timing: interleaved` to judge it (docs/performance.md)"
         ]
-    if not any(r.status == "fail" for r in results):  # a sure regression outranks a performance check that cannot be judged
-        problems += [f"rule {r.rule}: {r.variant}: cannot judge: {r.note}" for r in results if r.status == "cannot_judge" and r.severity == "block"]
+    if not any(r.status == FAIL for r in results):  # a sure regression outranks a performance check that cannot be judged
+        problems += [f"rule {r.rule}: {r.variant}: cannot judge: {r.note}" for r in results if r.status == CANNOT_JUDGE and r.severity == "block"]
     judgeable = not problems
-    passed = judgeable and not any(r.status == "fail" for r in results)
+    passed = judgeable and not any(r.status == FAIL for r in results)
     return Verdict(
-        passed,
-        judgeable,
-        sr.stage,
-        sr.path,
-        comparison.run_id,
-        comparison.baseline,
-        tuple(judged),
-        tuple(results),
-        tuple(dict.fromkeys(problems)),
-        tuple(notes),
+        passed=passed,
+        judgeable=judgeable,
+        stage=sr.stage,
+        rubric=sr.path,
+        run_id=comparison.run_id,
+        baseline=comparison.baseline,
+        variants=tuple(judged),
+        results=tuple(results),
+        problems=tuple(dict.fromkeys(problems)),
+        notes=tuple(notes),
     )
 
 
@@ -190,8 +191,8 @@ def _judge_metric_rule(
         note = f"no paired scores of {rule.metric} in {where}" + ("" if present else " (scenario not in this run)")
         if rule.required and present:
             problems.append(f"rule {rule.name}: {note} for {variant}")
-            return RuleResult(variant, rule.name, rule.severity, "missing", note=note)
-        return RuleResult(variant, rule.name, rule.severity, "skip", note=note)
+            return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=MISSING, note=note)
+        return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=SKIP, note=note)
     violations = []
     for di in idx:
         d = deltas[di]
@@ -202,12 +203,20 @@ def _judge_metric_rule(
             cases, diffs = _evidence(cmp, d)
             violations.append(
                 Violation(
-                    rule.name, rule.severity, variant, d.scenario, d.metric, f"{d.scenario}/{d.metric}: {reason}", _numbers(d, noise, p_adj), cases, diffs
+                    rule=rule.name,
+                    severity=rule.severity,
+                    variant=variant,
+                    scenario=d.scenario,
+                    metric=d.metric,
+                    reason=f"{d.scenario}/{d.metric}: {reason}",
+                    numbers=_numbers(d, noise, p_adj),
+                    cases=cases,
+                    diffs=diffs,
                 )
             )
-    status = ("fail" if rule.severity == "block" else "warn") if violations else "pass"
+    status: RuleStatus = (FAIL if rule.severity == "block" else WARN) if violations else PASS
     checked = ", ".join(f"{deltas[i].scenario}/{deltas[i].metric}" for i in idx)
-    return RuleResult(variant, rule.name, rule.severity, status, tuple(violations), note=f"checked {checked}")
+    return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=status, violations=tuple(violations), note=f"checked {checked}")
 
 
 def _judge_variant_rule(cmp: Comparison, rule: VariantRule, variant: str, problems: list[str]) -> RuleResult:
@@ -216,17 +225,17 @@ def _judge_variant_rule(cmp: Comparison, rule: VariantRule, variant: str, proble
         note = "no performance summary (variants.json) for this variant"
         if rule.required:
             problems.append(f"rule {rule.name}: {note}: {variant}")
-            return RuleResult(variant, rule.name, rule.severity, "missing", note=note)
-        return RuleResult(variant, rule.name, rule.severity, "skip", note=note)
+            return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=MISSING, note=note)
+        return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=SKIP, note=note)
     if not rule.applies(perf):
-        return RuleResult(variant, rule.name, rule.severity, "skip", note="the variant does not change speculative decoding")
+        return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=SKIP, note="the variant does not change speculative decoding")
     unjudgeable = rule.sandbox_unjudgeable(perf)
     if unjudgeable:
-        return RuleResult(variant, rule.name, rule.severity, "cannot_judge", note=unjudgeable)
+        return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=CANNOT_JUDGE, note=unjudgeable)
     missing = rule.missing(perf)
     if missing and rule.required:
         problems.append(f"rule {rule.name}: {variant} lacks {', '.join(missing)}")
-        return RuleResult(variant, rule.name, rule.severity, "missing", note=f"lacks {', '.join(missing)}")
+        return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=MISSING, note=f"lacks {', '.join(missing)}")
     # the noise floor of interleaved timings: reruns with the baseline's own settings (another batch
     # size is slower or faster by design: a noise floor for quality only)
     noise = [p for p in cmp.perf if p.noise and p.same_settings and p.variant != variant]
@@ -238,7 +247,14 @@ def _judge_variant_rule(cmp: Comparison, rule: VariantRule, variant: str, proble
     single = None if points else rule.single_pass(perf)
     if not reason:
         undecided = "; ".join(x for x in (rule.undecided(perf, noise=noise), single) if x)  # neither pass nor fail
-        return RuleResult(variant, rule.name, rule.severity, "cannot_judge" if undecided else "pass", note="; ".join(x for x in (undecided, note) if x))
+        return RuleResult(
+            variant=variant,
+            rule=rule.name,
+            severity=rule.severity,
+            status=CANNOT_JUDGE if undecided else PASS,
+            note="; ".join(x for x in (undecided, note) if x),
+            single_pass=bool(single),
+        )
     note = "; ".join(x for x in (note, single) if x)
     cases: tuple[str, ...] = ()
     diffs: tuple[str, ...] = ()
@@ -246,8 +262,18 @@ def _judge_variant_rule(cmp: Comparison, rule: VariantRule, variant: str, proble
         d = next((x for x in cmp.deltas_for(variant) if x.metric == "exactness.identical"), None)
         if d is not None:
             cases, diffs = _evidence(cmp, d)
-    v = Violation(rule.name, rule.severity, variant, None, None, reason, perf.to_dict(), cases, diffs)
-    return RuleResult(variant, rule.name, rule.severity, "fail" if rule.severity == "block" else "warn", (v,), note=note)
+    v = Violation(
+        rule=rule.name, severity=rule.severity, variant=variant, scenario=None, metric=None, reason=reason, numbers=perf.to_dict(), cases=cases, diffs=diffs
+    )
+    return RuleResult(
+        variant=variant,
+        rule=rule.name,
+        severity=rule.severity,
+        status=FAIL if rule.severity == "block" else WARN,
+        violations=(v,),
+        note=note,
+        single_pass=bool(single),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,7 +299,7 @@ def _adaptive_gate(comparison: Comparison, sr: StageRubric, adaptive: AdaptiveDe
                 results.append(_sequential_rule(comparison, variant, rule, by_rule[rule.name], adaptive.verdicts.get(variant, "open")))
             else:
                 results.append(_no_sequential_check(comparison, variant, rule, problems))
-    return _verdict(comparison, sr, judged, results, problems, notes)
+    return _assemble_verdict(comparison, sr, judged, results, problems, notes)
 
 
 def _no_sequential_check(comparison: Comparison, variant: str, rule: MetricRule, problems: list[str]) -> RuleResult:
@@ -281,12 +307,12 @@ def _no_sequential_check(comparison: Comparison, variant: str, rule: MetricRule,
     note = f"no baseline scores of {rule.metric} in {'/'.join(rule.scenarios)}"
     if rule.required and present:
         problems.append(f"rule {rule.name}: {note} for {variant}")
-        return RuleResult(variant, rule.name, rule.severity, "missing", note=note)
-    return RuleResult(variant, rule.name, rule.severity, "skip", note=note)
+        return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=MISSING, note=note)
+    return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=SKIP, note=note)
 
 
 def _sequential_rule(cmp: Comparison, variant: str, rule: MetricRule, checks: list[CheckResult], verdict: str) -> RuleResult:
-    failed = [c for c in checks if c.status == "fail"]
+    failed = [c for c in checks if c.status == FAIL]
     checked = ", ".join(f"{c.scenario}/{c.metric}: {c.status} ({c.how or 'undecided'}, {c.seen}/{c.population} cases)" for c in checks)
     if failed:
         vs = []
@@ -295,9 +321,28 @@ def _sequential_rule(cmp: Comparison, variant: str, rule: MetricRule, checks: li
             cases = tuple((d.offending if d is not None else ())[:MAX_CASES_SHOWN])
             diffs = tuple(f"{x}: {short_diff(cmp.output(cmp.baseline, x), cmp.output(variant, x))}" for x in cases[:MAX_DIFFS])
             numbers = {**c.numbers, "decided_at": c.decided_at, "how": c.how}
-            vs.append(Violation(rule.name, rule.severity, variant, c.scenario, c.metric, f"{c.scenario}/{c.metric}: {c.reason}", numbers, cases, diffs))
-        return RuleResult(variant, rule.name, rule.severity, "fail" if rule.severity == "block" else "warn", tuple(vs), note=f"adaptive: {checked}")
-    if all(c.status == "pass" for c in checks):
-        return RuleResult(variant, rule.name, rule.severity, "pass", note=f"adaptive: {checked}")
+            vs.append(
+                Violation(
+                    rule=rule.name,
+                    severity=rule.severity,
+                    variant=variant,
+                    scenario=c.scenario,
+                    metric=c.metric,
+                    reason=f"{c.scenario}/{c.metric}: {c.reason}",
+                    numbers=numbers,
+                    cases=cases,
+                    diffs=diffs,
+                )
+            )
+        return RuleResult(
+            variant=variant,
+            rule=rule.name,
+            severity=rule.severity,
+            status=FAIL if rule.severity == "block" else WARN,
+            violations=tuple(vs),
+            note=f"adaptive: {checked}",
+        )
+    if all(c.status == PASS for c in checks):
+        return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=PASS, note=f"adaptive: {checked}")
     why = "the variant's verdict was decided by another rule first" if verdict != "open" else "undecided"
-    return RuleResult(variant, rule.name, rule.severity, "skip", note=f"adaptive: undecided ({why}): {checked}")
+    return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=SKIP, note=f"adaptive: undecided ({why}): {checked}")

@@ -13,6 +13,7 @@ import difflib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..states import CANNOT_JUDGE_WORD, NEEDS_REVIEW, PASS, REGRESSION, ExitCode, RuleStatus, VerdictStatus
 from .compare import Comparison
 from .decisions import Decisions
 from .rubric import Rubric, stage_reason
@@ -20,7 +21,7 @@ from .rubric import Rubric, stage_reason
 DIFF_WIDTH = 240
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Violation:
     """One broken rule for one variant (and scenario/metric), with the evidence to act on it."""
 
@@ -38,7 +39,7 @@ class Violation:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RuleResult:
     """The outcome of one rule for one variant: pass, fail (block), warn, skip (not applicable), missing,
     or cannot_judge (a performance interval straddles its limit; exit 2 unless another block rule fails)."""
@@ -46,15 +47,16 @@ class RuleResult:
     variant: str
     rule: str
     severity: str
-    status: str
+    status: RuleStatus
     violations: tuple[Violation, ...] = ()
     note: str = ""
+    single_pass: bool = False  #: speed ratios from one sequential pass, not judged (the verdict notes it once)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "violations": [v.to_dict() for v in self.violations]}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Verdict:
     """Did quality regress? `passed` is False when a block rule failed or the run cannot be judged."""
 
@@ -80,31 +82,31 @@ class Verdict:
         return tuple(v for r in self.results if r.status == "warn" for v in r.violations)
 
     @property
-    def status(self) -> str:
+    def status(self) -> VerdictStatus:
         """pass | regression | cannot judge | needs review: the one word every output opens with."""
         if not self.judgeable:
-            return "cannot judge"
+            return CANNOT_JUDGE_WORD
         if not self.passed:
-            return "regression"
-        return "needs review" if self.needs_review else "pass"
+            return REGRESSION
+        return NEEDS_REVIEW if self.needs_review else PASS
 
     @property
     def exit_code(self) -> int:
         if not self.judgeable:
-            return 2
-        return (3 if self.needs_review else 0) if self.passed else 1
+            return int(ExitCode.CANNOT_JUDGE)
+        return int((ExitCode.NEEDS_REVIEW if self.needs_review else ExitCode.OK) if self.passed else ExitCode.FAILED)
 
-    def variant_status(self, variant: str) -> str:
+    def variant_status(self, variant: str) -> VerdictStatus:
         """One variant's own word (what the release ledger records for it): cannot judge when the run
         cannot be judged, regression when one of its block rules failed, needs review when the run
         needs review and this variant has open items, else pass."""
         if not self.judgeable:
-            return "cannot judge"
+            return CANNOT_JUDGE_WORD
         if self.failed_rules(variant):
-            return "regression"
+            return REGRESSION
         if self.needs_review and (self.review.get("open_items") or {}).get(variant):
-            return "needs review"
-        return "pass"
+            return NEEDS_REVIEW
+        return PASS
 
     def result(self, variant: str, rule: str) -> RuleResult | None:
         return next((r for r in self.results if r.variant == variant and r.rule == rule), None)
@@ -182,7 +184,7 @@ def violation_text(v: Violation) -> str:
     return "\n".join(lines)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Judgment:
     """A judged run: the verdict and what it was judged on. Every entry point (gate, report, the
     pytest plugin, the demo, the notebooks, `run --adaptive`) renders one of these."""

@@ -6,11 +6,12 @@ the rubric (verdict/rubric.py), applied by evalsuite.review.policy.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
+
+from ..errors import suggest
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,7 @@ def parse_review_policy(raw: Any, add: Callable[[tuple, Any, str, str], None]) -
     vals: dict[str, Any] = {}
     for k in raw:
         if k not in _SPEC:
-            close = difflib.get_close_matches(str(k), list(_SPEC), n=1)
-            add(("review", k), None, f"review.{k}", f"unknown field{' (did you mean ' + repr(close[0]) + '?)' if close else ''}; known: {', '.join(_SPEC)}")
+            add(("review", k), None, f"review.{k}", f"unknown field{suggest(k, _SPEC)}; known: {', '.join(_SPEC)}")
             continue
         typ, rng = _SPEC[k]
         value, problem = _value(typ, rng, raw[k])

@@ -48,10 +48,11 @@ from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..cases.caseset import sha256_json
 from ..cases.options import STAGES
-from ..errors import EvalsuiteError
+from ..errors import EvalsuiteError, suggest
+from ..hashing import sha256_json
 from ..shipped import PREFIX, shipped_path
+from ..states import CANNOT_JUDGE
 from ..yamlio import LineMap, load_yaml
 
 #: the stage every command uses when none is given and the suite names none (docs/thresholds.md):
@@ -271,7 +272,7 @@ class VariantRule:
         the limit, or is beyond it only within noise), or None."""
         from ..perf.verdict import ci_checks
 
-        return "; ".join(c.reason for c in ci_checks(self, perf, noise).values() if c.status == "cannot_judge") or None
+        return "; ".join(c.reason for c in ci_checks(self, perf, noise).values() if c.status == CANNOT_JUDGE) or None
 
 
 Rule = MetricRule | VariantRule
@@ -395,12 +396,10 @@ def _build_rule(ctx: _Ctx, raw: Any, path: tuple, index: int, alpha: float) -> R
 
 def _common_fields_ok(ctx: _Ctx, raw: dict, path: tuple, who: str) -> bool:
     """Unknown fields (with the close match), severity, and the true/false fields of any rule."""
-    import difflib
 
     ok = True
     for k in sorted(set(raw) - _ALL_FIELDS, key=repr):  # YAML keys may be of any type
-        close = difflib.get_close_matches(str(k), sorted(_ALL_FIELDS), n=1)
-        ctx.add(path + (k,), who, k, f"unknown field{' (did you mean ' + repr(close[0]) + '?)' if close else ''}; known: {', '.join(sorted(_ALL_FIELDS))}")
+        ctx.add(path + (k,), who, k, f"unknown field{suggest(k, _ALL_FIELDS)}; known: {', '.join(sorted(_ALL_FIELDS))}")
         ok = False
     sev = raw.get("severity", "block")
     if sev not in SEVERITIES:
@@ -557,16 +556,13 @@ def _stage(ctx: _Ctx, base: _Base, stage: str, sraw: dict) -> StageRubric:
 
 
 def _stage_overrides(ctx: _Ctx, base: _Base, stage: str, overrides: Any) -> dict:
-    import difflib
 
     if not isinstance(overrides, dict):
         ctx.add(("stages", stage, "rules"), None, f"stages.{stage}.rules", "expected a mapping of rule name to field overrides")
         return {}
     for rname, ov in overrides.items():
         if rname not in base.names:
-            close = difflib.get_close_matches(str(rname), list(base.names), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            ctx.add(("stages", stage, "rules", rname), str(rname), f"stages.{stage}.rules", f"no base rule named {rname!r}{hint}")
+            ctx.add(("stages", stage, "rules", rname), str(rname), f"stages.{stage}.rules", f"no base rule named {rname!r}{suggest(rname, base.names)}")
         elif not isinstance(ov, dict):
             ctx.add(("stages", stage, "rules", rname), str(rname), f"stages.{stage}.rules.{rname}", "expected a mapping of field overrides")
     return overrides

@@ -115,22 +115,35 @@ def apply_reviews(cmp: Any, reviews: ReviewDecisions, judge: Callable[[Any], Any
             regressed = tuple(sorted(regs))
             diffs = tuple(f"{c}: {short_diff(cmp.output(cmp.baseline, c), cmp.output(variant, c))}  [{regs[c][:160]}]" for c in regressed[:3])
             v = Violation(
-                REVIEW_RULE,
-                "block",
-                variant,
-                None,
-                None,
-                f"{len(regressed)} output(s) judged a regression by a reviewer",
-                {"regressions": len(regressed), "open": n_open},
-                regressed[:10],
-                diffs,
+                rule=REVIEW_RULE,
+                severity="block",
+                variant=variant,
+                scenario=None,
+                metric=None,
+                reason=f"{len(regressed)} output(s) judged a regression by a reviewer",
+                numbers={"regressions": len(regressed), "open": n_open},
+                cases=regressed[:10],
+                diffs=diffs,
             )
-            results.append(RuleResult(variant, REVIEW_RULE, "block", "fail", (v,), note=f"reviewed{_extra(reviews, variant)} in {reviews.source}"))
+            results.append(
+                RuleResult(
+                    variant=variant,
+                    rule=REVIEW_RULE,
+                    severity="block",
+                    status="fail",
+                    violations=(v,),
+                    note=f"reviewed{_extra(reviews, variant)} in {reviews.source}",
+                )
+            )
         else:
             acc = len(reviews.accepted.get(variant) or {})
             results.append(
                 RuleResult(
-                    variant, REVIEW_RULE, "block", "pass", note=f"{acc} accepted, {n_open} open, 0 regression(s){_extra(reviews, variant)} in {reviews.source}"
+                    variant=variant,
+                    rule=REVIEW_RULE,
+                    severity="block",
+                    status="pass",
+                    note=f"{acc} accepted, {n_open} open, 0 regression(s){_extra(reviews, variant)} in {reviews.source}",
                 )
             )
     notes.extend(reviews.notes)

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from verdict_synth import write_sets, write_suite  # noqa: E402
 
 from evalsuite.adaptive.driver import STATE_FILE, replay_run, run_adaptive  # noqa: E402
-from evalsuite.adaptive.verdict import AdaptiveSettings  # noqa: E402
+from evalsuite.adaptive.checks import AdaptiveSettings  # noqa: E402
 from evalsuite.backends.base import make_backend  # noqa: E402
 from evalsuite.judge import judge_run  # noqa: E402
 from evalsuite.run.runner import RunOptions  # noqa: E402

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from benchmarks.adaptive_frontier import oracle_log_lr, patched, prefix_floor, prefix_miss, share_for_miss  # noqa: E402
 from evalsuite.adaptive import sequential as sq  # noqa: E402
-from evalsuite.adaptive import verdict as vd  # noqa: E402
+from evalsuite.adaptive import checks as vd  # noqa: E402
 
 
 def _brute_log_lr(d, population, damaged, q):

@@ -204,9 +204,9 @@ def test_engine_arguments_follow_the_variant(fake_vllm, tmp_path):
 def test_generate_one_generation_per_request_with_its_own_seed(fake_vllm, tmp_path):
     be = VLLMBackend(_variant(str(tmp_path / "base"), generation=GenerationSettings(temperature=0.7)))
     reqs = [
-        Request("a", (("system", "s"), ("user", "one two three")), 0, 2, 0.7, 0.9, 5),
-        Request("a", (("user", "four five"),), 1, 8, 0.7, 0.9, 5),
-        Request("b", (("user", "six"),), 0, 8, 0.0, 0.9, 5),
+        Request(case_id="a", messages=(("system", "s"), ("user", "one two three")), sample=0, max_new_tokens=2, temperature=0.7, top_p=0.9, seed=5),
+        Request(case_id="a", messages=(("user", "four five"),), sample=1, max_new_tokens=8, temperature=0.7, top_p=0.9, seed=5),
+        Request(case_id="b", messages=(("user", "six"),), sample=0, max_new_tokens=8, temperature=0.0, top_p=0.9, seed=5),
     ]
     gens = be.generate(reqs)
     [(convs, params, tqdm)] = fake_vllm.made[0].calls

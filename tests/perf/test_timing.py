@@ -30,7 +30,7 @@ from evalsuite.cases.suite import load_suite
         (None, None),
         ("sequential", None),
         ("interleaved", TimingSettings()),
-        ({"rounds": 4, "block": 2, "warmup": 0, "level": 0.9, "max_rounds": 10, "precision": 0.2}, TimingSettings("interleaved", 4, 2, 0, 0.9, 10, 0.2)),
+        ({"rounds": 4, "block": 2, "warmup": 0, "level": 0.9, "max_rounds": 10, "precision": 0.2}, TimingSettings(mode="interleaved", rounds=4, block=2, warmup=0, level=0.9, max_rounds=10, precision=0.2)),
     ],
 )
 def test_parse_timing(raw, expected):
@@ -66,7 +66,7 @@ class _V:
 RULES = {"rules": [{"name": "speed", "max_latency_p95_ratio": 1.25, "min_tokens_per_s_ratio": 0.8}]}
 NAMES = ("base", "copy", "slow", "rerun")
 INFOS = [VariantInfo("base", baseline=True), VariantInfo("copy"), VariantInfo("slow"), VariantInfo("rerun", noise=True)]
-RECORDS = [ScoreRecord(v, "c0", 0, "kb_qa", "k", "m.pass", 1.0, True, True, {}) for v in NAMES]
+RECORDS = [ScoreRecord(variant=v, case_id="c0", sample=0, scenario="kb_qa", kind="k", metric="m.pass", value=1.0, passed=True, higher_is_better=True, details={}) for v in NAMES]
 SUMMARY = {v: {"generations": 2, "errors": 0, "timeouts": 0} for v in NAMES}
 
 

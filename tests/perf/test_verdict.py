@@ -51,7 +51,7 @@ def timing_doc(rounds: dict[str, list[float]], tokens: int = 10) -> dict:
 
 
 INFOS = [VariantInfo("base", baseline=True), VariantInfo("opt"), VariantInfo("rerun", noise=True)]
-RECORDS = [ScoreRecord(v, f"c{i}", 0, "kb_qa", "k", "m.pass", 1.0, True, True, {}) for v in ("base", "opt", "rerun") for i in range(3)]
+RECORDS = [ScoreRecord(variant=v, case_id=f"c{i}", sample=0, scenario="kb_qa", kind="k", metric="m.pass", value=1.0, passed=True, higher_is_better=True, details={}) for v in ("base", "opt", "rerun") for i in range(3)]
 SUMMARY = {v: {"generations": 3, "errors": 0, "timeouts": 0, "latency_p95_s": 1.0, "tokens_per_s_median": 10.0} for v in ("base", "opt", "rerun")}
 
 
@@ -132,3 +132,25 @@ def test_cannot_judge_is_shown_in_the_verdict_and_ratios_with_intervals_in_the_c
     assert ratio_cell(slow.perf_for("opt"), "latency_p95_ratio") == "2.00 [2.00, 2.00]"
     seq = compare_records(RECORDS, INFOS, perf=SUMMARY)
     assert ratio_cell(seq.perf_for("opt"), "latency_p95_ratio") == "1.00"
+
+
+@pytest.mark.parametrize("severity, latency, single, status", [("warn", 2.0, True, "cannot_judge"), ("block", 2.0, False, "fail"), ("warn", 1.0, True, "cannot_judge")])
+def test_single_pass_is_a_typed_field_of_the_rule_result(severity, latency, single, status):
+    """A warn rule on one sequential pass says so in `single_pass` (the gate's one note reads the
+    field, not the note's text); a block rule keeps its point ratios and is not single-pass."""
+    from dataclasses import replace
+
+    from evalsuite.verdict import gate as gate_mod
+
+    summary = dict(SUMMARY, opt={**SUMMARY["opt"], "latency_p95_s": latency})
+    cmp = compare_records(RECORDS, INFOS, perf=summary)
+    rub = parse_rubric({"rules": [{"name": "speed", "max_latency_p95_ratio": 1.5, "severity": severity}]}, "t.yaml")
+    verdict = gate(cmp, rub.for_stage("production"))
+    res = verdict.result("opt", "speed")
+    assert (res.single_pass, res.status) == (single, status)
+    assert any("speed (latency, tokens/s) is not judged" in n for n in verdict.notes) is single
+    assert res.to_dict()["single_pass"] is single
+    # the note's wording no longer decides: the same result with another note still counts
+    reworded = [replace(r, note="reworded") if r.rule == "speed" else r for r in verdict.results]
+    again = gate_mod._assemble_verdict(cmp, rub.for_stage("production"), list(verdict.variants), reworded, [], [])
+    assert any("is not judged" in n for n in again.notes) is single

@@ -80,7 +80,7 @@ def main() -> None:
         record_gate(judge_run(store, None, "dev"), ledger)
     else:
         die_on("deployments", 1)  # after the promotion's decision row, before its deployment row
-        promote(PromoteRequest("good-a", "pilot", run, Path(runs_dir), ledger=Path(ledger)))
+        promote(PromoteRequest(variant="good-a", stage="pilot", run=run, runs_dir=Path(runs_dir), ledger=Path(ledger)))
     print("survived", flush=True)
 
 

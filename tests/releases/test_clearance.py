@@ -68,8 +68,8 @@ def test_the_rollback_target_is_the_nearest_earlier_cleared_entry():
 
     deps = [deployment(fp, fp) for fp in ("a", "b", "c")]
     cleared = {"a": True, "b": False, "c": True}
-    sd = stage_deployments("production", deps, lambda fp: Clearance(fp, fp, "production", cleared[fp], None, None, () if cleared[fp] else ("its latest production decision was regression",)))
+    sd = stage_deployments("production", deps, lambda fp: Clearance(fingerprint=fp, variant=fp, stage="production", cleared=cleared[fp], since=None, decision=None, reasons=() if cleared[fp] else ("its latest production decision was regression",)))
     assert (sd.current.fingerprint, sd.target.fingerprint) == ("c", "a")
     cleared["a"] = False
-    sd = stage_deployments("production", deps, lambda fp: Clearance(fp, fp, "production", cleared[fp], None, None, ("not cleared",)))
+    sd = stage_deployments("production", deps, lambda fp: Clearance(fingerprint=fp, variant=fp, stage="production", cleared=cleared[fp], since=None, decision=None, reasons=("not cleared",)))
     assert sd.target is None and sd.why_no_target.startswith("no variant production ran before c (c) is still cleared: b (b): not cleared; a (a): not cleared")

@@ -19,7 +19,7 @@ def decision(stage="dev", status="pass", variant="v", fp="f1", **kw) -> Decision
 
 
 def deployment(variant="v", fp="f1", action="promote", stage="production", decision_id=1, **kw) -> Deployment:
-    return Deployment(action, stage, variant, fp, {"fingerprint": fp}, {"name": variant}, decision_id, **kw)
+    return Deployment(action=action, stage=stage, variant=variant, fingerprint=fp, identity={"fingerprint": fp}, spec={"name": variant}, decision_id=decision_id, **kw)
 
 
 def test_a_new_ledger_has_the_schema_and_refuses_updates_and_deletes(tmp_path):

@@ -21,7 +21,7 @@ def gate(run, stage, paths, *, flag=False):
 
 
 def promote(run, variant, stage, paths):
-    return promotion.promote(PromoteRequest(variant, stage, run["store"].run_id, run["runs_dir"], None, paths["queue"], paths["ledger"]))
+    return promotion.promote(PromoteRequest(variant=variant, stage=stage, run=run["store"].run_id, runs_dir=run["runs_dir"], rubric=None, queue=paths["queue"], ledger=paths["ledger"]))
 
 
 def to_production(run, variant, paths):

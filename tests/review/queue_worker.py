@@ -61,7 +61,7 @@ def main() -> None:
         while True:
             k += 1
             if k % 7 == 0:
-                batch = [NewItem(f"run-{k}", "opt", "fp", f"case-{k}-{j}", "kb_qa", "k", "base", ({"code": "flip"},), "b", f"text {k} {j} " * 20) for j in range(50)]
+                batch = [NewItem(run_id=f"run-{k}", variant="opt", fingerprint="fp", case_id=f"case-{k}-{j}", scenario="kb_qa", kind="k", baseline="base", reasons=({"code": "flip"},), baseline_output="b", variant_output=f"text {k} {j} " * 20) for j in range(50)]
                 res = q.add_items(batch)
                 print(f"i {res.added[0]} {len(res.added)}", flush=True)
             iid = ids[k % len(ids)]

@@ -21,8 +21,8 @@ N_PROC, PER_PROC = 8, 200
 
 
 def items(n: int, run: str = "run-1") -> list[NewItem]:
-    return [NewItem(run, "opt", "fp-opt", f"case-{i:04d}", "kb_qa", "grounded", "base", ({"code": "flip", "metric": "m", "message": "", "detail": {}},),
-                    "baseline text", f"variant text {i}") for i in range(n)]
+    return [NewItem(run_id=run, variant="opt", fingerprint="fp-opt", case_id=f"case-{i:04d}", scenario="kb_qa", kind="grounded", baseline="base", reasons=({"code": "flip", "metric": "m", "message": "", "detail": {}},),
+                    baseline_output="baseline text", variant_output=f"variant text {i}") for i in range(n)]
 
 
 def spawn(queue: Path, mode: str, n: int, ids=(), names=None) -> list[dict]:

@@ -21,7 +21,7 @@ INFOS = [VariantInfo("base", baseline=True), VariantInfo("opt")]
 
 
 def rec(variant, case, metric, value, passed=None, hib=True, scenario="kb_qa"):
-    return ScoreRecord(variant, case, 0, scenario, "k", metric, value, passed, hib, {})
+    return ScoreRecord(variant=variant, case_id=case, sample=0, scenario=scenario, kind="k", metric=metric, value=value, passed=passed, higher_is_better=hib, details={})
 
 
 def flips(n: int, k: int, metric="citations.recall"):
@@ -140,7 +140,7 @@ def test_an_accepted_speculative_mismatch_counts_as_identical_for_min_exactness(
     from evalsuite.verdict.compare import PerfDelta
 
     cmp = compare_records(flips(10, 0), INFOS)
-    perf = PerfDelta("opt", 10, 0, 0, 0.0, 0.0, 0.0, 0.0, None, None, None, True, 0.9, 10)
+    perf = PerfDelta(variant="opt", generations=10, errors=0, timeouts=0, error_rate=0.0, timeout_rate=0.0, baseline_error_rate=0.0, baseline_timeout_rate=0.0, latency_p95_ratio=None, tokens_per_s_ratio=None, peak_memory_ratio=None, speculative=True, exactness=0.9, exactness_n=10)
     outputs = {("base", f"c{i:02d}"): "same" for i in range(10)} | {("opt", f"c{i:02d}"): ("other" if i == 4 else "same") for i in range(10)}
     cmp = replace(cmp, perf=(perf,), outputs=outputs)
     r = parse_rubric({"rules": [{"name": "exact", "min_exactness": 0.95}]}, "t.yaml")

@@ -11,21 +11,21 @@ from evalsuite.scoring.base import ScoreRecord
 
 
 def delta(metric, p2f=(), f2p=(), variant="opt", noise=False):
-    return MetricDelta(variant, "kb_qa", metric, True, True, 10, 1.0, 0.9, -0.1, -0.2, 0.0, 0.5, 0.5, pass_to_fail=tuple(p2f), fail_to_pass=tuple(f2p), noise=noise)
+    return MetricDelta(variant=variant, scenario="kb_qa", metric=metric, pass_fail=True, higher_is_better=True, n=10, baseline_mean=1.0, variant_mean=0.9, delta=-0.1, ci_low=-0.2, ci_high=0.0, p_value=0.5, p_worse=0.5, pass_to_fail=tuple(p2f), fail_to_pass=tuple(f2p), noise=noise)
 
 
 def perf(variant, speculative=False):
-    return PerfDelta(variant, 10, 0, 0, 0.0, 0.0, 0.0, 0.0, None, None, None, speculative, None)
+    return PerfDelta(variant=variant, generations=10, errors=0, timeouts=0, error_rate=0.0, timeout_rate=0.0, baseline_error_rate=0.0, baseline_timeout_rate=0.0, latency_p95_ratio=None, tokens_per_s_ratio=None, peak_memory_ratio=None, speculative=speculative, exactness=None)
 
 
 def rec(case, metric, value, passed=None, variant="opt", details=None):
-    return ScoreRecord(variant, case, 0, "kb_qa", "grounded", metric, value, passed, True, details or {})
+    return ScoreRecord(variant=variant, case_id=case, sample=0, scenario="kb_qa", kind="grounded", metric=metric, value=value, passed=passed, higher_is_better=True, details=details or {})
 
 
 def cmp_of(deltas=(), variants=("opt",), spec=(), outputs=None):
     outs = {("base", "c1"): "base one", ("opt", "c1"): "opt one", ("base", "c2"): "same", ("opt", "c2"): "same"}
     outs.update(outputs or {})
-    return Comparison("run-1", "base", tuple(variants), (), tuple(deltas), tuple(perf(v, v in spec) for v in variants), ("kb_qa",), outputs=outs)
+    return Comparison(run_id="run-1", baseline="base", variants=tuple(variants), noise_runs=(), deltas=tuple(deltas), perf=tuple(perf(v, v in spec) for v in variants), scenarios=("kb_qa",), outputs=outs)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from evalsuite.adaptive.verdict import AdaptiveSettings, build_checks, evaluate, replay, seeded_order
+from evalsuite.adaptive.checks import AdaptiveSettings, build_checks, evaluate, replay, seeded_order
 from evalsuite.verdict.compare import CaseAgg
 from evalsuite.verdict.rubric import parse_rubric
 

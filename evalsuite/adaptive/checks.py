@@ -99,7 +99,7 @@ def seeded_order(cases: Sequence[Any], seed: int) -> list[str]:
 # checks
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Check:
     """One rule on one (scenario, metric): its case set, its levels, its tolerance."""
 
@@ -178,21 +178,21 @@ def build_checks(sr: StageRubric, base: Mapping[tuple[str, str], Mapping[str, Ca
         a_seq = a * settings.split
         out.append(
             Check(
-                rule,
-                scen,
-                metric,
-                block,
-                rule.significance_gated,
-                a_seq / max(k, 1) if block else a_seq,
-                a,
-                a,
-                max(limits),
-                pop,
-                tuple(_case_value(aggs[c], pass_fail) for c in pop),
-                tuple(_passed(aggs[c]) for c in pop),
-                pass_fail,
-                hib,
-                bm,
+                rule=rule,
+                scenario=scen,
+                metric=metric,
+                block=block,
+                sequential=rule.significance_gated,
+                alpha_fail=a_seq / max(k, 1) if block else a_seq,
+                alpha_pass=a,
+                alpha_final=a,
+                tau=max(limits),
+                population=pop,
+                base_values=tuple(_case_value(aggs[c], pass_fail) for c in pop),
+                base_passed=tuple(_passed(aggs[c]) for c in pop),
+                pass_fail=pass_fail,
+                higher_is_better=hib,
+                baseline_mean=bm,
             )
         )
     return out
@@ -502,7 +502,7 @@ def evaluate(
     awaiting = _final_looks(pre, results, states)
     gen_pos = list(look.sequence) if look.sequence is not None else [c for c in order if c in generated]
     _map_to_variant_cases(results, states, gen_pos)
-    verdict, after = _verdict(results, len(gen_pos))
+    verdict, after = _variant_state(results, len(gen_pos))
     return VariantState(variant, verdict, results, len(gen_pos), after, awaiting=awaiting)
 
 
@@ -606,7 +606,7 @@ def _map_to_variant_cases(results: list[CheckResult], states: list[dict], gen_po
             r.variant_cases = where.get(last, len(gen_pos)) if last else len(gen_pos)
 
 
-def _verdict(results: list[CheckResult], n_generated: int) -> tuple[str, int | None]:
+def _variant_state(results: list[CheckResult], n_generated: int) -> tuple[str, int | None]:
     """The variant's verdict from its block checks, and after how many of its cases it was decided."""
     block = [r for r in results if r.severity == "block"]
     fails = [r for r in block if r.status == "fail"]
@@ -636,20 +636,20 @@ def final_delta(variant: str, ch: Check, s: dict) -> tuple[MetricDelta, float]:
     worse = tuple(ids[i] for i in np.argsort(-harm, kind="stable") if harm[i] > 1e-12) if not ch.pass_fail else ()
     bm, vm = float(np.mean(b)), float(np.mean(v))
     return MetricDelta(
-        variant,
-        ch.scenario,
-        ch.metric,
-        ch.pass_fail,
-        ch.higher_is_better,
-        len(ids),
-        bm,
-        vm,
-        vm - bm,
-        math.nan,
-        math.nan,
-        p_worse,
-        p_worse,
-        p_min,
+        variant=variant,
+        scenario=ch.scenario,
+        metric=ch.metric,
+        pass_fail=ch.pass_fail,
+        higher_is_better=ch.higher_is_better,
+        n=len(ids),
+        baseline_mean=bm,
+        variant_mean=vm,
+        delta=vm - bm,
+        ci_low=math.nan,
+        ci_high=math.nan,
+        p_value=p_worse,
+        p_worse=p_worse,
+        p_min=p_min,
         pass_to_fail=p2f,
         fail_to_pass=f2p,
         worse_cases=worse,

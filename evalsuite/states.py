@@ -1,0 +1,54 @@
+"""Every fixed word set, defined once: verdict statuses, rule statuses, review states, exit codes.
+
+Two vocabularies name the gate's outcome, each spelled one way:
+
+- a rule result's status is a token (`cannot_judge`), as in the `results` of `gate --json`;
+- a verdict's status is a word for people and the release ledger (`cannot judge`), the one word every
+  output opens with. `word()` turns a token into its word, so the two never drift apart.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Final, Literal, get_args
+
+# --- a rule's outcome for one variant (verdict.outcome.RuleResult.status) ---------------------
+RuleStatus = Literal["pass", "fail", "warn", "skip", "missing", "cannot_judge"]
+PASS: Final = "pass"
+FAIL: Final = "fail"
+WARN: Final = "warn"
+SKIP: Final = "skip"
+MISSING: Final = "missing"
+CANNOT_JUDGE: Final = "cannot_judge"
+
+# --- the verdict's one word (Verdict.status, gate --json "status", the release ledger) ---------
+VerdictStatus = Literal["pass", "regression", "cannot judge", "needs review"]
+REGRESSION: Final = "regression"
+NEEDS_REVIEW: Final = "needs review"
+VERDICT_STATUSES: Final[tuple[str, ...]] = get_args(VerdictStatus)
+
+# --- a review item (review.settle) --------------------------------------------------------------
+ReviewVerdict = Literal["acceptable", "regression", "unsure"]
+ReviewState = Literal["acceptable", "regression", "unsure", "pending", "disputed"]
+REVIEW_VERDICTS: Final[tuple[str, ...]] = get_args(ReviewVerdict)
+REVIEW_STATES: Final[tuple[str, ...]] = get_args(ReviewState)
+DECISIVE: Final[tuple[str, ...]] = ("acceptable", "regression")
+
+
+def word(status: str) -> str:
+    """The display word of a status token: `cannot_judge` -> `cannot judge` (others unchanged)."""
+    return status.replace("_", " ")
+
+
+CANNOT_JUDGE_WORD: Final = "cannot judge"  #: word(CANNOT_JUDGE), spelled out for the type checker (tests/test_states.py)
+
+
+class ExitCode(IntEnum):
+    """Every exit code of `evalsuite`, in one place (a verdict's own code is `Verdict.exit_code`)."""
+
+    OK = 0
+    FAILED = 1  #: a regression (gate, demo), or bad input (validate, run, review ...)
+    CANNOT_JUDGE = 2  #: gate, report: a bad rubric, missing data, an incomplete run
+    USAGE = 2  #: a bad option value (click's own usage errors exit 2 too)
+    NEEDS_REVIEW = 3  #: gate: nothing failed, but more flagged outputs await review than `max_open`
+    INTERRUPTED = 130  #: Ctrl-C (finished generations are kept)
