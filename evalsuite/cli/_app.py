@@ -15,7 +15,6 @@ from rich.markup import escape
 
 from ..errors import EvalsuiteError, ValidationError
 from ..states import ExitCode
-from ..states import ExitCode
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="evalsuite: did quality regress, where, and is it more than noise?")
 # piped output (CI logs, files) gets wide tables instead of rich's 80-column default
