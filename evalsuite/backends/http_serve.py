@@ -20,6 +20,10 @@ hashes, library versions), not the URL, so its cached outputs and resumed runs c
 - `startup_timeout_s`: how long to wait for the server to answer (default 300)
 
 The variant's `model` names the weights (a local model directory, or `embedded`).
+
+`LocalServer` owns the process (spawn on a free port, wait for an answer, stop the process group);
+what differs between servers is a `Launcher` class (serve_launcher.py), one module per launcher,
+registered by name in `serve_launcher.LAUNCHERS`.
 """
 
 from __future__ import annotations
