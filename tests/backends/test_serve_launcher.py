@@ -85,3 +85,22 @@ def test_the_key_stays_out_of_the_options_repr(monkeypatch):
     opts = HTTPOptions.from_variant(Variant(name="v", backend="http", model="m", options={"base_url": "http://127.0.0.1:1/v1", "api_key_env": "H28A_TEST_KEY"}))
     assert opts.api_key == "sk-secret-value" and "sk-secret" not in repr(opts)
     assert "api_key_env" not in opts.fingerprint_options() and "base_url" in opts.fingerprint_options()
+
+
+class FlagLauncher(EchoLauncher):
+    """Sets a variable in the server's environment and prints it before exiting (a start that fails)."""
+
+    @classmethod
+    def environment(cls, env):
+        return env | {"H28A_LAUNCHER_FLAG": "set-by-launcher"}
+
+    @classmethod
+    def command(cls, model_path, model_name, *, host, port, continuous_batching, args):
+        return [sys.executable, "-c", "import os, sys; print(os.environ.get('H28A_LAUNCHER_FLAG')); sys.exit(3)"]
+
+
+def test_a_launcher_shapes_its_server_environment(echo_registered, monkeypatch):
+    echo_registered.FlagLauncher = FlagLauncher
+    monkeypatch.setitem(LAUNCHERS, "flag", f"{echo_registered.__name__}:FlagLauncher")
+    with pytest.raises(EvalsuiteError, match=r"(?s)did not come up.*exited with status 3.*set-by-launcher"):
+        LocalServer("flag", "/w/tiny", startup_timeout_s=30).start()
