@@ -13,11 +13,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import EvalsuiteError
 from .models.describe import matrix_text, variant_matrix
 from .verdict.decisions import REVIEW_RULE
+
+if TYPE_CHECKING:
+    from .run.store import RunStore
 
 log = logging.getLogger("evalsuite")
 
@@ -245,7 +248,7 @@ def _print_variants(console: Any, suite: Any, res: Any, variants: Sequence[str] 
     console.print(f"generated {res.generated}, from cache {res.cached}, errors {res.errors}; run directory: {res.run_dir}")
 
 
-def judge_and_report(console: Any, store: Any, *, verbose: bool = False, flag: bool = True) -> tuple[Any, Any]:
+def judge_and_report(console: Any, store: RunStore, *, verbose: bool = False, flag: bool = True) -> tuple[Any, Any]:
     """The demo's verdict: flag the run's differences (`flag`), judge the run for the suite's stage,
     write the report, print the verdict. Returns (the Judgment, or None when the run cannot be
     judged; the report's path or None)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .adaptive.gating import adaptive_decisions, is_adaptive
 from .review.api import default_queue_path, flag_run, review_decisions
@@ -21,16 +21,19 @@ from .verdict.gate import gate
 from .verdict.outcome import Judgment
 from .verdict.rubric import Rubric, load_rubric, resolve_rubric_path, resolve_stage
 
+if TYPE_CHECKING:
+    from .run.store import RunStore
+
 __all__ = ["Judgment", "judge_run", "load_run_rubric"]
 
 
-def load_run_rubric(store: Any, rubric: str | Path | Rubric | None = None) -> Rubric:
+def load_run_rubric(store: RunStore, rubric: str | Path | Rubric | None = None) -> Rubric:
     """The rubric a run is judged by: the one given, else its suite's, else rubrics/default.yaml."""
     return rubric if isinstance(rubric, Rubric) else load_rubric(resolve_rubric_path(rubric, store.suite))
 
 
 def judge_run(
-    store: Any,
+    store: RunStore,
     rubric: str | Path | Rubric | None = None,
     stage: str | None = None,
     queue: str | Path | None = None,

@@ -11,7 +11,7 @@ stay undecided (the run stopped for the other stage's rules): the run is then no
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import EvalsuiteError
 from ..verdict.compare import Comparison
@@ -20,15 +20,18 @@ from ..verdict.rubric import StageRubric
 from .checks import CheckResult, Look, VariantState, evaluate
 from .driver import STATE_FILE, checks_for, load_state
 
+if TYPE_CHECKING:
+    from ..run.store import RunStore
+
 __all__ = ["STATE_FILE", "adaptive_decisions", "is_adaptive"]
 
 
-def is_adaptive(store: Any) -> bool:
+def is_adaptive(store: RunStore) -> bool:
     """Whether a stored run was made adaptively (it holds `adaptive.json`)."""
     return (store.dir / STATE_FILE).is_file()
 
 
-def adaptive_decisions(store: Any, sr: StageRubric, comparison: Comparison) -> AdaptiveDecisions:
+def adaptive_decisions(store: RunStore, sr: StageRubric, comparison: Comparison) -> AdaptiveDecisions:
     """The sequential decisions of an adaptive run for `sr`'s stage, with the problems that keep it
     from being judged (an unfinished variant, an undecided stage, a changed recorded decision)."""
     state = load_state(store)

@@ -52,214 +52,81 @@ those of the attempt that answered; `extra.total_s` adds the failed attempts and
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
-import random
-import threading
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING
 
 from ..errors import EvalsuiteError
-from .base import Generation, Request, check_options
-from .http_retry import RetryPolicy, parse_retry_after, retryable_status
+from .base import Generation, Request
+from .http_options import DEFAULT_TIMEOUT_S, ENDPOINTS, SERVED_MODEL, SETTINGS, HTTPOptions
+from .http_transport import Transport
+
+if TYPE_CHECKING:
+    from ..cases.suite import Variant
+    from .http_prompt import PromptRenderer
+    from .http_serve import LocalServer
+    from .serve_launcher import Launcher
+
+__all__ = ["DEFAULT_TIMEOUT_S", "ENDPOINTS", "SETTINGS", "HTTPBackend", "probe_seed"]
 
 log = logging.getLogger("evalsuite")
 
-_OPTIONS = {
-    "base_url",
-    "serve",
-    "model",
-    "endpoint",
-    "chat_template",
-    "prompt_format",
-    "api_key_env",
-    "timeout_s",
-    "retry",
-    "concurrency",
-    "stream",
-    "extra_body",
-    "unsupported",
-    "verify_settings",
-}
-#: options that change how requests are made, never what is answered: not part of the fingerprint
-_OPERATIONAL = {"api_key_env", "timeout_s", "retry", "concurrency", "verify_settings"}
-#: the generation settings sent with every request
-SETTINGS = ("max_tokens", "temperature", "top_p", "seed")
-_RESERVED = {"model", "messages", "prompt", "stream", *SETTINGS}
-ENDPOINTS = {"chat": "/chat/completions", "completions": "/completions"}
-DEFAULT_TIMEOUT_S = 300.0
-_MODELS_TIMEOUT_S = 10.0  #: `GET /models` is a fingerprint detail: a dead server must not stall the run for long
 _PROBE_SEED_OFFSET = 7919  #: the greedy check's second request differs from the first only by this seed shift
 _MAX_PROBES = 3
-_UNSET: Any = object()
-
-
-@dataclass
-class _Attempt:
-    """The outcome of one try of one request."""
-
-    kind: str  #: ok, retry (transient: try again), fail (an answer: record it), timeout
-    reason: str = ""
-    latency: float = 0.0
-    status: int | None = None
-    retry_after: float | None = None
-    text: str = ""
-    usage: dict | None = None
-    finish: str | None = None
-    ttft: float | None = None
-    extra: dict = field(default_factory=dict)
+_UNSET = object()
 
 
 class _ServerDied(EvalsuiteError):
     """The server this backend started has exited."""
 
 
-class _LoopThread:
-    """An asyncio loop in a daemon thread: `generate` stays synchronous for the runner while the
-    requests of a batch run concurrently on one `httpx.AsyncClient` (its connections kept alive
-    from batch to batch)."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="evalsuite-http", daemon=True)
-        self.thread.start()
-
-    def run(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        if not self.thread.is_alive():
-            self.loop.close()
-
-
 class HTTPBackend:
-    """OpenAI-compatible chat or text completions over HTTP; a batch's requests go out concurrently."""
+    """OpenAI-compatible chat or text completions over HTTP; a batch's requests go out concurrently.
+    It composes the checked options (`HTTPOptions`), the transport (client, retries) and, with
+    `serve`, a `LocalServer` run by a registered launcher."""
 
     name = "http"
 
-    def __init__(self, variant):
+    def __init__(self, variant: Variant) -> None:
         self.variant = variant
-        who = variant.name
-        if "api_key" in (variant.options or {}):
-            raise EvalsuiteError(f"variant {who!r}: do not put an API key in the suite; set `api_key_env` to the name of an environment variable holding it")
-        opts = check_options(variant, "http", _OPTIONS)
-        self.options = opts
-        timeout = opts.get("timeout_s", variant.generation.timeout_s)
-        self.timeout_s = float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S
-        if self.timeout_s <= 0:
-            raise EvalsuiteError(f"variant {who!r}: timeout_s must be positive")
-        self.retry = RetryPolicy.from_option(opts.get("retry"), self.timeout_s, who)
-        self._rng = random.Random()
-        self._init_endpoint(opts, who)
-        self._init_request_options(opts, who)
-        self.verify = bool(opts.get("verify_settings", True))
+        self.opts = HTTPOptions.from_variant(variant)
+        self.options = self.opts.raw
+        self.endpoint = self.opts.endpoint
+        self.transport = Transport(self.opts)
+        self.server: LocalServer | None = None  #: a server evalsuite starts (the `serve` option)
+        self.serve_spec = self.opts.serve
+        self.launcher: type[Launcher] | None = None
+        if self.serve_spec:
+            from .serve_launcher import launcher_class
+
+            self.launcher = launcher_class(self.serve_spec["launcher"])
+            self.transport.counts_tokens_by_chunks = self.launcher.counts_tokens_by_chunks
         self.settings_check: dict | None = None  #: the verdict of the settings check, once made
         self._probes = 0
         self._warned_max_tokens = False
-        self._init_auth(opts, who)
-        self._loop: _LoopThread | None = None
-        self._client: httpx.AsyncClient | None = None
-        self._served: Any = _UNSET  #: what GET /models answered (None when it did not), once per backend
+        self._model = self.opts.model
+        self._renderer: PromptRenderer | None = None
+        self._served: object = _UNSET  #: what GET /models answered (None when it did not), once per backend
         self._identity: dict | None = None
 
-    def _init_endpoint(self, opts: dict, who: str) -> None:
-        """Where requests go: `base_url`, or a server evalsuite starts itself (`serve`); the endpoint and prompt."""
-        self.server: Any = None  #: a LocalServer evalsuite starts (the `serve` option)
-        self.serve_spec: dict | None = None
-        base_url = opts.get("base_url")
-        if opts.get("serve") is not None:
-            from .http_serve import check_serve_option
-
-            if base_url is not None or opts.get("model") is not None:
-                raise EvalsuiteError(
-                    f"variant {who!r}: with `serve`, evalsuite starts the server itself: leave out `base_url` and `model` (the variant's `model` names the weights)"
-                )
-            self.serve_spec = check_serve_option(opts["serve"], who)
-            self.base_url = ""
-        else:
-            if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-                raise EvalsuiteError(f"variant {who!r}: the http backend needs `base_url`, e.g. http://127.0.0.1:8000/v1, or `serve` (got {base_url!r})")
-            self.base_url = base_url.rstrip("/")
-        self._model: str | None = None if self.serve_spec else (opts.get("model") or self.variant.model)
-        self.endpoint = opts.get("endpoint", "chat")
-        if self.endpoint not in ENDPOINTS:
-            raise EvalsuiteError(f"variant {who!r}: unknown endpoint {self.endpoint!r}; available: {', '.join(ENDPOINTS)}")
-        self._renderer_source = self._prompt_source(opts, who)
-        self._renderer = None
-
-    def _init_request_options(self, opts: dict, who: str) -> None:
-        """Concurrency, streaming, extra request fields, and the settings the server does not take."""
-        concurrency = opts.get("concurrency")
-        if concurrency is not None and (not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1):
-            raise EvalsuiteError(f"variant {who!r}: concurrency must be a positive integer (got {concurrency!r})")
-        self.concurrency: int | None = concurrency
-        self.stream = bool(opts.get("stream", True))
-        self._stream_options = True  #: dropped once if the server refuses `stream_options`
-        extra_body = opts.get("extra_body") or {}
-        if not isinstance(extra_body, dict):
-            raise EvalsuiteError(f"variant {who!r}: extra_body must be a mapping")
-        clash = sorted(set(extra_body) & _RESERVED)
-        if clash:
-            raise EvalsuiteError(
-                f"variant {who!r}: extra_body may not set {clash}: the backend sends them from the suite's `generation` settings (set them there)"
-            )
-        self.extra_body = dict(extra_body)
-        unsupported = opts.get("unsupported") or []
-        if not isinstance(unsupported, list) or set(unsupported) - set(SETTINGS):
-            raise EvalsuiteError(f"variant {who!r}: `unsupported` lists settings the server rejects, from {', '.join(SETTINGS)} (got {unsupported!r})")
-        self.unsupported = tuple(s for s in SETTINGS if s in unsupported)
-        if self.unsupported:
-            log.warning("variant %s: not sending %s (listed as unsupported by the server): outputs are marked with it", who, ", ".join(self.unsupported))
-
-    def _init_auth(self, opts: dict, who: str) -> None:
-        """The API key, read from the environment variable `api_key_env` names (never from the suite)."""
-        self.headers = {"Accept": "application/json"}
-        self._secret: str | None = None
-        key_env = opts.get("api_key_env")
-        if key_env:
-            key = os.environ.get(str(key_env))
-            if not key:
-                raise EvalsuiteError(f"variant {who!r}: environment variable {key_env!r} (api_key_env) is not set")
-            self._secret = key
-            self.headers["Authorization"] = f"Bearer {key}"
-
-    # -- options -------------------------------------------------------------------------------
-    def _prompt_source(self, opts: dict, who: str) -> str | None:
-        template, fmt = opts.get("chat_template"), opts.get("prompt_format")
-        if fmt not in (None, "plain", "chat_template"):
-            raise EvalsuiteError(f"variant {who!r}: prompt_format must be plain or chat_template (got {fmt!r})")
-        if self.endpoint == "chat":
-            if template is not None or fmt is not None:
-                raise EvalsuiteError(
-                    f"variant {who!r}: chat_template and prompt_format apply to `endpoint: completions` only (the chat endpoint renders on the server)"
-                )
-            return None
-        if fmt == "plain":
-            return "plain"
-        if template is not None:
-            return str(template)
-        if self.serve_spec and self.serve_spec["launcher"] == "transformers":
-            return "(served model)"
-        raise EvalsuiteError(
-            f"variant {who!r}: the completions endpoint needs the prompt rendered on the client: set `chat_template` (a model directory or .jinja file) or `prompt_format: plain`"
-        )
+    @property
+    def timeout_s(self) -> float:
+        return self.opts.timeout_s
 
     @property
-    def renderer(self):
+    def base_url(self) -> str:
+        return self.transport.base_url
+
+    @property
+    def renderer(self) -> PromptRenderer | None:
         """The completions endpoint's prompt renderer (None for chat)."""
-        if self._renderer is None and self._renderer_source is not None:
+        src = self.opts.prompt_source
+        if self._renderer is None and src is not None:
             from .http_prompt import PromptRenderer
 
-            src = self._renderer_source
-            if src == "(served model)":
+            if src == SERVED_MODEL:
                 src = str(self._serve_model_path())
             elif src == "embedded":
                 from .. import models
@@ -269,39 +136,8 @@ class HTTPBackend:
         return self._renderer
 
     def _serve_model_path(self) -> Path:
-        from .. import models
-
-        assert self.serve_spec is not None
-        if self.serve_spec["launcher"] == "llama_cpp":
-            gguf = self.serve_spec.get("gguf")
-            if gguf:
-                p = Path(gguf).expanduser()
-                if not p.is_file():
-                    raise EvalsuiteError(f"variant {self.variant.name!r}: GGUF file {gguf} not found")
-                return p
-            if self.variant.model not in (None, "", models.EMBEDDED):
-                raise EvalsuiteError(
-                    f"variant {self.variant.name!r}: the llama_cpp launcher serves a GGUF file: set serve.gguf (or model: embedded for the shipped Q4_1 GGUF)"
-                )
-            return models.embedded_gguf_path()
-        return models.resolve_model_dir(self.variant.model, revision=getattr(self.variant, "revision", None))
-
-    # -- the event loop and client ---------------------------------------------------------------
-    def _run(self, coro):
-        if self._loop is None:
-            self._loop = _LoopThread()
-        return self._loop.run(coro)
-
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            # the semaphore bounds the requests in flight; httpx's pool must not queue them again
-            self._client = httpx.AsyncClient(
-                headers=self.headers, timeout=httpx.Timeout(self.timeout_s), limits=httpx.Limits(max_connections=None, max_keepalive_connections=32)
-            )
-        return self._client
-
-    def _redact(self, text: str) -> str:
-        return text.replace(self._secret, "[redacted]") if self._secret else text
+        assert self.serve_spec is not None and self.launcher is not None
+        return self.launcher.weights(self.serve_spec, self.variant)
 
     def _ensure_server(self) -> None:
         if not self.serve_spec:
@@ -324,29 +160,15 @@ class HTTPBackend:
                 f"the local {self.server.launcher} server exited (status {self.server.proc.returncode}) during the run; resume the run to try again. Its log ends with: {self.server.log_tail(500).strip()[-300:]}"
             )
         if not self.server.running:
-            self.base_url = self.server.start()
+            self.transport.base_url = self.server.start()
             self._model = self.server.model_name
 
     # -- identity ------------------------------------------------------------------------------
     def served_models(self) -> list[dict] | None:
         """The models the server lists (`id`, and `root` when given), asked once; None if it cannot say."""
         if self._served is _UNSET:
-            self._served = self._run(self._get_models())
-        return self._served
-
-    async def _get_models(self) -> list[dict] | None:
-        try:
-            resp = await self._http().get(f"{self.base_url}/models", timeout=min(self.timeout_s, _MODELS_TIMEOUT_S))
-            resp.raise_for_status()
-            data = resp.json().get("data") or []
-            return sorted(
-                ({"id": m.get("id")} | ({"root": m["root"]} if m.get("root") else {}) for m in data if isinstance(m, dict)), key=lambda m: str(m["id"])
-            )
-        except (httpx.HTTPError, ValueError, AttributeError) as exc:
-            log.warning(
-                "variant %s: GET %s/models failed (%s); fingerprint without the served model list", self.variant.name, self.base_url, self._redact(str(exc))
-            )
-            return None
+            self._served = self.transport.run(self.transport.get_models())
+        return self._served  # type: ignore[return-value]
 
     @property
     def model(self) -> str:
@@ -369,11 +191,11 @@ class HTTPBackend:
             from .. import models
 
             if self.serve_spec:
+                assert self.launcher is not None
                 spec = {k: v for k, v in self.serve_spec.items() if k != "startup_timeout_s"}
                 path = self._serve_model_path()
                 weights = {"gguf_sha256": models.file_sha256(path)} if path.is_file() else models.model_dir_identity(path)
-                libs = ("transformers", "torch") if self.serve_spec["launcher"] == "transformers" else ("llama_cpp_python",)
-                ident: dict = {"serve": spec, "weights": weights, "libraries": models.library_identity(*libs)}
+                ident: dict = {"serve": spec, "weights": weights, "libraries": self.launcher.library_identity()}
             else:
                 ident = {"http": {"base_url": self.base_url, "model": self.model, "served_models": self.served_models()}}
             ident["endpoint"] = self.endpoint
@@ -383,7 +205,7 @@ class HTTPBackend:
         return self._identity
 
     def fingerprint(self) -> str:
-        core = replace(self.variant, options={k: v for k, v in self.options.items() if k not in _OPERATIONAL})
+        core = replace(self.variant, options=self.opts.fingerprint_options())
         return core.fingerprint(self.identity())
 
     # -- generation ----------------------------------------------------------------------------
@@ -397,16 +219,17 @@ class HTTPBackend:
         }
 
     def _payload(self, req: Request) -> dict:
-        body: dict[str, Any] = {"model": self.model}
+        body: dict[str, object] = {"model": self.model}
         if self.endpoint == "chat":
             body["messages"] = [{"role": role, "content": content} for role, content in req.messages]
         else:
+            assert self.renderer is not None
             body["prompt"] = self.renderer.render(req.messages)
-        body.update({k: v for k, v in self._settings(req).items() if k not in self.unsupported})
-        body["stream"] = self.stream
-        if self.stream and self._stream_options:
+        body.update({k: v for k, v in self._settings(req).items() if k not in self.opts.unsupported})
+        body["stream"] = self.opts.stream
+        if self.opts.stream and self.transport.stream_options:
             body["stream_options"] = {"include_usage": True}
-        body.update(self.extra_body)
+        body.update(self.opts.extra_body)
         return body
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
@@ -415,16 +238,22 @@ class HTTPBackend:
         try:
             self._ensure_server()
         except _ServerDied as exc:
-            return [Generation(r.case_id, self.variant.name, r.sample, error=str(exc), finish_reason="error", batch_size=len(requests)) for r in requests]
+            return [
+                Generation(case_id=r.case_id, variant=self.variant.name, sample=r.sample, error=str(exc), finish_reason="error", batch_size=len(requests))
+                for r in requests
+            ]
         _ = self.model  # resolved once, before the requests
         if self.endpoint == "completions":
             _ = self.renderer
-        return self._run(self._generate(list(requests)))
+        batch = list(requests)
+        if self.launcher is not None:  # a server evalsuite started: its launcher may read server-side figures around the batch
+            return self.launcher.around_batch(self.base_url, lambda: self.transport.run(self._generate(batch)))
+        return self.transport.run(self._generate(batch))
 
     async def _generate(self, requests: list[Request]) -> list[Generation]:
-        sem = asyncio.Semaphore(min(self.concurrency or len(requests), len(requests)))
+        sem = asyncio.Semaphore(min(self.opts.concurrency or len(requests), len(requests)))
         probe = None
-        if self.verify and self.settings_check is None and self._probes < _MAX_PROBES:
+        if self.opts.verify and self.settings_check is None and self._probes < _MAX_PROBES:
             first = requests[0]
             # greedy must not depend on the seed; a sampled request must reproduce under its seed
             probe = replace(first, seed=first.seed + _PROBE_SEED_OFFSET) if first.greedy else first
@@ -436,6 +265,10 @@ class HTTPBackend:
         if probe is not None:
             self._judge_settings(requests[0], gens[0], gens.pop())
         return [self._annotate(g, r) for g, r in zip(gens, requests)]
+
+    async def _one(self, req: Request, batch_size: int, sem: asyncio.Semaphore) -> Generation:
+        async with sem:
+            return await self.transport.send(req, batch_size, self._payload)
 
     def _judge_settings(self, req: Request, first: Generation, probe: Generation) -> None:
         if not (first.ok and probe.ok):
@@ -469,9 +302,9 @@ class HTTPBackend:
         extra = dict(g.extra)
         if self.settings_check is not None:
             extra["settings_check"] = self.settings_check
-        if self.unsupported:
-            extra["settings_not_sent"] = list(self.unsupported)
-        if g.ok and g.new_tokens is not None and "max_tokens" not in self.unsupported and g.new_tokens > req.max_new_tokens:
+        if self.opts.unsupported:
+            extra["settings_not_sent"] = list(self.opts.unsupported)
+        if g.ok and g.new_tokens is not None and "max_tokens" not in self.opts.unsupported and g.new_tokens > req.max_new_tokens:
             extra["settings_ignored"] = ["max_tokens"]
             if not self._warned_max_tokens:
                 self._warned_max_tokens = True
@@ -484,207 +317,9 @@ class HTTPBackend:
                 )
         return replace(g, extra=extra)
 
-    async def _one(self, req: Request, batch_size: int, sem: asyncio.Semaphore) -> Generation:
-        async with sem:
-            return await self._with_retries(req, batch_size)
-
-    async def _with_retries(self, req: Request, batch_size: int) -> Generation:
-        base = {"case_id": req.case_id, "variant": self.variant.name, "sample": req.sample, "batch_size": batch_size}
-        t0 = time.perf_counter()
-        deadline = t0 + self.retry.deadline_s
-        history: list[dict] = []
-        attempt = 0
-        while True:
-            attempt += 1
-            limit = min(self.timeout_s, deadline - time.perf_counter())
-            try:
-                body = self._payload(req)
-            except EvalsuiteError as exc:
-                return Generation(**base, error=str(exc), finish_reason="error", latency_s=0.0)
-            res = await self._attempt(body, limit)
-            total = time.perf_counter() - t0
-            if self._refused_stream_options(res, body):
-                attempt -= 1  # a transport detail, not a generation setting: ask again without it
-                continue
-            meta: dict[str, Any] = {"attempts": attempt, "total_s": round(total, 4)} | ({"retries": history} if history else {})
-            if not self._stream_options and self.stream:
-                meta["stream_options"] = "refused by the server"
-            done = self._settled(base, res, meta, (attempt, limit, total))
-            if done is not None:
-                return done
-            wait = self.retry.wait(attempt - 1, res.retry_after, self._rng)
-            why = self._why_give_up(res, attempt, wait, deadline)
-            if why is not None:
-                extra = meta | ({"http_status": res.status} if res.status is not None else {})
-                return Generation(**base, error=why, finish_reason="error", latency_s=total, extra=extra)
-            history.append({"after": res.reason, "wait_s": round(wait, 4)} | ({"retry_after_s": res.retry_after} if res.retry_after is not None else {}))
-            log.info("variant %s case %s: %s; retry %d of %d in %.2fs", self.variant.name, req.case_id, res.reason, attempt, self.retry.max_retries, wait)
-            await asyncio.sleep(wait)
-
-    def _refused_stream_options(self, res: _Attempt, body: dict) -> bool:
-        """The server rejected `stream_options` (older servers do): stop sending it, once, with a warning."""
-        if not (res.kind == "fail" and res.status in (400, 422) and "stream_options" in res.reason and "stream_options" in body):
-            return False
-        if self._stream_options:
-            self._stream_options = False
-            log.warning("variant %s: the server refused stream_options; token counts come from the final chunk if the server sends them", self.variant.name)
-        return True
-
-    def _settled(self, base: dict, res: _Attempt, meta: dict, when: tuple[int, float, float]) -> Generation | None:
-        """The generation an attempt settles (an answer, a timeout, a failure not worth retrying); None: retry.
-        `when`: (attempt number, the attempt's time limit, seconds since the first attempt)."""
-        attempt, limit, total = when
-        if res.kind == "ok":
-            usage = res.usage or {}
-            new_tokens = usage.get("completion_tokens")
-            source = "server" if res.usage else "missing"
-            if new_tokens is None and self.server is not None and self.server.launcher == "llama_cpp" and res.extra.get("content_chunks"):
-                # llama-cpp-python's server sends no usage on a stream, but one chunk per generated token
-                new_tokens, source = res.extra["content_chunks"], "stream chunks (llama.cpp sends one per token; no prompt count)"
-            return Generation(
-                **base,
-                text=res.text,
-                prompt_tokens=usage.get("prompt_tokens"),
-                new_tokens=new_tokens,
-                latency_s=res.latency,
-                ttft_s=res.ttft,
-                tokens_per_s=new_tokens / res.latency if new_tokens is not None and res.latency > 0 else None,
-                finish_reason=res.finish,
-                extra=res.extra | meta | {"usage": source},
-            )
-        if res.kind == "timeout":
-            # the deadline binds when it left this attempt clearly less than timeout_s
-            why = (
-                f"timed out after {self.timeout_s:g}s"
-                if self.timeout_s - limit < 0.05
-                else f"timed out: the request's deadline of {self.retry.deadline_s:g}s passed"
-            )
-            return Generation(**base, error=self._with_history(why, attempt), timeout=True, finish_reason="timeout", latency_s=total, extra=meta)
-        if res.kind == "fail":
-            extra = meta | ({"http_status": res.status} if res.status is not None else {}) | res.extra
-            return Generation(**base, error=self._with_history(res.reason, attempt), finish_reason="error", latency_s=total, extra=extra)
-        return None
-
-    def _why_give_up(self, res: _Attempt, attempt: int, wait: float, deadline: float) -> str | None:
-        """Why a transient failure is not retried (the retry count, or the deadline); None: retry."""
-        if attempt > self.retry.max_retries:
-            return f"{res.reason} (gave up after {attempt} attempts: retry.max_retries is {self.retry.max_retries})" if attempt > 1 else res.reason
-        # an attempt squeezed into the deadline's last moments would only time out
-        if time.perf_counter() + wait + min(0.5, 0.1 * self.timeout_s) >= deadline:
-            hint = f" (Retry-After {res.retry_after:g}s)" if res.retry_after is not None else ""
-            plural = "s" if attempt > 1 else ""
-            return f"{res.reason} (gave up after {attempt} attempt{plural}: the next retry, in {wait:.2f}s{hint}, would pass the request's deadline of {self.retry.deadline_s:g}s)"
-        return None
-
-    @staticmethod
-    def _with_history(reason: str, attempts: int) -> str:
-        return reason if attempts == 1 else f"{reason} (attempt {attempts})"
-
-    async def _attempt(self, body: dict, limit: float) -> _Attempt:
-        t0 = time.perf_counter()
-        if limit <= 0:
-            return _Attempt("timeout", latency=0.0)
-        try:
-            res = await asyncio.wait_for(self._exchange(body, t0, limit), timeout=limit)
-        except (asyncio.TimeoutError, httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout):
-            return _Attempt("timeout", latency=time.perf_counter() - t0)
-        except httpx.TransportError as exc:  # refused, reset, dropped mid-reply, connect timeout
-            return _Attempt(
-                "retry",
-                reason=self._redact(f"{type(exc).__name__}: {exc}" if str(exc) else f"{type(exc).__name__}: connection failed"),
-                latency=time.perf_counter() - t0,
-            )
-        except Exception as exc:  # noqa: BLE001 - a bad reply fails its own request, never the batch
-            return _Attempt("fail", reason=self._redact(f"{type(exc).__name__}: {exc}"), latency=time.perf_counter() - t0)
-        res.latency = time.perf_counter() - t0
-        return res
-
-    async def _exchange(self, body: dict, t0: float, limit: float) -> _Attempt:
-        url = f"{self.base_url}{ENDPOINTS[self.endpoint]}"
-        async with self._http().stream("POST", url, json=body, timeout=httpx.Timeout(limit)) as resp:
-            if resp.status_code >= 400:
-                raw = (await resp.aread()).decode("utf-8", "replace")
-                message = self._redact(f"HTTP {resp.status_code}: {_error_message(raw)}")
-                if retryable_status(resp.status_code):
-                    return _Attempt("retry", reason=message, status=resp.status_code, retry_after=parse_retry_after(resp.headers.get("Retry-After")))
-                extra: dict = {}
-                rejected = [k for k in body if k in SETTINGS and _names(raw, k)]
-                if resp.status_code in (400, 422) and rejected:
-                    extra["rejected_settings"] = rejected
-                    message += f" (the server rejected {', '.join(rejected)}: if it does not support {'it' if len(rejected) == 1 else 'them'}, list {'it' if len(rejected) == 1 else 'them'} under the http option `unsupported`; outputs will say so)"
-                return _Attempt("fail", reason=message, status=resp.status_code, extra=extra)
-            # a server may answer a streaming request with one JSON body: read what it sent
-            if self.stream and "json" not in resp.headers.get("content-type", ""):
-                return await self._read_stream(resp, t0)
-            return await self._read_body(resp)
-
-    def _choice_text(self, choice: dict, delta: bool) -> str:
-        if self.endpoint == "completions":
-            return choice.get("text") or ""
-        return (choice.get("delta" if delta else "message") or {}).get("content") or ""
-
-    async def _read_body(self, resp: httpx.Response) -> _Attempt:
-        data = json.loads(await resp.aread())
-        if data.get("error"):
-            return _Attempt("fail", reason=self._redact(f"server error: {_error_message(data)}"))
-        choice = data["choices"][0]
-        return _Attempt(
-            "ok",
-            text=self._choice_text(choice, delta=False),
-            usage=data.get("usage"),
-            finish=choice.get("finish_reason"),
-            extra={"served_model": data.get("model"), "system_fingerprint": data.get("system_fingerprint"), "ttft_source": None},
-        )
-
-    async def _read_stream(self, resp: httpx.Response, t0: float) -> _Attempt:
-        """Read SSE `data:` events; TTFT is the arrival of the first non-empty content delta."""
-        parts: list[str] = []
-        usage = finish = ttft = served = fingerprint = None
-        content_chunks = events = 0
-        async for line in resp.aiter_lines():
-            if not line.startswith("data:"):
-                continue  # blank separators, comments, `event:` lines
-            events += 1
-            data = line[5:].strip()
-            if data == "[DONE]":
-                break
-            event = json.loads(data)
-            if event.get("error"):
-                return _Attempt("fail", reason=self._redact(f"server error: {_error_message(event)}"))
-            served = event.get("model", served)
-            fingerprint = event.get("system_fingerprint") or fingerprint
-            if event.get("usage"):
-                usage = event["usage"]
-            for choice in event.get("choices") or []:
-                content = self._choice_text(choice, delta=True)
-                if content:
-                    if ttft is None:
-                        ttft = time.perf_counter() - t0
-                    parts.append(content)
-                    content_chunks += 1
-                if choice.get("finish_reason"):
-                    finish = choice["finish_reason"]
-        if not events:
-            return _Attempt("fail", reason="the server's reply had no `data:` events (not a server-sent event stream)")
-        extra = {
-            "served_model": served,
-            "system_fingerprint": fingerprint,
-            "ttft_source": "stream" if ttft is not None else None,
-            "content_chunks": content_chunks,
-        }
-        return _Attempt("ok", text="".join(parts), usage=usage, finish=finish, ttft=ttft, extra=extra)
-
     def close(self) -> None:
         """Close the connections, the event loop and any server this backend started."""
-        if self._loop is not None:
-            if self._client is not None:
-                try:
-                    self._loop.run(self._client.aclose())
-                except Exception:  # noqa: BLE001 - closing must not fail the run
-                    pass
-            self._loop.close()
-        self._client = None
-        self._loop = None
+        self.transport.close()
         if self.server is not None:
             self.server.stop()
 
@@ -692,29 +327,3 @@ class HTTPBackend:
 def probe_seed(req: Request) -> int:
     """The seed of the greedy check's second request."""
     return replace(req, seed=req.seed + _PROBE_SEED_OFFSET).sample_seed()
-
-
-def _names(text: str, key: str) -> bool:
-    """Whether an error body names a body field (quoted, or as a word)."""
-    import re
-
-    return re.search(rf"(?<![A-Za-z_]){re.escape(key)}(?![A-Za-z_])", text) is not None
-
-
-def _error_message(body: str | dict) -> str:
-    """The `error.message` (or FastAPI's `detail`) of an error body, else the body itself (shortened)."""
-    data: Any = body
-    if isinstance(body, str):
-        try:
-            data = json.loads(body)
-        except ValueError:
-            return body.strip()[:500]
-    if isinstance(data, dict):
-        err = data.get("error", data.get("detail", data))
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])[:500]
-        if isinstance(err, str):
-            return err[:500]
-        if isinstance(err, list):  # FastAPI validation errors
-            return json.dumps(err)[:500]
-    return json.dumps(data)[:500]

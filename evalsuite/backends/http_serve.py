@@ -20,19 +20,21 @@ hashes, library versions), not the URL, so its cached outputs and resumed runs c
 - `startup_timeout_s`: how long to wait for the server to answer (default 300)
 
 The variant's `model` names the weights (a local model directory, or `embedded`).
+
+`LocalServer` owns the process (spawn on a free port, wait for an answer, stop the process group);
+what differs between servers is a `Launcher` class (serve_launcher.py), one module per launcher,
+registered by name in `serve_launcher.LAUNCHERS`.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib.util
 import logging
 import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -41,17 +43,11 @@ from typing import Any
 import httpx
 
 from ..errors import EvalsuiteError
+from .serve_launcher import LAUNCHERS, launcher_class, owned_settings
 
 log = logging.getLogger("evalsuite")
 
-LAUNCHERS = ("transformers", "llama_cpp")
-_KEYS = {"launcher", "continuous_batching", "gguf", "args", "startup_timeout_s"}
-CB_CACHE_ARGS = ["--cb-block-size", "32", "--cb-num-blocks", "256"]
-#: modules each launcher needs, with the extra that installs them
-REQUIREMENTS = {
-    "transformers": [("torch", "models"), ("transformers", "models"), ("fastapi", "serving"), ("uvicorn", "serving"), ("openai", "serving")],
-    "llama_cpp": [("llama_cpp", "llamacpp"), ("uvicorn", "llamacpp"), ("sse_starlette", "llamacpp")],
-}
+_COMMON_KEYS = {"launcher", "args", "startup_timeout_s"}
 #: servers started and not yet stopped (strong references: a forgotten server is still stopped at exit)
 _LIVE: set[LocalServer] = set()
 
@@ -60,16 +56,16 @@ def check_serve_option(raw: Any, who: str) -> dict:
     """The validated `serve` mapping of a variant (unknown keys and launchers fail helpfully)."""
     if not isinstance(raw, dict):
         raise EvalsuiteError(f"variant {who!r}: the http option `serve` must be a mapping, e.g. {{launcher: transformers}}")
-    unknown = set(raw) - _KEYS
+    known = _COMMON_KEYS | set(owned_settings())
+    unknown = set(raw) - known
     if unknown:
-        raise EvalsuiteError(f"variant {who!r}: unknown serve setting(s) {sorted(unknown)}; known: {', '.join(sorted(_KEYS))}")
+        raise EvalsuiteError(f"variant {who!r}: unknown serve setting(s) {sorted(unknown)}; known: {', '.join(sorted(known))}")
     launcher = raw.get("launcher", "transformers")
     if launcher not in LAUNCHERS:
         raise EvalsuiteError(f"variant {who!r}: unknown serve launcher {launcher!r}; available: {', '.join(LAUNCHERS)}")
-    if raw.get("continuous_batching") and launcher != "transformers":
-        raise EvalsuiteError(f"variant {who!r}: continuous_batching is a `transformers serve` setting (launcher: transformers)")
-    if raw.get("gguf") and launcher != "llama_cpp":
-        raise EvalsuiteError(f"variant {who!r}: gguf is a llama_cpp setting (launcher: llama_cpp)")
+    for key, (owner, what) in owned_settings().items():
+        if raw.get(key) and owner != launcher:
+            raise EvalsuiteError(f"variant {who!r}: {key} is {what}")
     args = raw.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
         raise EvalsuiteError(f"variant {who!r}: serve.args must be a list of command-line arguments")
@@ -90,10 +86,8 @@ def missing_requirement(options: dict | None) -> str | None:
     serve = (options or {}).get("serve")
     if not isinstance(serve, dict):
         return None
-    for module, extra in REQUIREMENTS.get(serve.get("launcher", "transformers"), []):
-        if importlib.util.find_spec(module) is None:
-            return f"needs {module} to start the server: pip install 'evalsuite[{extra}]'"
-    return None
+    name = serve.get("launcher", "transformers")
+    return launcher_class(name).missing_requirement() if name in LAUNCHERS else None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -119,12 +113,11 @@ class LocalServer:
         startup_timeout_s: float = 300.0,
         port: int | None = None,
     ):
-        if launcher not in LAUNCHERS:
-            raise EvalsuiteError(f"unknown serve launcher {launcher!r}; available: {', '.join(LAUNCHERS)}")
+        self.kind = launcher_class(launcher)  #: what differs between servers (command line, requirements, identity)
         self.launcher = launcher
         self.model_path = Path(model_path)
         #: the name requests must carry: transformers serve lists the path it was given; llama.cpp the alias
-        self.model_name = model_name or (str(self.model_path) if launcher == "transformers" else self.model_path.stem)
+        self.model_name = model_name or self.kind.model_name(self.model_path)
         self.continuous_batching = continuous_batching
         self.args = [str(a) for a in args]
         self.startup_timeout_s = startup_timeout_s
@@ -140,43 +133,10 @@ class LocalServer:
 
     def command(self, port: int) -> list[str]:
         """The command line that starts the server on `port`."""
-        if self.launcher == "transformers":
-            cmd = [
-                sys.executable,
-                "-c",
-                "import sys; from transformers.cli.transformers import main; sys.argv[0] = 'transformers'; sys.exit(main())",
-                "serve",
-                str(self.model_path),
-                "--host",
-                self.host,
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-            ]
-            if self.continuous_batching:
-                cmd.append("--continuous-batching")
-                if not any(a.startswith(("--cb-num-blocks", "--cb-block-size", "--cb-max-memory-percent")) for a in self.args):
-                    cmd += CB_CACHE_ARGS
-        else:
-            cmd = [
-                sys.executable,
-                "-m",
-                "llama_cpp.server",
-                "--model",
-                str(self.model_path),
-                "--model_alias",
-                self.model_name,
-                "--host",
-                self.host,
-                "--port",
-                str(port),
-            ]
-            if not any(a.startswith("--interrupt_requests") for a in self.args):
-                # by default a new request interrupts the one being streamed (its text comes back empty):
-                # evalsuite sends a batch at once, so requests queue on the server instead
-                cmd += ["--interrupt_requests", "False"]
-        return cmd + self.args
+        kind = self.kind
+        return (
+            kind.command(self.model_path, self.model_name, host=self.host, port=port, continuous_batching=self.continuous_batching, args=self.args) + self.args
+        )
 
     def start(self) -> str:
         """Start the server and wait until it answers; return its base URL."""
@@ -200,7 +160,7 @@ class LocalServer:
     def _spawn(self, port: int) -> None:
         self._log_file = tempfile.NamedTemporaryFile("w+b", prefix=f"evalsuite-{self.launcher}-", suffix=".log", delete=False)
         self.log_path = Path(self._log_file.name)
-        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+        env = self.kind.environment(dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1"))
         log.info("starting %s", " ".join(self.command(port)))
         self.proc = subprocess.Popen(
             self.command(port), stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True

@@ -21,15 +21,12 @@ generation supports batch size 1 only) and sample with transformers' own sampler
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import glob
-import io
 import logging
 import os
 import sys
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,9 +34,11 @@ from typing import Any
 
 from .. import models
 from ..errors import EvalsuiteError, MissingExtraError
-from ..models import awq, formats, ondemand
+from ..models import formats
 from ..models.quiet import quiet_libraries
 from .base import Generation, Request, check_options
+from .transformers_loader import ModelLoader, gptq_kernel
+from .transformers_memory import ServingMemory, malloc_trim, weights_mb
 
 # Library noise that would bury the runner's progress bars (evalsuite.models.quiet)
 quiet_libraries()
@@ -103,35 +102,28 @@ def _cuda_available() -> bool:
     return bool(_torch().cuda.is_available())
 
 
-# -- memory ------------------------------------------------------------------------------------
-def _reset_rss_peak() -> bool:
-    """Reset the process's peak RSS (Linux VmHWM), so a backend reports its own peak."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
+def _resolve_device(device: str) -> str:
+    """The device option as used: auto picks cuda when available."""
+    device = str(device or "auto").lower()
+    if device == "auto":
+        return "cuda" if _cuda_available() else "cpu"
+    if device.startswith("cuda") and not _cuda_available():
+        raise EvalsuiteError("device cuda requested but CUDA is not available (torch.cuda.is_available() is False)")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise EvalsuiteError(f"unknown device {device!r}; use cpu, cuda or auto")
+    return device
 
 
-def _proc_status_mb(field: str) -> float | None:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return None
-
-
-def _rss_peak_mb() -> float:
-    peak = _proc_status_mb("VmHWM")
-    if peak is not None:
-        return peak
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+def _resolve_dtype(dtype: str, device: str) -> str:
+    """The dtype option as a torch attribute name: auto is float32 on CPU, bfloat16 (or float16) on CUDA."""
+    dtype = str(dtype or "auto").lower()
+    if dtype == "auto":
+        if device == "cpu":
+            return "float32"
+        return "bfloat16" if _torch().cuda.is_bf16_supported() else "float16"
+    if dtype not in _DTYPES:
+        raise EvalsuiteError(f"unknown dtype {dtype!r}; use {', '.join(sorted(_DTYPES))} or auto")
+    return _DTYPES[dtype]
 
 
 class TransformersBackend:
@@ -150,16 +142,15 @@ class TransformersBackend:
             raise EvalsuiteError(f"variant {variant.name!r}: unknown speculative method {self.spec_method!r}; available: prompt_lookup, draft")
         self.speculative = spec
         self.cache_dir = self.options.get("cache_dir")
-        self.device = self._resolve_device(self.options.get("device", "auto"))
-        self.dtype_name = self._resolve_dtype(self.options.get("dtype", "auto"))
+        self.device = _resolve_device(self.options.get("device", "auto"))
+        self.dtype_name = _resolve_dtype(self.options.get("dtype", "auto"), self.device)
         self.model = None
         self.tokenizer = None
         self.draft = None
         self._identity: dict | None = None
         self._resolved: models.ResolvedModel | None = None
-        self._rss_reset = False
-        self._rss_after_load: float | None = None
-        self._model_mb: float | None = None
+        self._memory = ServingMemory()
+        self._model_loader: ModelLoader | None = None
         self.load_s: float | None = None
 
     # -- configuration -------------------------------------------------------------------------
@@ -167,27 +158,6 @@ class TransformersBackend:
     def dtype(self):
         """The torch dtype of the weights (imports torch)."""
         return getattr(_torch(), self.dtype_name)
-
-    @staticmethod
-    def _resolve_device(device: str) -> str:
-        device = str(device or "auto").lower()
-        if device == "auto":
-            return "cuda" if _cuda_available() else "cpu"
-        if device.startswith("cuda") and not _cuda_available():
-            raise EvalsuiteError("device cuda requested but CUDA is not available (torch.cuda.is_available() is False)")
-        if device != "cpu" and not device.startswith("cuda"):
-            raise EvalsuiteError(f"unknown device {device!r}; use cpu, cuda or auto")
-        return device
-
-    def _resolve_dtype(self, dtype: str) -> str:
-        dtype = str(dtype or "auto").lower()
-        if dtype == "auto":
-            if self.device == "cpu":
-                return "float32"
-            return "bfloat16" if _torch().cuda.is_bf16_supported() else "float16"
-        if dtype not in _DTYPES:
-            raise EvalsuiteError(f"unknown dtype {dtype!r}; use {', '.join(sorted(_DTYPES))} or auto")
-        return _DTYPES[dtype]
 
     @property
     def resolved(self) -> models.ResolvedModel:
@@ -222,7 +192,7 @@ class TransformersBackend:
                 libs.extend(formats.LIBRARIES[self.quant_method])
             if self.quant_method == "gptq":
                 _, ident["gptq"], _, _ = models.gptq_plan(self.model_dir, q, self.cache_dir)
-                ident["gptq"]["kernel"] = self._gptq_kernel(q) or "auto"
+                ident["gptq"]["kernel"] = gptq_kernel(q, self.device) or "auto"
             elif self.quant_method not in (None, "bnb"):
                 ident[self.quant_method] = formats.identity(self.quant_method, self.model_dir, q, self.cache_dir, self.device, self.dtype_name)
             if self.spec_method == "draft":
@@ -240,90 +210,10 @@ class TransformersBackend:
         return self.variant.fingerprint(self.weights_identity())
 
     # -- loading -------------------------------------------------------------------------------
-    def _load_causal_lm(self, model_dir: Path, quantization: dict | None):
-        from transformers import AutoModelForCausalLM
-
-        method = models.quantization_method(quantization)
-        if method == "gptq":
-            return self._load_gptq(model_dir, quantization or {})
-        source, kwargs = self._load_kwargs(model_dir, quantization, method)
-        bars = io.StringIO()  # compressed-tensors draws progress bars (dispatch, decompress); gptqmodel (AWQ) a banner and its kernel choice
-        try:
-            with warnings.catch_warnings(), contextlib.redirect_stderr(bars), contextlib.redirect_stdout(bars):
-                # compressed-tensors: "loading attributes ... will be overwritten" is what we ask for
-                warnings.filterwarnings("ignore", message=r".*already has a `quantization_config` attribute.*")
-                model = AutoModelForCausalLM.from_pretrained(str(source), **kwargs)
-                if hasattr(model, "ct_decompress_hook"):  # decompress now (it would on the first forward): load time and memory are the model's
-                    t = _torch()
-                    with t.inference_mode():
-                        model(input_ids=t.zeros((1, 1), dtype=t.long, device=model.device))
-        except Exception as exc:
-            if method not in formats.CHECKPOINT_METHODS and method != "torchao":
-                raise
-            tail = bars.getvalue()[-1500:]
-            raise EvalsuiteError(
-                f"variant {self.variant.name!r}: loading the {method} model {source} on {self.device} failed: {type(exc).__name__}: {exc}"
-                + (f"\n--- its output (tail) ---\n{tail}" if tail.strip() else "")
-            ) from exc
-        if method == "hqq":
-            ondemand.apply_hqq(model, ondemand.hqq_settings(quantization or {}), self.dtype, self.device if self.device != "cuda" else "cuda:0")
-        model.eval()
-        return model
-
-    def _load_kwargs(self, model_dir: Path, quantization: dict | None, method: str | None) -> tuple[Path, dict]:
-        """What `from_pretrained` loads (the baseline, or a quantized checkpoint) and with which arguments."""
-        kwargs: dict = {"dtype": self.dtype, "device_map": {"": self.device if self.device != "cuda" else "cuda:0"}}
-        source = model_dir
-        if method == "bnb":
-            kwargs["quantization_config"] = models.bnb_config(quantization or {})
-            models.require("accelerate", "bitsandbytes quantization", "bnb", "accelerate")
-        elif method == "torchao":
-            kwargs["quantization_config"] = ondemand.torchao_config(ondemand.torchao_settings(quantization or {}, self.device, self.dtype_name))
-        elif method in formats.CHECKPOINT_METHODS:
-            if why := formats.missing_requirement(quantization):
-                raise EvalsuiteError(f"variant {self.variant.name!r}: quantization {method} {why}")
-            source = formats.checkpoint_dir(method, model_dir, quantization or {}, self.cache_dir)
-            if method == "awq":
-                awq.check_device(source, self.device)
-            else:  # weight-only schemes load dequantized: the same outputs, without re-quantizing every weight at every step
-                from transformers import CompressedTensorsConfig
-
-                kwargs["quantization_config"] = CompressedTensorsConfig(dequantize=formats.weight_only(source))
-        elif self.device == "cpu":
-            kwargs.pop("device_map")  # plain CPU load: no accelerate dispatch needed
-        return source, kwargs
-
-    def _load_gptq(self, model_dir: Path, quantization: dict):
-        models.require("gptqmodel", "GPTQ quantization", "gptq", "gptqmodel")
-        os.environ.setdefault("GPTQMODEL_CPU_WORKERS", "2")
-        import contextlib
-        import io
-
-        buf = io.StringIO()  # gptqmodel prints a banner at import, config dumps and its kernel choice
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-            import gptqmodel  # noqa: F401  (import-time banner captured here)
-        ckpt = models.gptq_checkpoint(model_dir, quantization, self.cache_dir)
-        from gptqmodel import GPTQModel
-
-        kernel = models.gptq_backend(self._gptq_kernel(quantization))
-        kwargs = {"device": self.device if self.device != "cuda" else "cuda:0"}
-        if kernel is not None:
-            kwargs["backend"] = kernel
-        try:
-            with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-                wrapped = GPTQModel.load(str(ckpt), **kwargs)
-        except Exception as exc:
-            raise EvalsuiteError(f"loading the GPTQ checkpoint {ckpt} failed: {type(exc).__name__}: {exc}\n{buf.getvalue()[-2000:]}") from exc
-        self._gptq_wrapper = wrapped  # keeps gptqmodel's state alive with the HF model
-        model = wrapped.model
-        model.eval()
-        return model
-
-    def _gptq_kernel(self, quantization: dict) -> str | None:
-        # measured here (SmolLM2-135M, 4-bit g64, 2 CPU cores): gptq_torch 0.6 tok/s, gptq_torch_fused
-        # 32, gptq_torch_int8 32, gptq_torch_aten 34 (what `auto` picks). Named explicitly on CPU so the
-        # kernel, which can change outputs, is part of the fingerprint and stable across versions.
-        return quantization.get("kernel") or ("gptq_torch_aten" if self.device == "cpu" else None)
+    def _loader(self) -> ModelLoader:
+        if self._model_loader is None:
+            self._model_loader = ModelLoader(who=self.variant.name, device=self.device, dtype_name=self.dtype_name, cache_dir=self.cache_dir)
+        return self._model_loader
 
     def load(self) -> None:
         """Load tokenizer, model and draft model (idempotent)."""
@@ -344,24 +234,21 @@ class TransformersBackend:
         if not getattr(tok, "chat_template", None):
             raise EvalsuiteError(f"the tokenizer of {self.model_dir} has no chat template; evalsuite sends chat messages")
         self.tokenizer = tok
-        self.model = self._load_causal_lm(self.model_dir, self.variant.quantization)
+        self.model = self._loader().causal_lm(self.model_dir, self.variant.quantization)
         if self.spec_method == "draft":
             draft_dir, draft_q, _ = self._draft_spec()
-            self.draft = self._load_causal_lm(draft_dir, draft_q)
+            self.draft = self._loader().causal_lm(draft_dir, draft_q)
             n = self.speculative.get("num_tokens")
             if n:
                 self.draft.generation_config.num_assistant_tokens = int(n)
                 self.draft.generation_config.num_assistant_tokens_schedule = "constant"
         self.load_s = time.perf_counter() - t0
-        self._model_mb = round(self.model_memory_mb() or 0.0, 1)
+        model_mb = round(self.model_memory_mb() or 0.0, 1)
         # the peak is measured from here: serving memory (weights + generation), not the load-time
         # transients (bnb quantizes fp32 weights while loading) nor what earlier variants freed
         if not self.device.startswith("cuda"):
             touch(self.model, self.draft)  # weights memory-mapped from safetensors: page them in now
-        gc.collect()
-        _malloc_trim()
-        self._rss_reset = _reset_rss_peak()
-        self._rss_after_load = _proc_status_mb("VmRSS")
+        self._memory.loaded(model_mb)
         if self.device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
         log.debug("loaded %s (%s) in %.1fs", self.variant.name, self.model_dir, self.load_s)
@@ -436,7 +323,7 @@ class TransformersBackend:
                 "ttft_source": ttft_source,
                 "batch_tokens_per_s": round(sum(len(ids) for _, ids, _ in rows) / latency, 3) if latency > 0 else None,
                 "device": self.device,
-                "model_mb": self._model_mb,
+                "model_mb": self._memory.model_mb,
                 **({"speculative": self.spec_method} if self.spec_method else {}),
             },
         )
@@ -500,35 +387,18 @@ class TransformersBackend:
 
     # -- resources -----------------------------------------------------------------------------
     def peak_memory_mb(self) -> float | None:
-        """Serving memory: the weights plus the peak working set of generation.
-
-        CUDA: the allocator's peak since loading (weights + KV cache + activations). CPU: the
-        weights' size plus how far the process's peak RSS rose above its RSS right after loading
-        (Linux VmHWM, reset then). Process RSS itself is not comparable between variants run in
-        one process (the interpreter, libraries and the allocator's leftovers from earlier
-        variants are in it: a baseline measured after three quantized variants read 35% higher).
-        Without /proc, the process peak RSS is returned.
-        """
+        """Serving memory: the weights plus the peak working set of generation (see transformers_memory)."""
         if self.model is None:
             return None
         if self.device.startswith("cuda"):
             return torch.cuda.max_memory_allocated() / 2**20
-        if self._rss_reset and self._rss_after_load is not None:
-            return (self._model_mb or 0.0) + max(0.0, _rss_peak_mb() - self._rss_after_load)
-        return _rss_peak_mb()
+        return self._memory.cpu_peak_mb()
 
     def model_memory_mb(self) -> float | None:
         """Bytes of the loaded weights and buffers (main model plus draft)."""
         if self.model is None:
             return None
-
-        def size(m) -> float:  # torchao and HQQ tensors: their stored size (get_memory_footprint sees their logical dtype)
-            return ondemand.weights_mb(m) * 2**20 if ondemand.stored_differently(m) else m.get_memory_footprint()
-
-        total = size(self.model)
-        if self.draft is not None:
-            total += size(self.draft)
-        return total / 2**20
+        return weights_mb(self.model, self.draft)
 
     def close(self) -> None:
         if self.model is None and self.draft is None and self.tokenizer is None:
@@ -536,11 +406,11 @@ class TransformersBackend:
         self.model = None
         self.draft = None
         self.tokenizer = None
-        self._gptq_wrapper = None
+        self._model_loader = None  # with it gptqmodel's wrapper of the model
         gc.collect()
         if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()
-        _malloc_trim()
+        malloc_trim()
 
 
 @dataclass
@@ -571,13 +441,3 @@ class _BatchFacts:
     size: int
     timed_out: bool
     extra: dict
-
-
-def _malloc_trim() -> None:
-    """Return freed heap to the OS (glibc), so the next variant's peak RSS is its own."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass

@@ -29,6 +29,15 @@ ScoreGenerations = Callable[..., list]
 BuildBackend = Callable[[], Backend]
 
 
+class StoredRun(Protocol):
+    """What scoring reads of a run. `RunStore` is one; executors sit below the run layer, so they name this."""
+
+    @property
+    def signature(self) -> dict: ...
+
+    def generations(self) -> list[Generation]: ...
+
+
 @runtime_checkable
 class Executor(Protocol):
     """Runs a variant's batches somewhere and yields each (batch, generations) as it finishes."""
@@ -41,7 +50,7 @@ class Executor(Protocol):
         """Yield (batch, generations) pairs, any order, each batch exactly once."""
         ...
 
-    def scoring(self, cases: Sequence[Any], store: Any, score_generations: ScoreGenerations | None = None) -> ContextManager:
+    def scoring(self, cases: Sequence[Any], store: StoredRun, score_generations: ScoreGenerations | None = None) -> ContextManager:
         """A context in which the run is scored (the Ray executor sends sandbox jobs to the cluster)."""
         ...
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..backends.base import Backend, Generation, Request
-from .base import BuildBackend, ExecutorSpec, GenerateBatch, ScoreGenerations
+from .base import BuildBackend, ExecutorSpec, GenerateBatch, ScoreGenerations, StoredRun
 
 
 class LocalExecutor:
@@ -24,5 +24,5 @@ class LocalExecutor:
         for batch in batches:
             yield batch, generate_batch(backend, batch, variant)
 
-    def scoring(self, cases: Sequence[Any], store: Any, score_generations: ScoreGenerations | None = None):
+    def scoring(self, cases: Sequence[Any], store: StoredRun, score_generations: ScoreGenerations | None = None):
         return contextlib.nullcontext()

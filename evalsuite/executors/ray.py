@@ -29,7 +29,7 @@ from typing import Any
 
 from ..backends.base import Backend, Generation, Request
 from ..errors import EvalsuiteError, MissingExtraError
-from .base import BuildBackend, ExecutorSpec, GenerateBatch, ScoreGenerations
+from .base import BuildBackend, ExecutorSpec, GenerateBatch, ScoreGenerations, StoredRun
 
 log = logging.getLogger("evalsuite")
 
@@ -245,7 +245,7 @@ class RayExecutor:
             yield [req], [_llm_generation(req, variant, row)]
 
     @contextlib.contextmanager
-    def scoring(self, cases: Sequence[Any], store: Any, score_generations: ScoreGenerations | None = None):
+    def scoring(self, cases: Sequence[Any], store: StoredRun, score_generations: ScoreGenerations | None = None):
         """Score with sandbox jobs sent to the cluster (unless `sandbox: false`); `score_generations`
         (evalsuite.scoring.run's) collects the jobs up front."""
         if not self.options.get("sandbox", True) or score_generations is None or not any(c.scenario == "code" for c in cases):

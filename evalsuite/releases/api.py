@@ -12,14 +12,17 @@ import getpass
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..run.store import beside_runs
 from .identity import variant_identity
 from .ledger import LEDGER_FILE, Decision, ReleaseLedger
 
+if TYPE_CHECKING:
+    from ..run.store import RunStore
 
-def default_ledger_path(store: Any = None, *, runs_dir: str | Path | None = None) -> Path:
+
+def default_ledger_path(store: RunStore | None = None, *, runs_dir: str | Path | None = None) -> Path:
     """`$EVALSUITE_RELEASE_LEDGER`, else `releases.sqlite` beside the runs folder (reports/releases.sqlite)."""
     env = os.environ.get("EVALSUITE_RELEASE_LEDGER")
     return Path(env) if env else beside_runs(LEDGER_FILE, store, runs_dir=runs_dir)
@@ -49,12 +52,12 @@ def judged_variants(judgment: Any) -> list[str]:
     return [v for v in judgment.verdict.variants if v != judgment.comparison.baseline and v not in set(judgment.comparison.noise_runs)]
 
 
-def variant_block(store: Any, variant: str) -> dict:
+def variant_block(store: RunStore, variant: str) -> dict:
     """A variant's block of the run's resolved suite (what to deploy)."""
     return next((dict(v) for v in (store.suite or {}).get("variants") or [] if v.get("name") == variant), {"name": variant})
 
 
-def variant_fingerprint(store: Any, variant: str) -> str:
+def variant_fingerprint(store: RunStore, variant: str) -> str:
     """A variant's fingerprint in the run's signature (as the review queue keys it)."""
     return ((store.signature or {}).get("variants") or {}).get(variant) or f"name:{variant}"
 

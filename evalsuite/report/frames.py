@@ -14,9 +14,12 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import EvalsuiteError, MissingExtraError, suggest
+
+if TYPE_CHECKING:
+    from ..run.store import RunStore
 
 FORMATS = ("csv", "parquet")
 TABLES = ("generations", "scores", "comparisons", "perf")
@@ -228,7 +231,7 @@ def perf_frame(rows: Sequence[Mapping]):
 class LoadedRun:
     """What the report and the frames read from a run directory, loaded once."""
 
-    store: Any
+    store: RunStore
     records: list
     generations: list
     comparison: Any

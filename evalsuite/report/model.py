@@ -14,13 +14,16 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..models.describe import matrix_text, variant_matrix
 from ..scoring.evidence import citations_evidence, code_evidence, json_drift_rows
 from ..states import CANNOT_JUDGE, CANNOT_JUDGE_WORD
 from .frames import LoadedRun, load_run, perf_rows
 from .releases import release_history
+
+if TYPE_CHECKING:
+    from ..run.store import RunStore
 
 SEVERITY_ORDER = {"block": 0, "warn": 1, "flip": 2}
 MAX_FLAGGED = 3000  #: flagged cases rendered with full evidence (the rest are counted)
@@ -453,7 +456,7 @@ def worst_delta(rows: Sequence[Mapping], variant: str) -> Mapping | None:
     return min(xs, key=lambda r: r["delta"]) if xs else None
 
 
-def default_report_dir(store: Any) -> Path:
+def default_report_dir(store: RunStore) -> Path:
     """`reports/<run-id>/`: beside the `runs/` folder a run lives in, else under ./reports."""
     d = Path(store.dir)
     if d.parent.name == "runs":

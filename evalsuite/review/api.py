@@ -15,13 +15,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..verdict.decisions import ReviewDecisions
 from .agreement import agreement, miss_rate, miss_rate_line
 from .policy import DEFAULT_POLICY, FlagInputs, ReviewPolicy, blind_left, flag_plan
 from .settle import independent
 from .store import DEFAULT_LEASE_S, DEFAULT_QUEUE, QueueError, ReviewStore, VerdictExtra, iso_utc, item_key, now_iso, output_hash
+
+if TYPE_CHECKING:
+    from ..run.store import RunStore, ScoreRecord
+    from ..verdict.compare import Comparison
 
 ANSWERS = ("left_worse", "same", "right_worse")  #: a blind pairwise review's answers
 
@@ -50,7 +54,7 @@ EXPORT_COLUMNS = (
 )
 
 
-def default_queue_path(store: Any = None, *, runs_dir: str | Path | None = None) -> Path:
+def default_queue_path(store: RunStore | None = None, *, runs_dir: str | Path | None = None) -> Path:
     """`$EVALSUITE_REVIEW_QUEUE`, else `review.sqlite` beside the runs folder (reports/review.sqlite)."""
     from ..run.store import beside_runs
 
@@ -115,13 +119,21 @@ class FlagResult:
         }
 
 
-def flag(cmp: Any, *, inputs: Any = None, policy: ReviewPolicy = DEFAULT_POLICY, queue: str | Path | ReviewStore | None = None, **kw: Any) -> FlagResult:
+def flag(
+    cmp: Comparison,
+    *,
+    inputs: FlagInputs | None = None,
+    policy: ReviewPolicy = DEFAULT_POLICY,
+    queue: str | Path | ReviewStore | None = None,
+    records: Sequence[ScoreRecord] | None = None,
+    fingerprints: Mapping[str, str] | None = None,
+) -> FlagResult:
     """Flag a comparison's differences into the queue (pure policy, then one write transaction).
 
     `inputs`: a policy.FlagInputs (records, fingerprints, cases, rubric digest); `records=` and
     `fingerprints=` are accepted on their own too.
     """
-    inputs = inputs or FlagInputs(kw.get("records") or (), kw.get("fingerprints") or {})
+    inputs = inputs or FlagInputs(records or (), fingerprints or {})
     plan = flag_plan(cmp, policy, inputs)
     with _open(queue) as q:
         res = q.add_items(plan.items, plan.audits)
@@ -149,7 +161,7 @@ def _run_store(run: Any, runs_dir: str | Path):
     return run if hasattr(run, "dir") and hasattr(run, "scores") else RunStore.find(runs_dir, str(run))
 
 
-def _rubric(store: Any, rubric: Any) -> tuple[ReviewPolicy, str | None]:
+def _rubric(store: RunStore, rubric: Any) -> tuple[ReviewPolicy, str | None]:
     """The review policy and the rubric's digest (None when given a bare policy)."""
     from ..verdict.rubric import Rubric, load_rubric, resolve_rubric_path
 
@@ -160,7 +172,7 @@ def _rubric(store: Any, rubric: Any) -> tuple[ReviewPolicy, str | None]:
     return rubric.review or DEFAULT_POLICY, rubric.rules_digest()
 
 
-def _cases(store: Any) -> dict:
+def _cases(store: RunStore) -> dict:
     """The run's cases by id, for the items' context; none when they cannot be loaded (the items
     are still queued, without their context)."""
     from ..errors import EvalsuiteError
@@ -190,7 +202,7 @@ def flag_run(
 # the gate's view
 
 
-def _epoch(now: Any) -> float:
+def _epoch(now: float | _dt.datetime | None) -> float:
     """An epoch time from None (now), a number or a datetime."""
     if now is None:
         return time.time()
@@ -242,13 +254,19 @@ def _classify(row: Mapping[str, Any], hist: Sequence[Mapping[str, Any]], now_iso
 
 
 def decisions(
-    cmp: Any, fingerprints: Mapping[str, str], queue: str | Path | ReviewStore | None = None, max_open: int | None = None, **kw: Any
+    cmp: Comparison,
+    fingerprints: Mapping[str, str],
+    queue: str | Path | ReviewStore | None = None,
+    max_open: int | None = None,
+    *,
+    now: float | _dt.datetime | None = None,
+    rubric_digest: str | None = None,
 ) -> ReviewDecisions:
     """The queue's current verdicts on this comparison's outputs (matched by item key, so a verdict
     given in an earlier run applies to the identical output now), as of `now=` (epoch or datetime;
     default the clock) and for the rubric of digest `rubric_digest=` (a waiver "until the rubric
     changes" lapses under another one); with the run's audit estimate."""
-    t, digest = _epoch(kw.get("now")), kw.get("rubric_digest")
+    t, digest = _epoch(now), rubric_digest
     keys: dict[str, tuple[str, str]] = {}
     for (variant, case), text in cmp.outputs.items():
         if variant in cmp.variants:
@@ -296,11 +314,20 @@ def fingerprint_verdicts(queue: str | Path | None, fingerprints: Sequence[str], 
         return q.verdicts_by_fingerprint(fingerprints)
 
 
-def review_decisions(store: Any, cmp: Any, policy: ReviewPolicy | None, queue: str | Path | ReviewStore | None = None, **kw: Any) -> ReviewDecisions:
+def review_decisions(
+    store: RunStore,
+    cmp: Comparison,
+    policy: ReviewPolicy | None,
+    queue: str | Path | ReviewStore | None = None,
+    *,
+    now: float | _dt.datetime | None = None,
+    rubric_digest: str | None = None,
+) -> ReviewDecisions:
     """What the gate needs from the queue for a stored run's comparison (`policy.max_open` sets when
     open items mean "needs review"); `now=` and `rubric_digest=` as in `decisions`."""
     max_open = (policy or DEFAULT_POLICY).max_open
-    return decisions(cmp, (store.signature or {}).get("variants") or {}, queue if queue is not None else default_queue_path(store), max_open, **kw)
+    path = queue if queue is not None else default_queue_path(store)
+    return decisions(cmp, (store.signature or {}).get("variants") or {}, path, max_open, now=now, rubric_digest=rubric_digest)
 
 
 def audit_estimate(queue: str | Path | ReviewStore | None = None, run: str | None = None) -> dict:
@@ -359,20 +386,31 @@ def parse_expiry(value: str | None, *, now: float | None = None) -> tuple[str | 
     raise QueueError(f"expires: expected a date (2026-03-31), a number of days (30d) or 'rubric' (until the rubric changes), got {value!r}")
 
 
-def annotate(item_id: int, verdict: str, *, note: str = "", reviewer: str | None = None, queue: str | Path | ReviewStore | None = None, **kw: Any) -> dict:
+def annotate(
+    item_id: int,
+    verdict: str,
+    *,
+    note: str = "",
+    reviewer: str | None = None,
+    queue: str | Path | ReviewStore | None = None,
+    expires: str | None = None,
+    role: str | None = None,
+    blind: tuple[str, str] | None = None,
+) -> dict:
     """Record a verdict (appended to the item's history); the notebook's panel and `review annotate` call this.
 
     `expires=`: an acceptable verdict's waiver lapses then (see `parse_expiry`); `role="adjudication"`
-    settles a disputed double review; `answer=`/`left_side=`: a blind pairwise answer (use `answer`).
+    settles a disputed double review; `blind=(answer, left side)`: a blind pairwise answer (use `answer`).
     """
-    until, by_rubric = parse_expiry(kw.get("expires"))
+    until, by_rubric = parse_expiry(expires)
     with _open(queue, create=False) as q:
         digest = None
         if by_rubric:
             digest = q.item(int(item_id))["rubric_digest"]
             if not digest:
                 raise QueueError(f"item {item_id}: flagged without a rubric, so a waiver cannot be tied to one; flag its run again (evalsuite review flag RUN)")
-        extra = VerdictExtra(kw.get("role") or "review", until, digest, kw.get("answer"), kw.get("left_side"))
+        ans, left = blind if blind is not None else (None, None)
+        extra = VerdictExtra(role=role or "review", expires=until, expires_rubric=digest, answer=ans, left_side=left)
         return q.annotate(int(item_id), verdict, reviewer or default_reviewer(), note, extra)
 
 
@@ -386,7 +424,7 @@ def answer(item_id: int, choice: str, *, note: str = "", reviewer: str | None = 
         left = blind_sides(q.item(int(item_id)))
         worse = {"left_worse": left, "right_worse": "baseline" if left == "variant" else "variant"}.get(choice)
         verdict = "regression" if worse == "variant" else "acceptable"
-        return annotate(item_id, verdict, note=note, reviewer=reviewer, queue=q, answer=choice, left_side=left)
+        return annotate(item_id, verdict, note=note, reviewer=reviewer, queue=q, blind=(choice, left))
 
 
 def blind_sides(item: Mapping[str, Any]) -> str:

@@ -11,7 +11,6 @@ history settles into an item's state (undo, double review, adjudication): evalsu
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
 import sqlite3
@@ -21,19 +20,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import EvalsuiteError
-from ..sqlitefile import BUSY_TIMEOUT_S, SqliteFile, now_iso
-from .schema import ANSWERED_SQL, EXPIRED_SQL, HISTORY_COLUMNS, ITEM_SQL, MIGRATIONS, OPEN_SQL, SCHEMA_VERSION, STANDING_SQL
+from ..sqlitefile import BUSY_TIMEOUT_S, now_iso
+from .leases import DEFAULT_LEASE_S, LeasedQueue, QueueError, iso_utc
+from .schema import EXPIRED_SQL, HISTORY_COLUMNS, ITEM_SQL, MIGRATIONS, OPEN_SQL, SCHEMA_VERSION, STANDING_SQL
 from .settle import STATES, settle
+
+#: what callers import from here (the lease names live in leases.py)
+__all__ = [
+    "DEFAULT_LEASE_S",
+    "DEFAULT_QUEUE",
+    "ROLES",
+    "SCHEMA_VERSION",
+    "VERDICTS",
+    "AddResult",
+    "AuditPopulation",
+    "ItemReview",
+    "NewItem",
+    "QueueError",
+    "ReviewStore",
+    "VerdictExtra",
+    "iso_utc",
+    "item_key",
+    "now_iso",
+    "output_hash",
+]
 
 DEFAULT_QUEUE = Path("reports") / "review.sqlite"
 VERDICTS = ("acceptable", "regression", "unsure")
-DEFAULT_LEASE_S = 30 * 60.0
 ROLES = ("review", "adjudication")
-
-
-class QueueError(EvalsuiteError):
-    """A problem with the review queue (unknown item, bad verdict, newer schema...)."""
 
 
 def output_hash(text: str | None) -> str:
@@ -156,13 +170,9 @@ def _item_values(it: NewItem, ts: str) -> tuple:
     )
 
 
-def iso_utc(t: float) -> str:
-    """An epoch time as the queue writes times (ISO 8601, UTC, milliseconds), so they compare as text."""
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-class ReviewStore(SqliteFile):
-    """One connection to the queue file. Cheap to open; one per process (or thread)."""
+class ReviewStore(LeasedQueue):
+    """One connection to the queue file. Cheap to open; one per process (or thread). Claims, leases
+    and skips: evalsuite/review/leases.py."""
 
     SCHEMA_VERSION = SCHEMA_VERSION
     MIGRATIONS = MIGRATIONS
@@ -291,76 +301,6 @@ class ReviewStore(SqliteFile):
         )
         return state
 
-    def claim_next(self, reviewer: str, lease_s: float = DEFAULT_LEASE_S, *, now: float | None = None, adjudicate: bool = False) -> int | None:
-        """Claim the open item of highest expected impact nobody else holds a live lease on; None when none is left.
-
-        Open: never reviewed, unsure, waiting for a second independent review, or a lapsed waiver;
-        `adjudicate`: only disputed double reviews. The reviewer's own live claim is returned first (a
-        notebook restarted mid-item gets its item back); items the reviewer skipped come after the
-        others until the skip's lease ends; an open item the reviewer already answered (unsure, or one
-        of two independent reviews) waits for someone else. The choice runs under the write lock, so
-        two reviewers can never be handed the same item while a lease is live.
-        """
-        if not reviewer:
-            raise QueueError("reviewer: claiming an item needs a reviewer name")
-        t = time.time() if now is None else now
-        role_sql = "i.current_verdict = 'disputed'" if adjudicate else "(i.current_verdict IS NULL OR i.current_verdict != 'disputed')"
-        with self.write() as db:
-            row = db.execute(
-                "SELECT c.item_id FROM claims c JOIN items i ON i.id=c.item_id WHERE c.reviewer=? AND c.expires>? AND "
-                + OPEN_SQL
-                + " AND "
-                + role_sql
-                + " ORDER BY c.item_id LIMIT 1",
-                (reviewer, t, iso_utc(t)),
-            ).fetchone()
-            if row is None:
-                row = db.execute(
-                    "SELECT i.id FROM items i LEFT JOIN claims c ON c.item_id=i.id LEFT JOIN skips s ON s.item_id=i.id AND s.reviewer=?"
-                    " WHERE (c.item_id IS NULL OR c.expires<=?) AND "
-                    + OPEN_SQL
-                    + " AND "
-                    + role_sql
-                    + " AND NOT "
-                    + ANSWERED_SQL
-                    + " ORDER BY (s.until IS NOT NULL AND s.until>?), i.priority DESC, i.id LIMIT 1",
-                    (reviewer, t, iso_utc(t), reviewer, t),
-                ).fetchone()
-            if row is None:
-                return None
-            iid = int(row[0])
-            db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?)", (iid, reviewer, t + float(lease_s)))
-        return iid
-
-    def claim_item(self, item_id: int, reviewer: str, lease_s: float = DEFAULT_LEASE_S, *, now: float | None = None) -> bool:
-        """Claim one item (going back to it); False when another reviewer holds a live lease on it."""
-        t = time.time() if now is None else now
-        with self.write() as db:
-            if db.execute("SELECT 1 FROM items WHERE id=?", (int(item_id),)).fetchone() is None:
-                raise QueueError(f"item {item_id}: no such item in {self.path}")
-            held = db.execute("SELECT reviewer FROM claims WHERE item_id=? AND expires>? AND reviewer!=?", (int(item_id), t, reviewer)).fetchone()
-            if held is not None:
-                return False
-            db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?)", (int(item_id), reviewer, t + float(lease_s)))
-        return True
-
-    def release(self, item_id: int, reviewer: str) -> bool:
-        """Give a claimed item back before its lease ends."""
-        with self.write() as db:
-            cur = db.execute("DELETE FROM claims WHERE item_id=? AND reviewer=?", (int(item_id), reviewer))
-        return cur.rowcount > 0
-
-    def skip(self, item_id: int, reviewer: str, lease_s: float = DEFAULT_LEASE_S, *, now: float | None = None) -> float:
-        """Give the item back and put it behind the others for this reviewer until the lease's time has
-        passed (others may take it at once); returns that time."""
-        t = time.time() if now is None else now
-        with self.write() as db:
-            if db.execute("SELECT 1 FROM items WHERE id=?", (int(item_id),)).fetchone() is None:
-                raise QueueError(f"item {item_id}: no such item in {self.path}")
-            db.execute("DELETE FROM claims WHERE item_id=? AND reviewer=?", (int(item_id), reviewer))
-            db.execute("INSERT OR REPLACE INTO skips VALUES (?, ?, ?)", (int(item_id), reviewer, t + float(lease_s)))
-        return t + float(lease_s)
-
     # -- reads ------------------------------------------------------------------------------
 
     def item(self, item_id: int, *, now: float | None = None) -> dict:
@@ -434,10 +374,6 @@ class ReviewStore(SqliteFile):
 
     def sightings(self, item_id: int) -> list[dict]:
         return [dict(r) for r in self.db.execute("SELECT run_id, seen FROM sightings WHERE item_id=? ORDER BY seen, run_id", (int(item_id),)).fetchall()]
-
-    def claim(self, item_id: int) -> dict | None:
-        row = self.db.execute("SELECT reviewer, expires FROM claims WHERE item_id=?", (int(item_id),)).fetchone()
-        return dict(row) if row else None
 
     def latest_by_key(self, keys: Iterable[str], *, now: float | None = None) -> dict[str, dict]:
         """item key -> the item with its current state (`verdict` None when never reviewed) for keys in the queue."""

@@ -28,10 +28,10 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeVar, cast, overload
 
 from ..backends.base import Generation
 from ..errors import EvalsuiteError
@@ -46,6 +46,7 @@ DEFAULT_CACHE = Path("reports") / "cache" / "generations.sqlite"
 #: versions (scorer keys) of each scorer whose stored scores the cache keeps: switching between two
 #: versions (two branches) reuses both, and older versions' scores are dropped
 KEEP_SCORER_VERSIONS = 3
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,7 +70,7 @@ class ScoreRecord:
 
     @classmethod
     def from_dict(cls, d: dict) -> ScoreRecord:
-        fields: dict[str, Any] = {k: d.get(k) for k in cls.__dataclass_fields__}
+        fields: dict = {k: d.get(k) for k in cls.__dataclass_fields__}
         return cls(**fields)
 
 
@@ -206,7 +207,7 @@ class GenerationCache:
             self._db.close()
 
 
-def beside_runs(name: str, store: Any = None, *, runs_dir: str | Path | None = None) -> Path:
+def beside_runs(name: str, store: RunStore | None = None, *, runs_dir: str | Path | None = None) -> Path:
     """A file kept beside the runs folder, shared by every run in it (the review queue, the release
     ledger): `reports/<name>` for runs under `reports/runs/`."""
     if store is not None:
@@ -306,19 +307,19 @@ class RunStore:
     def __init__(self, run_dir: str | Path):
         self.dir = Path(run_dir)
         self._gen_path = self.dir / self.GENERATIONS
-        self._memo: dict[Any, tuple[tuple, Any]] = {}
+        self._memo: dict[Hashable, tuple[tuple, object]] = {}
         #: the stored generations by key, and the state of generations.jsonl they were read at: this
         #: process's own appends extend them in place, so a writer never re-reads what it wrote
         self._gens: dict[tuple, Generation] | None = None
         self._gens_state: tuple = ()
         self._synced = float("-inf")  #: when generations.jsonl was last fsync'd (time.monotonic)
 
-    def memo(self, key: Any, compute: Any) -> Any:
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
         """`compute()`, once per state of the run's files (their sizes and modification times)."""
         state = tuple(_stat(self.dir / name) for name in self._MEMO_FILES)
         hit = self._memo.get(key)
         if hit is not None and hit[0] == state:
-            return hit[1]
+            return cast(T, hit[1])  # stored by this method under the same key, so by the same `compute`
         value = compute()
         self._memo[key] = (state, value)
         return value
@@ -419,12 +420,19 @@ class RunStore:
         return self.dir.name
 
     # -- metadata ------------------------------------------------------------------------------
-    def write_json(self, name: str, obj: Any, indent: int | None = 2) -> None:
+    def write_json(self, name: str, obj: object, indent: int | None = 2) -> None:
         """Replace one of the run's JSON files atomically (`indent=None`: one line, for state that is
         rewritten often, such as adaptive.json after every batch: Python's C encoder, not its indenting one)."""
         atomic_write_text(self.dir / name, json.dumps(obj, indent=indent, ensure_ascii=False, sort_keys=True, default=str) + "\n")
 
-    def read_json(self, name: str, default: Any = None) -> Any:
+    @overload
+    def read_json(self, name: str) -> dict | None: ...
+
+    @overload
+    def read_json(self, name: str, default: dict) -> dict: ...
+
+    def read_json(self, name: str, default: dict | None = None) -> dict | None:
+        """One of the run's JSON files (each holds an object), or `default` when it is absent."""
         p = self.dir / name
         if not p.is_file():
             return default
@@ -440,7 +448,7 @@ class RunStore:
 
         return yaml.safe_load((self.dir / self.SUITE).read_text("utf-8"))
 
-    def mark_complete(self, complete: bool = True, **extra: Any) -> None:
+    def mark_complete(self, complete: bool = True, **extra: object) -> None:
         status = self.read_json(self.STATUS, {}) or {}
         status.update({"schema_version": SCHEMA_VERSION, "complete": complete, "updated": _now(), **extra})
         self.write_json(self.STATUS, status)
@@ -534,7 +542,7 @@ class RunStore:
         return self._gens
 
     # -- scores --------------------------------------------------------------------------------
-    def write_scores(self, records: Iterable[Any]) -> None:
+    def write_scores(self, records: Iterable[ScoreRecord]) -> None:
         text = "".join(json.dumps(r.to_dict(), ensure_ascii=False, default=str) + "\n" for r in records)
         atomic_write_text(self.dir / self.SCORES, text)
 

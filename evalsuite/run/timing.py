@@ -24,13 +24,16 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cases.options import TimingSettings
 from ..errors import EvalsuiteError
 from ..perf.stats import paired_figures, paired_ratio
 from .progress import progress_bar
 from .prompting import batches, build_requests
+
+if TYPE_CHECKING:
+    from .store import RunStore
 
 SCHEMA_VERSION = 1
 
@@ -129,7 +132,9 @@ def precise_enough(doc: Mapping, settings: TimingSettings) -> bool:
     return True
 
 
-def time_run(store: Any, variants: Sequence[Any], backends: Mapping[str, Any], cases: Sequence[Any], settings: TimingSettings, progress: bool = False) -> dict:
+def time_run(
+    store: RunStore, variants: Sequence[Any], backends: Mapping[str, Any], cases: Sequence[Any], settings: TimingSettings, progress: bool = False
+) -> dict:
     """The runner's hook: time the run's loaded backends interleaved and write `timing.json`."""
     baseline = next(v.name for v in variants if v.baseline)
     requests = {v.name: build_requests(cases, v) for v in variants}

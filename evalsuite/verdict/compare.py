@@ -26,7 +26,6 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -72,7 +71,7 @@ class MetricDelta:
     baseline_value_mean: float | None = None  #: pass/fail metrics: mean of the raw values too
     variant_value_mean: float | None = None
     noise: bool = False  #: the "variant" is a noise run of the baseline
-    details: Mapping[str, Any] = field(default_factory=dict, compare=False)  #: case id -> variant score details (offending cases)
+    details: Mapping[str, Mapping[str, object]] = field(default_factory=dict, compare=False)  #: case id -> variant score details (offending cases)
     paired: Mapping[str, tuple[float, float]] = field(
         default_factory=dict, compare=False, repr=False
     )  #: case id -> (baseline, variant) per-case values (review waivers recompute from them)
@@ -257,7 +256,7 @@ def _compare_metric(
     variant: str, scenario: str, metric: str, base: dict[str, CaseAgg], var: dict[str, CaseAgg], *, noise: bool, seed: int, n_resamples: int
 ) -> MetricDelta | None:
     shared = sorted(set(base) & set(var))
-    missing: dict[str, Any] = {"missing_in_variant": tuple(sorted(set(base) - set(var))), "missing_in_baseline": tuple(sorted(set(var) - set(base)))}
+    missing: dict = {"missing_in_variant": tuple(sorted(set(base) - set(var))), "missing_in_baseline": tuple(sorted(set(var) - set(base)))}
     if not shared:
         nan = math.nan
         return MetricDelta(
@@ -280,7 +279,7 @@ def _compare_metric(
         )
     s = seed_for(seed, variant, scenario, metric)
     pass_fail = all(base[c].passes for c in shared) and all(var[c].passes for c in shared)
-    p: dict[str, Any] = _pass_fail_values(base, var, shared, s) if pass_fail else _continuous_values(base, var, shared, s)
+    p: dict = _pass_fail_values(base, var, shared, s) if pass_fail else _continuous_values(base, var, shared, s)
     b, v = p.pop("b"), p.pop("v")
     ci = bootstrap_delta_ci(b, v, s, n_resamples)
     offending = p["pass_to_fail"] if pass_fail else p["worse_cases"]
@@ -357,7 +356,7 @@ class VariantInfo:
     same_settings: bool = True  #: runs with exactly the baseline's settings (backend, model, options, generation ...)
 
 
-def _ratio(a: Any, b: Any) -> float | None:
+def _ratio(a: float | str | None, b: float | str | None) -> float | None:
     if a is None or b is None:
         return None
     try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 REVIEW_RULE = "human-review"
 
@@ -36,7 +35,7 @@ class ReviewDecisions:
     expired: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  #: variant -> case id -> why its waiver no longer holds
     disputed: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  #: variant -> ids of items whose independent reviews disagree
     notes: tuple[str, ...] = ()  #: what the gate should say about the queue (adjudications, disputes, expired waivers)
-    audit: Mapping[str, Any] = field(default_factory=dict)  #: the run's audit sample and miss-rate estimate (review.api.audit_estimate)
+    audit: Mapping[str, object] = field(default_factory=dict)  #: the run's audit sample and miss-rate estimate (review.api.audit_estimate)
     as_of: str = ""  #: the time the waivers were checked against (ISO 8601, UTC)
 
     @property

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from ..states import CANNOT_JUDGE_WORD, NEEDS_REVIEW, PASS, REGRESSION, ExitCode, RuleStatus, VerdictStatus
 from .compare import Comparison
 from .decisions import Decisions
 from .rubric import Rubric, stage_reason
+
+if TYPE_CHECKING:
+    from ..run.store import RunStore
 
 DIFF_WIDTH = 240
 
@@ -159,7 +162,7 @@ def short_diff(before: str | None, after: str | None, width: int = DIFF_WIDTH) -
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _fmt(x: Any) -> str:
+def _fmt(x: object) -> str:
     if x is None:
         return "-"
     if isinstance(x, float):
@@ -184,6 +187,20 @@ def violation_text(v: Violation) -> str:
     return "\n".join(lines)
 
 
+class FlagSummary(Protocol):
+    """What a judgment shows of the flagging that preceded it (review.api.FlagResult is one; the
+    review layer sits above this one, so it is named by shape)."""
+
+    @property
+    def queue(self) -> str: ...
+
+    @property
+    def open(self) -> int: ...
+
+    @property
+    def added(self) -> tuple[int, ...]: ...
+
+
 @dataclass(frozen=True, kw_only=True)
 class Judgment:
     """A judged run: the verdict and what it was judged on. Every entry point (gate, report, the
@@ -191,12 +208,12 @@ class Judgment:
 
     verdict: Verdict
     comparison: Comparison
-    store: Any  #: the RunStore judged
+    store: RunStore  #: the run judged
     rubric: Rubric
     stage: str
     stage_source: str  #: where the stage came from: "given", "suite" (its `stage:`) or "default"
     decisions: Decisions  #: the review and adaptive decisions the gate applied
-    flagged: Any = None  #: the review queue's FlagResult when the run was flagged first
+    flagged: FlagSummary | None = None  #: the review queue's FlagResult when the run was flagged first
 
     @property
     def status(self) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
 
 from ..errors import suggest
 
@@ -42,17 +41,18 @@ class ReviewPolicy:
 DEFAULT_POLICY = ReviewPolicy()
 MODES = ("anchors", "pairwise")
 
-_SPEC: dict[str, tuple[str, Any]] = {
-    "flips": ("bool", None),
-    "flip_metrics": ("globs", None),
-    "similarity_metric": ("str", None),
+#: field -> (its type, its range: (low, high) for numbers, the choices for a choice, else empty)
+_SPEC: dict[str, tuple[str, tuple]] = {
+    "flips": ("bool", ()),
+    "flip_metrics": ("globs", ()),
+    "similarity_metric": ("str", ()),
     "min_similarity": ("num?", (0.0, None)),
     "max_json_drift": ("num?", (0.0, None)),
-    "citations": ("bool", None),
-    "leaks": ("bool", None),
-    "speculative": ("bool", None),
-    "disagreement": ("bool", None),
-    "related": ("groups", None),
+    "citations": ("bool", ()),
+    "leaks": ("bool", ()),
+    "speculative": ("bool", ()),
+    "disagreement": ("bool", ()),
+    "related": ("groups", ()),
     "max_open": ("int?", (0, None)),
     "mode": ("choice", MODES),
     "reviews_per_item": ("int", (1, 5)),
@@ -62,13 +62,12 @@ _SPEC: dict[str, tuple[str, Any]] = {
 }
 
 
-def _number(typ: str, rng: Any, v: Any) -> tuple[Any, str | None]:
+def _number(typ: str, rng: tuple, v: object) -> tuple[object, str | None]:
     """A number field: (value, None) or (None, the problem)."""
     integer, optional = typ.startswith("int"), typ.endswith("?")
     if v is None and optional:
         return None, None
-    bad = isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)) or (isinstance(v, float) and math.isnan(v))
-    if bad:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)) or (isinstance(v, float) and math.isnan(v)):
         return None, f"expected {'an integer' if integer else 'a number'}{' or null' if optional else ''}, got {v!r}"
     if rng[0] is not None and v < rng[0]:
         return None, f"must be at least {rng[0]:g}, got {v!r}"
@@ -77,7 +76,7 @@ def _number(typ: str, rng: Any, v: Any) -> tuple[Any, str | None]:
     return (int(v) if integer else float(v)), None
 
 
-def _value(typ: str, rng: Any, v: Any) -> tuple[Any, str | None]:
+def _value(typ: str, rng: tuple, v: object) -> tuple[object, str | None]:
     """One field's value checked against its type: (value, None) or (None, the problem)."""
     if typ == "bool":
         return (v, None) if isinstance(v, bool) else (None, f"expected true or false, got {v!r}")
@@ -97,7 +96,7 @@ def _value(typ: str, rng: Any, v: Any) -> tuple[Any, str | None]:
     return tuple(tuple(g) for g in v), None
 
 
-def parse_review_policy(raw: Any, add: Callable[[tuple, Any, str, str], None]) -> ReviewPolicy:
+def parse_review_policy(raw: object, add: Callable[[tuple, str | None, str, str], None]) -> ReviewPolicy:
     """Parse a rubric's `review:` section; report each problem through `add(path, rule, field, message)`
     (the rubric parser's, which prefixes file and line). A missing section gives the defaults."""
     if raw is None:
@@ -105,7 +104,7 @@ def parse_review_policy(raw: Any, add: Callable[[tuple, Any, str, str], None]) -
     if not isinstance(raw, dict):
         add(("review",), None, "review", f"expected a mapping of review settings ({', '.join(_SPEC)}), got {type(raw).__name__}")
         return DEFAULT_POLICY
-    vals: dict[str, Any] = {}
+    vals: dict = {}  # ReviewPolicy fields by name (of several types)
     for k in raw:
         if k not in _SPEC:
             add(("review", k), None, f"review.{k}", f"unknown field{suggest(k, _SPEC)}; known: {', '.join(_SPEC)}")

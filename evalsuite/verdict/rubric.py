@@ -46,7 +46,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..cases.options import STAGES
 from ..errors import EvalsuiteError, suggest
@@ -54,6 +54,10 @@ from ..hashing import sha256_json
 from ..shipped import PREFIX, shipped_path
 from ..states import CANNOT_JUDGE
 from ..yamlio import LineMap, load_yaml
+
+if TYPE_CHECKING:
+    from .compare import MetricDelta, NoiseFloor, PerfDelta
+    from .review_policy import ReviewPolicy
 
 #: the stage every command uses when none is given and the suite names none (docs/thresholds.md):
 #: the strictest, because a run judged without a stage is a run someone may ship
@@ -124,7 +128,7 @@ class MetricRule:
     def significance_gated(self) -> bool:
         return self.alpha is not None and (self.max_drop is not None or self.max_drop_rel is not None or self.max_flips is not None)
 
-    def fails(self, delta: Any, noise: Any = None, p_adjusted: float | None = None) -> str | None:
+    def fails(self, delta: MetricDelta, noise: NoiseFloor | None = None, p_adjusted: float | None = None) -> str | None:
         """Why `delta` (a compare.MetricDelta: baseline and variant, paired) breaks this rule, or None.
 
         `noise` is the NoiseFloor of the same scenario and metric; `p_adjusted` the one-sided
@@ -185,12 +189,12 @@ class VariantRule:
 
     kind = "variant"
 
-    def applies(self, perf: Any) -> bool:
+    def applies(self, perf: PerfDelta) -> bool:
         if self.min_exactness is not None and not perf.speculative:
             return any(getattr(self, f) is not None for f in _VARIANT_FIELDS - {"min_exactness"})
         return True
 
-    def missing(self, perf: Any) -> list[str]:
+    def missing(self, perf: PerfDelta) -> list[str]:
         """Figures this rule needs that the run does not have."""
         need = {
             "max_latency_p95_ratio": perf.latency_p95_ratio,
@@ -200,7 +204,7 @@ class VariantRule:
         }
         return [k for k, v in need.items() if getattr(self, k) is not None and v is None]
 
-    def fails(self, perf: Any, baseline: Any = None, noise: Any = (), point_ratios: bool = True) -> str | None:
+    def fails(self, perf: PerfDelta, baseline: object = None, noise: Sequence[PerfDelta] = (), point_ratios: bool = True) -> str | None:
         """Why the variant's PerfDelta breaks this rule, or None (missing figures are not failures).
 
         Ratios timed interleaved carry intervals: they fail only when the whole interval is beyond
@@ -239,7 +243,7 @@ class VariantRule:
             )
         return "; ".join(r) or None
 
-    def single_pass(self, perf: Any) -> str | None:
+    def single_pass(self, perf: PerfDelta) -> str | None:
         """Why this rule's speed limits cannot be judged on the run (None when they can, or are not
         set): the ratios come from one sequential pass per variant, where another job on the machine
         moves them by tens of percent (docs/performance.md); interleaved timing gives them intervals."""
@@ -257,7 +261,7 @@ class VariantRule:
             return None
         return f"{', '.join(seen)} of the baseline {SINGLE_PASS}: speed cannot be judged on it (time the run with `timing: interleaved`)"
 
-    def sandbox_unjudgeable(self, perf: Any) -> str | None:
+    def sandbox_unjudgeable(self, perf: PerfDelta) -> str | None:
         """Why the variant's code verdicts cannot be judged: more of its code runs ended as sandbox
         errors (infrastructure, never the answer's fault) than `max_sandbox_error_rate` allows."""
         runs, errors = getattr(perf, "sandbox_runs", 0), getattr(perf, "sandbox_errors", 0)
@@ -267,7 +271,7 @@ class VariantRule:
             f"sandbox errors {errors}/{runs} ({errors / runs:.3f}) > max_sandbox_error_rate {self.max_sandbox_error_rate:g}: the code verdicts cannot be judged"
         )
 
-    def undecided(self, perf: Any, noise: Any = ()) -> str | None:
+    def undecided(self, perf: PerfDelta, noise: Sequence[PerfDelta] = ()) -> str | None:
         """Why an interleaved performance check can neither pass nor fail (its interval straddles
         the limit, or is beyond it only within noise), or None."""
         from ..perf.verdict import ci_checks
@@ -305,7 +309,7 @@ class Rubric:
     name: str
     path: str
     stages: Mapping[str, StageRubric] = field(default_factory=dict)
-    review: Any = None  #: the `review:` section: an evalsuite.review.policy.ReviewPolicy (flagging, max_open)
+    review: ReviewPolicy | None = None  #: the `review:` section: an evalsuite.review.policy.ReviewPolicy (flagging, max_open)
 
     def for_stage(self, stage: str) -> StageRubric:
         if stage not in self.stages:
@@ -345,7 +349,7 @@ class _Ctx:
         self.problems.append(f"{where}:{who} {fld}: {msg}")
 
 
-def _num(ctx: _Ctx, path: tuple, who: str | None, key: str, v: Any, lo: float | None = 0.0, hi: float | None = None, integer: bool = False) -> Any:
+def _num(ctx: _Ctx, path: tuple, who: str | None, key: str, v: object, lo: float | None = 0.0, hi: float | None = None, integer: bool = False) -> float | None:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)) or (isinstance(v, float) and math.isnan(v)):
@@ -360,7 +364,7 @@ def _num(ctx: _Ctx, path: tuple, who: str | None, key: str, v: Any, lo: float | 
     return int(v) if integer else float(v)
 
 
-def _build_rule(ctx: _Ctx, raw: Any, path: tuple, index: int, alpha: float) -> Rule | None:
+def _build_rule(ctx: _Ctx, raw: object, path: tuple, index: int, alpha: float) -> Rule | None:
     if not isinstance(raw, dict):
         ctx.add(path, f"#{index}", "(rule)", "expected a mapping")
         return None
@@ -444,7 +448,7 @@ def _metric_rule(ctx: _Ctx, raw: dict, path: tuple, who: str, alpha: float, ok: 
     if sig not in (True, False, None):
         rule_alpha = _num(ctx, path + ("require_significance",), who, "require_significance", sig, lo=1e-9, hi=0.5)
         ok = ok and rule_alpha is not None
-    vals = {}
+    vals: dict = {}  # the rule's limits by name (floats; max_flips an int)
     for k, integer, lo in (("min", False, None), ("max", False, None), ("max_drop", False, 0.0), ("max_drop_rel", False, 0.0), ("max_flips", True, 0)):
         if k in raw and raw[k] is not None:
             vals[k] = _num(ctx, path + (k,), who, k, raw[k], lo=lo, integer=integer)
@@ -481,7 +485,7 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-def parse_rubric(data: Any, file: str = "<rubric>", lines: LineMap | None = None) -> Rubric:
+def parse_rubric(data: object, file: str = "<rubric>", lines: LineMap | None = None) -> Rubric:
     """Validate and resolve a loaded rubric document; raise RubricError naming every problem."""
     ctx = _Ctx(file, lines or LineMap())
     if not isinstance(data, dict):
@@ -555,7 +559,8 @@ def _stage(ctx: _Ctx, base: _Base, stage: str, sraw: dict) -> StageRubric:
     return StageRubric(base.name, stage, ctx.file, alpha, smt, tuple(rules))
 
 
-def _stage_overrides(ctx: _Ctx, base: _Base, stage: str, overrides: Any) -> dict:
+def _stage_overrides(ctx: _Ctx, base: _Base, stage: str, overrides: object) -> dict:
+    import difflib
 
     if not isinstance(overrides, dict):
         ctx.add(("stages", stage, "rules"), None, f"stages.{stage}.rules", "expected a mapping of rule name to field overrides")
@@ -594,7 +599,7 @@ def _overridden_rules(ctx: _Ctx, base: _Base, stage: str, overrides: dict, alpha
     return rules
 
 
-def _added_rules(ctx: _Ctx, base: _Base, stage: str, adds: Any, alpha: float, rules: list[Rule]) -> list[Rule]:
+def _added_rules(ctx: _Ctx, base: _Base, stage: str, adds: object, alpha: float, rules: list[Rule]) -> list[Rule]:
     if not isinstance(adds, list):
         ctx.add(("stages", stage, "add"), None, f"stages.{stage}.add", "expected a list of rules")
         return []
@@ -634,7 +639,7 @@ def default_rubric_path() -> Path:
         raise RubricError([f"rubrics/default.yaml not found (pass --rubric FILE): {exc}"]) from exc
 
 
-def resolve_rubric_path(given: str | Path | None, suite: Mapping[str, Any] | None = None) -> Path:
+def resolve_rubric_path(given: str | Path | None, suite: Mapping[str, object] | None = None) -> Path:
     """The rubric to use: the one given, else the suite's `rubric:`, else the default rubric.
     `shipped:NAME` names a rubric shipped with evalsuite (`shipped:default`)."""
     chosen = given or (suite or {}).get("rubric")
@@ -648,7 +653,7 @@ def resolve_rubric_path(given: str | Path | None, suite: Mapping[str, Any] | Non
     return Path(chosen)
 
 
-def resolve_stage(given: str | None, suite: Mapping[str, Any] | None = None) -> tuple[str, str]:
+def resolve_stage(given: str | None, suite: Mapping[str, object] | None = None) -> tuple[str, str]:
     """The one stage rule: (stage, where it came from). The stage given, else the suite's `stage:`,
     else DEFAULT_STAGE; the source ("given", "suite" or "default") is named in every output."""
     if given:
@@ -666,6 +671,7 @@ def stage_reason(source: str) -> str:
     return STAGE_SOURCES[source]
 
 
-def replace_rule(rule: Rule, **changes: Any) -> Rule:
+def replace_rule(rule: Rule, **changes: object) -> Rule:
     """A copy of a rule with some fields changed (tests and what-if analyses)."""
-    return replace(rule, **changes)
+    fields: dict = dict(changes)  # fields of several types, by name: the dataclass checks the names
+    return replace(rule, **fields)

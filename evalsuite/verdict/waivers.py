@@ -20,16 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
+from .compare import Comparison, MetricDelta
 from .decisions import REVIEW_RULE, ReviewDecisions
-from .outcome import RuleResult, Violation, short_diff
+from .outcome import RuleResult, Verdict, Violation, short_diff
+from .rubric import StageRubric
 from .stats import bootstrap_delta_ci, paired_test, seed_for
 
 
-def waive_delta(d: Any, accepted: Mapping[str, str], seed: int) -> tuple[Any, tuple[str, ...]]:
+def waive_delta(d: MetricDelta, accepted: Mapping[str, str], seed: int) -> tuple[MetricDelta, tuple[str, ...]]:
     """The delta with the accepted offending cases counted as equal to the baseline; and those cases.
     Its statistics are recomputed with the comparison's own `paired_test` and bootstrap."""
     acc = tuple(c for c in d.offending if c in accepted and c in d.paired)
@@ -40,7 +41,7 @@ def waive_delta(d: Any, accepted: Mapping[str, str], seed: int) -> tuple[Any, tu
     b = np.array([paired[c][0] for c in shared])
     v = np.array([paired[c][1] for c in shared])
     s = seed_for(seed, d.variant, d.scenario, d.metric)
-    changes: dict[str, Any] = {}
+    changes: dict = {}  # MetricDelta fields by name (of several types)
     if d.pass_fail:
         changes["pass_to_fail"] = p2f = tuple(c for c in d.pass_to_fail if c not in acc)
         p_two, p_worse, p_min = paired_test(b, v, pass_fail=True, higher_is_better=True, flips=(len(p2f), len(d.fail_to_pass)), seed=s)
@@ -64,7 +65,7 @@ def waive_delta(d: Any, accepted: Mapping[str, str], seed: int) -> tuple[Any, tu
     return new, acc
 
 
-def waive(cmp: Any, reviews: ReviewDecisions) -> tuple[Any, dict[tuple[str, str, str], tuple[str, ...]]]:
+def waive(cmp: Comparison, reviews: ReviewDecisions) -> tuple[Comparison, dict[tuple[str, str, str], tuple[str, ...]]]:
     """The comparison with accepted outputs waived; and (variant, scenario, metric) -> waived cases."""
     deltas, waived = [], {}
     for d in cmp.deltas:
@@ -88,7 +89,7 @@ def waive(cmp: Any, reviews: ReviewDecisions) -> tuple[Any, dict[tuple[str, str,
     return replace(cmp, deltas=tuple(deltas), perf=tuple(perf)), waived
 
 
-def apply_reviews(cmp: Any, reviews: ReviewDecisions, judge: Callable[[Any], Any], rules: Any) -> Any:
+def apply_reviews(cmp: Comparison, reviews: ReviewDecisions, judge: Callable[[Comparison], Verdict], rules: StageRubric) -> Verdict:
     """Judge `cmp` with and without the waivers (`judge(comparison) -> Verdict`; `rules` the
     StageRubric) and merge: notes on
     waived rules, a `human-review` result per variant, `needs_review` and a `review` summary."""
@@ -165,7 +166,7 @@ def _extra(reviews: ReviewDecisions, variant: str) -> str:
     return "".join(f", {p}" for p in parts)
 
 
-def _rule_matches(rules: Any, rule_name: str, scenario: str, metric: str) -> bool:
+def _rule_matches(rules: StageRubric, rule_name: str, scenario: str, metric: str) -> bool:
     """Whether the stage rule `rule_name` checks (scenario, metric)."""
     rule = next((r for r in getattr(rules, "rules", ()) if r.name == rule_name), None)
     if rule is None:

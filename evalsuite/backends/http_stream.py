@@ -1,0 +1,109 @@
+"""Reading an OpenAI-compatible reply: a server-sent event stream, or one JSON body.
+
+Each reader returns an `Attempt`, the outcome of one try of one request; TTFT is the arrival of
+the first non-empty content delta of a stream.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Attempt:
+    """The outcome of one try of one request."""
+
+    kind: str  #: ok, retry (transient: try again), fail (an answer: record it), timeout
+    reason: str = ""
+    latency: float = 0.0
+    status: int | None = None
+    retry_after: float | None = None
+    text: str = ""
+    usage: dict | None = None
+    finish: str | None = None
+    ttft: float | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def choice_text(choice: dict, *, endpoint: str, delta: bool) -> str:
+    """The text of one choice: `text` (completions), the delta's or the message's `content` (chat)."""
+    if endpoint == "completions":
+        return choice.get("text") or ""
+    return (choice.get("delta" if delta else "message") or {}).get("content") or ""
+
+
+def read_body(raw: bytes, *, endpoint: str, redact: Callable[[str], str]) -> Attempt:
+    """One JSON reply (no stream)."""
+    data = json.loads(raw)
+    if data.get("error"):
+        return Attempt("fail", reason=redact(f"server error: {error_message(data)}"))
+    choice = data["choices"][0]
+    return Attempt(
+        "ok",
+        text=choice_text(choice, endpoint=endpoint, delta=False),
+        usage=data.get("usage"),
+        finish=choice.get("finish_reason"),
+        extra={"served_model": data.get("model"), "system_fingerprint": data.get("system_fingerprint"), "ttft_source": None},
+    )
+
+
+async def read_stream(lines: AsyncIterator[str], t0: float, *, endpoint: str, redact: Callable[[str], str]) -> Attempt:
+    """Read SSE `data:` events; TTFT is the arrival of the first non-empty content delta (since `t0`)."""
+    parts: list[str] = []
+    usage = finish = ttft = served = fingerprint = None
+    content_chunks = events = 0
+    async for line in lines:
+        if not line.startswith("data:"):
+            continue  # blank separators, comments, `event:` lines
+        events += 1
+        data = line[5:].strip()
+        if data == "[DONE]":
+            break
+        event = json.loads(data)
+        if event.get("error"):
+            return Attempt("fail", reason=redact(f"server error: {error_message(event)}"))
+        served = event.get("model", served)
+        fingerprint = event.get("system_fingerprint") or fingerprint
+        if event.get("usage"):
+            usage = event["usage"]
+        for choice in event.get("choices") or []:
+            content = choice_text(choice, endpoint=endpoint, delta=True)
+            if content:
+                if ttft is None:
+                    ttft = time.perf_counter() - t0
+                parts.append(content)
+                content_chunks += 1
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+    if not events:
+        return Attempt("fail", reason="the server's reply had no `data:` events (not a server-sent event stream)")
+    extra = {"served_model": served, "system_fingerprint": fingerprint, "ttft_source": "stream" if ttft is not None else None, "content_chunks": content_chunks}
+    return Attempt("ok", text="".join(parts), usage=usage, finish=finish, ttft=ttft, extra=extra)
+
+
+def names(text: str, key: str) -> bool:
+    """Whether an error body names a body field (quoted, or as a word)."""
+    return re.search(rf"(?<![A-Za-z_]){re.escape(key)}(?![A-Za-z_])", text) is not None
+
+
+def error_message(body: str | dict) -> str:
+    """The `error.message` (or FastAPI's `detail`) of an error body, else the body itself (shortened)."""
+    data: object = body
+    if isinstance(body, str):
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return body.strip()[:500]
+    if isinstance(data, dict):
+        err = data.get("error", data.get("detail", data))
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:500]
+        if isinstance(err, str):
+            return err[:500]
+        if isinstance(err, list):  # FastAPI validation errors
+            return json.dumps(err)[:500]
+    return json.dumps(data)[:500]
