@@ -374,6 +374,10 @@ class HTTPBackend:
                 weights = {"gguf_sha256": models.file_sha256(path)} if path.is_file() else models.model_dir_identity(path)
                 libs = ("transformers", "torch") if self.serve_spec["launcher"] == "transformers" else ("llama_cpp_python",)
                 ident: dict = {"serve": spec, "weights": weights, "libraries": models.library_identity(*libs)}
+                if self.serve_spec["launcher"] == "vllm":
+                    from .serve_vllm import identity as vllm_identity
+
+                    ident["libraries"] = {"vllm": vllm_identity()}
             else:
                 ident = {"http": {"base_url": self.base_url, "model": self.model, "served_models": self.served_models()}}
             ident["endpoint"] = self.endpoint
@@ -419,6 +423,10 @@ class HTTPBackend:
         _ = self.model  # resolved once, before the requests
         if self.endpoint == "completions":
             _ = self.renderer
+        if self.server is not None and self.server.launcher == "vllm":  # vLLM's /metrics around the batch
+            from . import serve_vllm
+
+            return serve_vllm.with_metrics(self.base_url, lambda: self._run(self._generate(list(requests))))
         return self._run(self._generate(list(requests)))
 
     async def _generate(self, requests: list[Request]) -> list[Generation]:

@@ -8,8 +8,9 @@ hashes, library versions), not the URL, so its cached outputs and resumed runs c
 
 `serve` settings:
 
-- `launcher`: `transformers` (`transformers serve`, from `pip install 'evalsuite[serving]'`) or
-  `llama_cpp` (`python -m llama_cpp.server` from `pip install 'evalsuite[llamacpp]'`)
+- `launcher`: `transformers` (`transformers serve`, from `pip install 'evalsuite[serving]'`),
+  `llama_cpp` (`python -m llama_cpp.server` from `pip install 'evalsuite[llamacpp]'`) or `vllm`
+  (vLLM's OpenAI server from `make vllm`'s environment: `evalsuite.backends.serve_vllm`)
 - `continuous_batching`: transformers only: `--continuous-batching` (paged attention, requests
   batched as they arrive). Left to size itself, its KV cache takes a share of the machine's
   memory (about 10 GB of a 23 GB CPU machine for a 135M model), so evalsuite gives it 256 blocks
@@ -44,13 +45,14 @@ from ..errors import EvalsuiteError
 
 log = logging.getLogger("evalsuite")
 
-LAUNCHERS = ("transformers", "llama_cpp")
+LAUNCHERS = ("transformers", "llama_cpp", "vllm")  # vllm: evalsuite.backends.serve_vllm
 _KEYS = {"launcher", "continuous_batching", "gguf", "args", "startup_timeout_s"}
 CB_CACHE_ARGS = ["--cb-block-size", "32", "--cb-num-blocks", "256"]
 #: modules each launcher needs, with the extra that installs them
 REQUIREMENTS = {
     "transformers": [("torch", "models"), ("transformers", "models"), ("fastapi", "serving"), ("uvicorn", "serving"), ("openai", "serving")],
     "llama_cpp": [("llama_cpp", "llamacpp"), ("uvicorn", "llamacpp"), ("sse_starlette", "llamacpp")],
+    "vllm": [],  # its own environment: serve_vllm.missing_requirement
 }
 #: servers started and not yet stopped (strong references: a forgotten server is still stopped at exit)
 _LIVE: set[LocalServer] = set()
@@ -90,6 +92,10 @@ def missing_requirement(options: dict | None) -> str | None:
     serve = (options or {}).get("serve")
     if not isinstance(serve, dict):
         return None
+    if serve.get("launcher") == "vllm":
+        from . import serve_vllm
+
+        return serve_vllm.missing_requirement()
     for module, extra in REQUIREMENTS.get(serve.get("launcher", "transformers"), []):
         if importlib.util.find_spec(module) is None:
             return f"needs {module} to start the server: pip install 'evalsuite[{extra}]'"
@@ -140,6 +146,10 @@ class LocalServer:
 
     def command(self, port: int) -> list[str]:
         """The command line that starts the server on `port`."""
+        if self.launcher == "vllm":
+            from . import serve_vllm
+
+            return serve_vllm.command(str(self.model_path), self.model_name, self.host, port, self.args)
         if self.launcher == "transformers":
             cmd = [
                 sys.executable,
@@ -201,6 +211,10 @@ class LocalServer:
         self._log_file = tempfile.NamedTemporaryFile("w+b", prefix=f"evalsuite-{self.launcher}-", suffix=".log", delete=False)
         self.log_path = Path(self._log_file.name)
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+        if self.launcher == "vllm":  # its own environment: evalsuite's path must not shadow its packages
+            from . import serve_vllm
+
+            env = {k: v for k, v in env.items() if k != "PYTHONPATH"} | serve_vllm.server_env()
         log.info("starting %s", " ".join(self.command(port)))
         self.proc = subprocess.Popen(
             self.command(port), stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import sys
 import types
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import pytest
@@ -255,6 +256,7 @@ def test_fingerprint_follows_engine_settings(fake_vllm, tmp_path):
 # -- the worker protocol, with a stand-in vllm package in a worker interpreter -----------------
 _FAKE_VLLM = """
 import types
+from pathlib import Path
 __version__ = "0.0-fake"
 
 class SamplingParams:
@@ -387,3 +389,15 @@ def test_real_vllm_ngram_speculation_keeps_greedy_outputs():
             be.close()
     assert all(g.ok for g in outs["plain"] + outs["ngram"])
     assert [g.extra["token_ids"] for g in outs["ngram"]] == [g.extra["token_ids"] for g in outs["plain"]]
+
+
+def test_the_demo_runs_its_vllm_variant_only_with_an_environment(monkeypatch, tmp_path, fake_worker_python):
+    """The demo's vLLM variant runs where an environment is found, else it is skipped naming `make vllm`."""
+    from evalsuite.cases.suite import load_suite
+    from evalsuite.demo import missing_requirement as demo_missing
+
+    suite = load_suite(Path(__file__).resolve().parents[2] / "suites" / "demo.yaml")
+    [v] = [v for v in suite.variants if v.backend == "vllm"]
+    assert demo_missing(v) is None  # the fixture's interpreter
+    monkeypatch.setenv("EVALSUITE_VLLM_PYTHON", str(tmp_path / "absent" / "python"))
+    assert "make vllm" in demo_missing(v)
