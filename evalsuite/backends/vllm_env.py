@@ -115,7 +115,7 @@ class WorkerEngine:
             stderr=self.log,
             text=True,
             bufsize=1,
-            env=_worker_env(env),
+            env=_worker_env(env, engine_args),
             start_new_session=True,
         )
         try:
@@ -176,10 +176,11 @@ class WorkerEngine:
             os.unlink(self.log.name)
 
 
-def _worker_env(extra: dict | None) -> dict:
+def _worker_env(extra: dict | None, engine_args: dict) -> dict:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
     env.pop("PYTHONPATH", None)  # evalsuite's path must not shadow the worker environment's packages
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB; vLLM's CPU default (4) is more than a small model needs
+    if "kv_cache_memory_bytes" not in engine_args:  # on a CPU the variable would override that engine argument
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB; vLLM's CPU default sizes itself from free memory
     env.update(extra or {})
     return env
 

@@ -167,6 +167,7 @@ def fake_vllm(monkeypatch, tmp_path):
     mod.SamplingParams = lambda **kw: types.SimpleNamespace(**kw)
     mod.made = made
     monkeypatch.setitem(sys.modules, "vllm", mod)
+    monkeypatch.delenv("EVALSUITE_VLLM_PYTHON", raising=False)  # vllm "imports" here: in-process
     monkeypatch.setenv("EVALSUITE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *a: None)
