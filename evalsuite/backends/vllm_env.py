@@ -16,6 +16,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,8 @@ from typing import Any, Protocol
 from ..errors import EvalsuiteError
 
 ENV_VAR = "EVALSUITE_VLLM_PYTHON"
+#: an exception's last line in a log ("ValueError: To serve at least one request ...")
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S.*$", re.MULTILINE)
 DEFAULT_VENV = ".venv-vllm"
 BUILD_HINT = "build it with `make vllm` or set EVALSUITE_VLLM_PYTHON"
 WORKER = Path(__file__).with_name("vllm_worker.py")
@@ -124,12 +127,25 @@ class WorkerEngine:
             self.close()
             raise EvalsuiteError(f"the vLLM worker ({python}) did not start: {exc}") from None
         if not reply.get("ok"):
+            reason = self._start_failed(str(reply.get("error")))
             self.close()
-            reason = str(reply.get("error"))
             if reason.startswith(("ImportError", "ModuleNotFoundError")):
                 raise EvalsuiteError(f"vllm does not import in {python} ({reason}); {BUILD_HINT}")
             raise EvalsuiteError(f"vLLM did not start the engine: {reason}")
         self.info: dict = reply["info"]
+
+    def _start_failed(self, reason: str) -> str:
+        """vLLM's reason for a failed start: its engine process's own error when the worker only saw "see root cause above"."""
+        cause = self.root_cause() if "root cause" in reason else None
+        return f"{cause} ({reason})" if cause else reason
+
+    def root_cause(self) -> str | None:
+        """The last exception line of the worker's log (the engine process logs there), else None."""
+        with contextlib.suppress(OSError):
+            text = Path(self.log.name).read_text("utf-8", "replace")
+            found = [m.group(0).strip() for m in _EXCEPTION_LINE.finditer(text) if "Engine core initialization failed" not in m.group(0)]
+            return found[-1][:1000] if found else None
+        return None
 
     def _ask(self, msg: dict) -> dict:
         proc = self.proc

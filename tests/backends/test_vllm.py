@@ -7,16 +7,16 @@ import importlib.util
 import os
 import sys
 import types
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from evalsuite.backends import BACKENDS, vllm_env
 from evalsuite.backends.base import GenerationSettings, Request
 from evalsuite.backends.vllm import VLLMBackend, quantization_args, speculative_config
-from evalsuite.errors import EvalsuiteError
 from evalsuite.cases.suite import Variant
+from evalsuite.errors import EvalsuiteError
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
@@ -267,6 +267,10 @@ class SamplingParams:
 class LLM:
     def __init__(self, **kw):
         print("engine noise on stdout")  # must not reach the protocol
+        if kw.get("kv_cache_memory_bytes") == 1:  # as vLLM's engine process logs it, the caller seeing only the summary
+            print("Traceback (most recent call last):\\nValueError: To serve at least one request with the models's max seq len (8), "
+                  "(0.01 GiB KV cache is needed, which is larger than the available KV cache memory (0.00 GiB).", flush=True)
+            raise RuntimeError("Engine core initialization failed. See root cause above. Failed core proc(s): {}")
         if kw.get("kv_cache_dtype") == "bogus":
             raise ValueError("Unknown kv cache dtype: bogus\\nsecond line of the cause")
         self.kw = kw
@@ -329,6 +333,13 @@ def test_engine_that_does_not_start_fails_each_batch_at_once_with_vllms_reason(f
     with pytest.raises(EvalsuiteError) as again:  # remembered: no second 25-second start
         be.load()
     assert again.value is err.value
+
+
+def test_engine_start_failure_names_the_engine_processs_own_reason(fake_worker_python, tmp_path):
+    """vLLM's engine process logs the cause and the caller sees "see root cause above": the error gives the cause."""
+    be = VLLMBackend(_variant(str(tmp_path / "base"), options={"engine_args": {"kv_cache_memory_bytes": 1}}))
+    with pytest.raises(EvalsuiteError, match=r"vLLM did not start the engine: ValueError: To serve at least one request .*KV cache is needed.* \(RuntimeError: Engine core"):
+        be.load()
 
 
 # -- the real thing (GPU machines) -------------------------------------------------------------
