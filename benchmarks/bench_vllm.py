@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -53,14 +54,16 @@ class _Plain:
         self.script = tempfile.NamedTemporaryFile("w", suffix="_plain_vllm.py", delete=False)
         self.script.write(_PLAIN)
         self.script.close()
-        self.proc = subprocess.Popen([python, self.script.name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.log = tempfile.NamedTemporaryFile("w+b", suffix="_plain_vllm.log", delete=False)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"VLLM_CPU_KVCACHE_SPACE": "2"}  # as the worker runs
+        self.proc = subprocess.Popen([python, self.script.name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps({"engine": engine, "conversations": conversations, "max_tokens": max_tokens}) + "\n")
         self.proc.stdin.flush()
         while True:  # vLLM may print to stdout while it loads: wait for the marker
             line = self.proc.stdout.readline()
             if not line:
-                raise RuntimeError("the plain vLLM script exited while loading")
+                raise RuntimeError(f"the plain vLLM script exited while loading: {Path(self.log.name).read_text()[-1500:]}")
             if line.strip() == "ready":
                 break
 
