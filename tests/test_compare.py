@@ -185,3 +185,13 @@ def test_power_size_and_monotonicity():
     assert power(80, 0.0, 0.05) <= 0.05  # no regression: rejects at most alpha
     assert power(80, 0.05) < power(80, 0.10) < power(160, 0.10)
     assert detectable(160) < detectable(80) < detectable(20)
+
+
+@pytest.mark.parametrize("base, var, higher, expected", [([1.0], [0.0], True, (1.0, 0.5)), ([0.0], [1.0], True, (1.0, 1.0)), ([0.0], [1.0], False, (1.0, 0.5))])
+def test_permutation_p_of_a_single_pair_is_its_two_sign_flips(base, var, higher, expected):
+    """One case per scenario (`--limit 1`) must not crash the gate: scipy refuses a single observation."""
+    import numpy as np
+
+    from evalsuite.verdict.stats import permutation_p
+
+    assert permutation_p(np.array(base), np.array(var), higher, seed=0) == expected

@@ -8,8 +8,9 @@ hashes, library versions), not the URL, so its cached outputs and resumed runs c
 
 `serve` settings:
 
-- `launcher`: `transformers` (`transformers serve`, from `pip install 'evalsuite[serving]'`) or
-  `llama_cpp` (`python -m llama_cpp.server` from `pip install 'evalsuite[llamacpp]'`)
+- `launcher`: `transformers` (`transformers serve`, from `pip install 'evalsuite[serving]'`),
+  `llama_cpp` (`python -m llama_cpp.server` from `pip install 'evalsuite[llamacpp]'`) or `vllm`
+  (vLLM's OpenAI server from `make vllm`'s environment: `evalsuite.backends.serve_vllm`)
 - `continuous_batching`: transformers only: `--continuous-batching` (paged attention, requests
   batched as they arrive). Left to size itself, its KV cache takes a share of the machine's
   memory (about 10 GB of a 23 GB CPU machine for a 135M model), so evalsuite gives it 256 blocks

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 LAUNCHERS: dict[str, type[Launcher] | str] = {
     "transformers": "evalsuite.backends.serve_transformers:TransformersLauncher",
     "llama_cpp": "evalsuite.backends.serve_llamacpp:LlamaCppLauncher",
+    "vllm": "evalsuite.backends.serve_vllm:VLLMLauncher",
 }
 
 

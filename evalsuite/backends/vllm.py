@@ -1,10 +1,16 @@
-"""The vllm backend: offline batched generation with `vllm.LLM.chat` on a CUDA GPU.
+"""The vllm backend: offline batched generation with `vllm.LLM.chat`, on a CUDA GPU or a CPU.
+
+Where `import vllm` works in evalsuite's own environment (vLLM installed beside evalsuite on a GPU
+machine), the engine runs in this process; otherwise in a worker process in vLLM's own environment
+(`make vllm` builds `.venv-vllm`; `EVALSUITE_VLLM_PYTHON` names another interpreter):
+`evalsuite.backends.vllm_env`. Both run the same engine code (`vllm_worker.Engine`).
 
 Options (under a variant's `options`):
 
 - `dtype`: auto, bfloat16, float16, float32 (default auto)
 - `gpu_memory_utilization`: share of GPU memory vLLM may reserve (default 0.9; the KV cache is
   preallocated from it, so peak memory follows this setting more than the model)
+- `cpu_kvcache_space_gib`: on a CPU, the KV cache's size in GiB (`VLLM_CPU_KVCACHE_SPACE`; default 2)
 - `max_model_len`, `tensor_parallel_size`, `pipeline_parallel_size`, `max_num_seqs`,
   `enforce_eager`, `seed`: passed to `vllm.LLM` (tensor parallelism splits each layer over the
   GPUs of one node; pipeline parallelism splits the layers, also across nodes)
@@ -31,18 +37,20 @@ its seed, not on its batch. Greedy requests use temperature 0.
 from __future__ import annotations
 
 import gc
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import models
-from ..errors import EvalsuiteError, MissingExtraError
+from ..errors import EvalsuiteError
 from ..models import compressed
+from . import vllm_env
 from .base import Generation, Request, check_options
 
 _PASSED = ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs", "enforce_eager", "seed")
-_OPTIONS = {"dtype", "gpu_memory_utilization", "engine_args", "cache_dir", "trust_remote_code", *_PASSED}
+_OPTIONS = {"dtype", "gpu_memory_utilization", "cpu_kvcache_space_gib", "engine_args", "cache_dir", "trust_remote_code", *_PASSED}
 _QUANT_KEYS = {"method", "checkpoint", "revision", "kv_cache_dtype", "kernel"}
 #: llm-compressor settings (the checkpoint evalsuite builds): evalsuite.models.compressed
 _LLMC_KEYS = {"scheme", "group_size", "ignore", "algorithm", "calibration", "calibration_samples", "dampening_frac"}
@@ -119,21 +127,8 @@ def speculative_config(spec: dict | None, resolve=lambda m: m) -> dict | None:
     )
 
 
-def _import_vllm():
-    try:
-        import torch
-        import vllm
-    except ImportError as exc:
-        raise MissingExtraError("the vllm backend", "vllm", "vllm") from exc
-    if not torch.cuda.is_available():
-        raise EvalsuiteError(
-            "the vllm backend needs a CUDA GPU and none is available (torch.cuda.is_available() is False); use the transformers backend on CPU"
-        )
-    return vllm, torch
-
-
 class VLLMBackend:
-    """Generation with `vllm.LLM`; the engine starts on the first `generate`."""
+    """Generation with `vllm.LLM`, in this process or in a worker (`vllm_env`); the engine starts on the first `generate`."""
 
     name = "vllm"
 
@@ -143,7 +138,7 @@ class VLLMBackend:
         self.quant_args, checkpoint = quantization_args(variant.quantization)
         self.cache_dir = self.options.get("cache_dir")
         self.spec_config = speculative_config(variant.speculative, self._resolve)  # validated before any import
-        self.vllm, self.torch = _import_vllm()
+        self.python = vllm_env.locate()  #: None: vLLM in this process; else the worker's interpreter
         self.resolved = models.resolve_model(variant.model, getattr(variant, "revision", None), self.cache_dir)
         self._llmc: dict | None = None  #: the llm-compressor checkpoint's identity, when evalsuite builds one
         if checkpoint:
@@ -153,7 +148,8 @@ class VLLMBackend:
             self.model_dir, self._llmc, _, _ = compressed.llmcompressor_plan(self.resolved.path, variant.quantization, self.cache_dir)
         else:
             self.model_dir = self.resolved.path
-        self.llm = None
+        self.engine: vllm_env.EngineHandle | None = None
+        self._load_error: EvalsuiteError | None = None
         self._peak_mb: float | None = None
         self._identity: dict | None = None
 
@@ -164,11 +160,9 @@ class VLLMBackend:
 
     def engine_args(self) -> dict:
         """Keyword arguments for `vllm.LLM`."""
-        args: dict[str, Any] = {
-            "model": str(self.model_dir),
-            "dtype": self.options.get("dtype", "auto"),
-            "gpu_memory_utilization": float(self.options.get("gpu_memory_utilization", 0.9)),
-        }
+        args: dict[str, Any] = {"model": str(self.model_dir), "dtype": self.options.get("dtype", "auto")}
+        if self.options.get("gpu_memory_utilization") is not None:
+            args["gpu_memory_utilization"] = float(self.options["gpu_memory_utilization"])
         for k in _PASSED:
             if self.options.get(k) is not None:
                 args[k] = self.options[k]
@@ -184,8 +178,12 @@ class VLLMBackend:
             ident: dict[str, Any] = {
                 "model": model,
                 "engine": {k: v for k, v in self.engine_args().items() if k != "model"},
-                "libraries": models.library_identity("vllm", "torch"),
+                "env": self._engine_env(),
+                # vLLM's version and device as its environment reports them (the worker's, not this process's)
+                "vllm": vllm_env.probe(self.python),
             }
+            if self.python is None:
+                ident["libraries"] = models.library_identity("vllm", "torch")
             if self.resolved.source == "hub":
                 ident["source"] = self.resolved.identity()
             if self.spec_config and "model" in self.spec_config:
@@ -193,85 +191,103 @@ class VLLMBackend:
             self._identity = ident
         return self.variant.fingerprint(self._identity)
 
-    def load(self):
-        if self.llm is None:
+    def load(self) -> vllm_env.EngineHandle:
+        """Start the engine once; a failed start is remembered (each batch then fails at once with vLLM's reason)."""
+        if self._load_error is not None:
+            raise self._load_error
+        if self.engine is None:
             if self._llmc is not None:  # built once on the CPU, cached, then served
                 compressed.llmcompressor_checkpoint(self.resolved.path, self.variant.quantization, self.cache_dir)
-            self.llm = self.vllm.LLM(**self.engine_args())
-            self.torch.cuda.reset_peak_memory_stats()
-        return self.llm
+            try:
+                self.engine = vllm_env.start_engine(self.python, self.engine_args(), self._engine_env())
+            except EvalsuiteError as exc:
+                self._load_error = EvalsuiteError(f"variant {self.variant.name!r}: {exc}")
+                raise self._load_error from None
+        return self.engine
+
+    def _engine_env(self) -> dict:
+        space = self.options.get("cpu_kvcache_space_gib")
+        return {} if space is None else {"VLLM_CPU_KVCACHE_SPACE": str(space)}
+
+    def engine_info(self) -> dict:
+        """What the engine reports about itself (version, device, dtype, kernel, engine arguments)."""
+        return dict(self.load().info)
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
         if not requests:
             return []
-        llm = self.load()
-        SamplingParams = self.vllm.SamplingParams
-        params = [
-            SamplingParams(
-                n=1, max_tokens=r.max_new_tokens, temperature=0.0 if r.greedy else r.temperature, top_p=1.0 if r.greedy else r.top_p, seed=r.sample_seed()
-            )
+        engine = self.load()
+        payload = [
+            {
+                "messages": [{"role": role, "content": content} for role, content in r.messages],
+                "max_tokens": r.max_new_tokens,
+                "temperature": 0.0 if r.greedy else r.temperature,
+                "top_p": 1.0 if r.greedy else r.top_p,
+                "seed": r.sample_seed(),
+            }
             for r in requests
         ]
-        conversations = [[{"role": role, "content": content} for role, content in r.messages] for r in requests]
         t0 = time.perf_counter()
-        outputs = llm.chat(conversations, params, use_tqdm=False)
+        outputs = engine.generate(payload)
         latency = time.perf_counter() - t0
         self._note_memory()
+        return [self._generation(req, out, latency, requests, outputs) for req, out in zip(requests, outputs)]
+
+    def _generation(self, req: Request, out: dict, latency: float, requests: Sequence[Request], outputs: list[dict]) -> Generation:
+        total_new = sum(len(o.get("token_ids") or []) for o in outputs)
+        ids = list(out.get("token_ids") or [])
+        info = self.engine.info if self.engine is not None else {}
+        extra: dict[str, Any] = {
+            "token_ids": ids,
+            "batch_tokens_per_s": round(total_new / latency, 3) if latency > 0 else None,
+            "ttft_source": out.get("ttft_source"),
+            "queue_s": out.get("queue_s"),
+            "preemptions": out.get("preemptions"),
+            "engine": {k: info.get(k) for k in ("vllm", "device", "dtype", "kernel", "kv_cache_dtype")},
+        }
+        if self.spec_config:
+            extra["speculative"] = self.spec_config["method"]
+        common: dict[str, Any] = {
+            "case_id": req.case_id,
+            "variant": self.variant.name,
+            "sample": req.sample,
+            "prompt_tokens": out.get("prompt_tokens"),
+            "new_tokens": len(ids),
+            "latency_s": latency,
+            "batch_size": len(requests),
+            "extra": extra,
+        }
+        if out.get("error"):
+            return Generation(**common, error=f"vLLM refused the request: {out['error']}", finish_reason="error")
         timeout = self.variant.generation.timeout_s
-        timed_out = timeout is not None and latency > timeout  # an offline batch cannot be cut short
-        total_new = sum(len(o.outputs[0].token_ids) for o in outputs)
-        gens = []
-        for req, out in zip(requests, outputs):
-            comp = out.outputs[0]
-            ids = list(comp.token_ids)
-            extra: dict[str, Any] = {"token_ids": ids, "batch_tokens_per_s": round(total_new / latency, 3) if latency > 0 else None, "ttft_source": None}
-            ttft = _ttft(out)
-            if ttft is not None:
-                extra["ttft_source"] = "vllm_metrics"
-            if self.spec_config:
-                extra["speculative"] = self.spec_config["method"]
-            common = {
-                "case_id": req.case_id,
-                "variant": self.variant.name,
-                "sample": req.sample,
-                "prompt_tokens": len(out.prompt_token_ids or []),
-                "new_tokens": len(ids),
-                "latency_s": latency,
-                "batch_size": len(requests),
-                "extra": extra,
-            }
-            if timed_out:
-                gens.append(Generation(**common, error=f"timed out after {timeout}s", timeout=True, finish_reason="timeout"))
-                continue
-            gens.append(
-                Generation(**common, text=comp.text, ttft_s=ttft, tokens_per_s=len(ids) / latency if latency > 0 else None, finish_reason=comp.finish_reason)
-            )
-        return gens
+        if timeout is not None and latency > timeout:  # an offline batch cannot be cut short
+            return Generation(**common, error=f"timed out after {timeout}s", timeout=True, finish_reason="timeout")
+        return Generation(
+            **common,
+            text=out["text"],
+            ttft_s=out.get("ttft_s"),
+            tokens_per_s=len(ids) / latency if latency > 0 else None,
+            finish_reason=out.get("finish_reason"),
+        )
 
     def _note_memory(self) -> None:
-        # vLLM's engine may run in a child process (V1): this process then allocates nothing, and
-        # the device-wide use (all processes) is the honest figure
-        mb = self.torch.cuda.max_memory_allocated() / 2**20
+        # only in this process and on CUDA: vLLM's engine may run in a child process (V1), so the
+        # device-wide use (all processes) is the honest figure; a CPU worker reports none
+        torch = sys.modules.get("torch")
+        if self.python is not None or torch is None or not torch.cuda.is_available():
+            return
+        mb = torch.cuda.max_memory_allocated() / 2**20
         if mb <= 0:
-            free, total = self.torch.cuda.mem_get_info()
+            free, total = torch.cuda.mem_get_info()
             mb = (total - free) / 2**20
         self._peak_mb = max(self._peak_mb or 0.0, mb)
 
     def peak_memory_mb(self) -> float | None:
-        """Peak GPU memory during generation (includes the KV cache vLLM preallocates)."""
+        """Peak GPU memory during generation (includes the KV cache vLLM preallocates); None on CPU."""
         return self._peak_mb
 
     def close(self) -> None:
-        self.llm = None
+        engine, self.engine = self.engine, None
+        if engine is not None:
+            engine.close()
         gc.collect()
-        if self.torch.cuda.is_available():
-            self.torch.cuda.empty_cache()
-
-
-def _ttft(out) -> float | None:
-    """Time to first token from vLLM's request metrics, when the engine fills them in."""
-    m = getattr(out, "metrics", None)
-    first, arrival = getattr(m, "first_token_time", None), getattr(m, "arrival_time", None)
-    if first is None or arrival is None:
-        return None
-    return max(0.0, float(first) - float(arrival))

@@ -560,7 +560,6 @@ def _stage(ctx: _Ctx, base: _Base, stage: str, sraw: dict) -> StageRubric:
 
 
 def _stage_overrides(ctx: _Ctx, base: _Base, stage: str, overrides: object) -> dict:
-    import difflib
 
     if not isinstance(overrides, dict):
         ctx.add(("stages", stage, "rules"), None, f"stages.{stage}.rules", "expected a mapping of rule name to field overrides")

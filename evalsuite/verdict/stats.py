@@ -85,6 +85,9 @@ def permutation_p(base: np.ndarray, var: np.ndarray, higher_is_better: bool, see
     diff = var - base
     if len(diff) == 0 or np.all(diff == 0):
         return (1.0, 1.0)
+    if len(diff) == 1:  # one pair: its two sign flips, exactly (scipy needs two or more observations)
+        worse = diff[0] < 0 if higher_is_better else diff[0] > 0
+        return (1.0, 0.5 if worse else 1.0)
 
     def stat(x, y, axis=-1):
         return np.mean(y, axis=axis) - np.mean(x, axis=axis)

@@ -86,7 +86,7 @@ def test_serve_option(raw, expected):
     "raw, message",
     [
         ("transformers", "must be a mapping"),
-        ({"launcher": "vllm"}, "unknown serve launcher"),
+        ({"launcher": "sglang"}, "unknown serve launcher"),
         ({"port": 8000}, "unknown serve setting"),
         ({"launcher": "llama_cpp", "continuous_batching": True}, "transformers serve"),
         ({"gguf": "/m.gguf"}, "llama_cpp setting"),

