@@ -649,7 +649,7 @@ def resolve_rubric_path(given: str | Path | None, suite: Mapping[str, object] | 
             return shipped_path("rubric", str(chosen))
         except EvalsuiteError as exc:
             raise RubricError([str(exc)]) from exc
-    return Path(chosen)
+    return Path(str(chosen))
 
 
 def resolve_stage(given: str | None, suite: Mapping[str, object] | None = None) -> tuple[str, str]:
