@@ -216,16 +216,23 @@ def test_baseline_against_its_own_noise_run_passes(runs, repo):
     assert "rerun" in v.variants and v.passed and v.exit_code == 0, [x.reason for x in v.violations]
 
 
+def _code_pass(variant: str, case_id: str, value: float | None, passed: bool | None, details: dict) -> ScoreRecord:
+    return ScoreRecord(
+        variant=variant, case_id=case_id, sample=0, scenario="code", kind="completion", metric="code.pass",
+        value=value, passed=passed, higher_is_better=True, details=details,
+    )
+
+
 def _code_records(errors: int, n: int = 20) -> list:
     """code.pass for every case on both sides; the variant's first `errors` runs were sandbox errors."""
     out = []
     for i in range(n):
         c = f"c{i:03d}"
-        out.append(ScoreRecord("base", c, 0, "code", "completion", "code.pass", 1.0, True, True, {"status": "passed"}))
+        out.append(_code_pass("base", c, 1.0, True, {"status": "passed"}))
         if i < errors:
-            out.append(ScoreRecord("opt", c, 0, "code", "completion", "code.pass", None, None, True, {"status": "error", "reason": "sandbox setup failed"}))
+            out.append(_code_pass("opt", c, None, None, {"status": "error", "reason": "sandbox setup failed"}))
         else:
-            out.append(ScoreRecord("opt", c, 0, "code", "completion", "code.pass", 1.0, True, True, {"status": "passed"}))
+            out.append(_code_pass("opt", c, 1.0, True, {"status": "passed"}))
     return out
 
 
