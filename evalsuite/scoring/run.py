@@ -23,6 +23,22 @@ SCORER_MODULES = (
 )
 
 
+def _record(variant: str, case: Case, sample: int | None, sc: Score) -> ScoreRecord:
+    """One scorer's score of a case (at `sample`, or None for a case-level score) as a stored record."""
+    return ScoreRecord(
+        variant=variant,
+        case_id=case.id,
+        sample=sample,
+        scenario=case.scenario,
+        kind=case.kind,
+        metric=sc.metric,
+        value=sc.value,
+        passed=sc.passed,
+        higher_is_better=sc.higher_is_better,
+        details=sc.details,
+    )
+
+
 def load_scorers() -> list[ScorerSpec]:
     import importlib
 
@@ -100,38 +116,10 @@ def _score_case(spec: ScorerSpec, item: int, variant: str, case: Case, inputs: l
         if spec.level == "output":
             for j, inp in enumerate(inputs):
                 scores = reuse.scores(spec, item, j, lambda spec=spec, inp=inp: spec.fn(inp)) if reuse else spec.fn(inp)
-                out += [
-                    ScoreRecord(
-                        variant=variant,
-                        case_id=case.id,
-                        sample=inp.sample,
-                        scenario=case.scenario,
-                        kind=case.kind,
-                        metric=sc.metric,
-                        value=sc.value,
-                        passed=sc.passed,
-                        higher_is_better=sc.higher_is_better,
-                        details=sc.details,
-                    )
-                    for sc in scores
-                ]
+                out += [_record(variant, case, inp.sample, sc) for sc in scores]
         elif spec.level == "case":
             scores = reuse.scores(spec, item, None, lambda: spec.fn(case, inputs)) if reuse else spec.fn(case, inputs)
-            out += [
-                ScoreRecord(
-                    variant=variant,
-                    case_id=case.id,
-                    sample=None,
-                    scenario=case.scenario,
-                    kind=case.kind,
-                    metric=sc.metric,
-                    value=sc.value,
-                    passed=sc.passed,
-                    higher_is_better=sc.higher_is_better,
-                    details=sc.details,
-                )
-                for sc in scores
-            ]
+            out += [_record(variant, case, None, sc) for sc in scores]
     except Exception as exc:  # noqa: BLE001 - one broken scorer must not lose the others
         log.error("scorer %s failed on case %s (%s): %s", spec.name, case.id, variant, exc)
         error = {"error": f"{type(exc).__name__}: {exc}"}
