@@ -218,3 +218,17 @@ def test_the_tests_interpreter_holds_neither_the_program_nor_the_token():
     assert "program seen: False\ntoken seen: False\nmain.py has it: False\nstdin: b''\n" in res.stdout, res.stdout
     old = sandbox.run_tests(REFERENCE, probe, "clamp", **LIMITS)  # the tests in the verdict's interpreter
     assert "program seen: True\ntoken seen: True\nmain.py has it: True" in old.stdout, old.stdout
+
+
+def test_honest_tests_of_the_shipped_cases_agree_in_both_modes():
+    """No regression: each shipped test-writing case's own tests, standing in for a model's, give the
+    same status on its reference and on each mutant with the tests isolated as in the verdict's interpreter."""
+    from evalsuite.cases.caseset import all_cases, load_cases
+    from evalsuite.scoring.code import tests_prelude
+
+    cases = [c for c in all_cases(load_cases([REPO / "casesets" / "code"])) if c.kind == "tests" and c.expect.tests and c.expect.reference]
+    work = [(p, tests_prelude(c.expect.tests) + c.expect.tests, c.expect.entry_point) for c in cases for p in (c.expect.reference, *c.expect.mutants)]
+    isolated = [r.status for r in sandbox.run_tests_many(work, isolation="tests", **LIMITS)]
+    before = [r.status for r in sandbox.run_tests_many(work, isolation="process", **LIMITS)]
+    assert len(work) >= 60 and isolated == before
+    assert isolated.count("passed") == len(cases)  # each reference passes, no mutant does
