@@ -22,7 +22,10 @@ Why each step:
 - `==`, `!=`, `in` in the tests are decided by the expected value's own equality when the other side's
   equality was written by the program (an object whose __eq__ is always true proves nothing);
 - unittest cases are run method by method by the harness itself, so no reporting hook can swallow
-  a failure: a failing test raises straight through to the interpreter (exit 1, no verdict).
+  a failure: a failing test raises straight through to the interpreter (exit 1, no verdict);
+- untrusted tests (`_main_untrusted_tests`) run in an interpreter of their own, forked before the
+  token and the program are read, and the verdict is written here from their report and the calls
+  this process passed on to the program.
 """
 
 import builtins
