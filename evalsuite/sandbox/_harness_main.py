@@ -954,6 +954,9 @@ def _main_untrusted_tests(payload, started):
         report = _relay(run, prog, tproc, kinds)
     except _Stop:
         pass
+    except _BaseException:  # the program raised while loading: it fails as in the other modes
+        tproc.close()
+        raise
     finally:
         prog.close()
     text = _judge_report(run, report, kinds, tproc)

@@ -232,3 +232,30 @@ def test_honest_tests_of_the_shipped_cases_agree_in_both_modes():
     before = [r.status for r in sandbox.run_tests_many(work, isolation="process", **LIMITS)]
     assert len(work) >= 60 and isolated == before
     assert isolated.count("passed") == len(cases)  # each reference passes, no mutant does
+
+
+# (program, tests): runs whose outcome the tests' own interpreter must not change
+OUTCOMES = [
+    ("import nosuchmodule\n" + REFERENCE, "def test_clamp():\n    assert clamp(5, 0, 10) == 5\n"),
+    ("def other():\n    return 1\n", "def test_clamp():\n    assert clamp(5, 0, 10) == 5\n"),
+    ("class B:\n    pass\ndef clamp(x, lo, hi):\n    return B()\n", "def test_clamp():\n    assert clamp(5, 0, 10) == 5\n"),
+    (REFERENCE, "def test_clamp():\n    assert clamp(5, 0, 10) == 6\n"),
+    (REFERENCE, "def helper():\n    assert clamp(5, 0, 10) == 5\n"),
+    (REFERENCE, "import pytest\n@pytest.mark.parametrize('x,want', [(5, 5), (-1, 0)])\ndef test_clamp(x, want):\n    assert clamp(x, 0, 10) == want\n"),
+    (REFERENCE, "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(clamp(11, 0, 10), 10)\n"),
+    ("def clamp(x, lo, hi):\n    raise ValueError('no')\n", "import pytest\ndef test_clamp():\n    with pytest.raises(ValueError):\n        clamp(1, 0, 2)\n"),
+]
+
+
+@pytest.mark.parametrize(("program", "tests"), OUTCOMES)
+def test_outcomes_match_the_process_mode(program, tests):
+    """Load errors, a missing entry point, a returned object, failing, unrun, parametrized, unittest
+    and `raises` tests end alike with the tests isolated and with the tests in the verdict's interpreter."""
+    isolated = sandbox.run_tests(program, tests, "clamp", isolation="tests", **LIMITS)
+    before = sandbox.run_tests(program, tests, "clamp", **LIMITS)
+    assert (isolated.status, isolated.reason, isolated.tests_run) == (before.status, before.reason, before.tests_run)
+
+
+def test_tests_past_their_cpu_limit_time_out():
+    res = sandbox.run_tests(REFERENCE, "def test_clamp():\n    while True:\n        pass\n", "clamp", isolation="tests", timeout_s=10.0, cpu_s=1)
+    assert (res.status, res.reason) == ("timeout", "cpu limit (1 s, in the tests' interpreter)")
