@@ -919,7 +919,7 @@ def _judge_report(run, report, kinds, tests):
         return "FAIL " + run.failure
     n, why = report
     if why is not None or _type(n) is not int:
-        return "FAIL " + (why if _type(why) is str else "the tests' interpreter sent a bad report")
+        return "FAIL " + (" ".join(why.split("\n")) if _type(why) is str else "the tests' interpreter sent a bad report")
     if n <= 0:
         return "FAIL no test ran"
     if run.hits[0] == 0 and ("call",) in kinds.values():
