@@ -33,6 +33,7 @@ BENCHES = {
     "import": "bench_import",
     "adaptive": "bench_adaptive",
     "humaneval": "bench_humaneval",
+    "testwriting": "bench_testwriting",
     "overhead": "bench_overhead",
     "warm": "bench_warm",
     "lm-eval": "bench_lm_eval",

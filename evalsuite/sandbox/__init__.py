@@ -50,7 +50,11 @@ a program without the entry point. By default the program runs in an interpreter
 by the harness before it reads the token (`_program_main`), and the tests call it over a plain-data
 channel (`_wire`): nothing the program does reaches the tests or the verdict. A case with
 `isolation: shared` runs the program in the tests' interpreter, where the harness undoes the usual
-patches but cannot stop code that walks its frames to forge a verdict (docs/security.md).
+patches but cannot stop code that walks its frames to forge a verdict (docs/security.md). Where the
+tests are untrusted too (a test-writing case: the model wrote them), `isolation="tests"` runs them
+in a third interpreter, forked before the harness reads the token and the program (which then
+comes on stdin, not in main.py): they call the program through the harness, which alone writes the
+verdict from their report and from the calls it passed on.
 
 Modules, each importing only those listed before it (the package itself imports them all):
 `isolation` (inside the sandbox: bootstrap, namespaces, mounts, limits, the zygote; stdlib only),

@@ -22,7 +22,10 @@ Why each step:
 - `==`, `!=`, `in` in the tests are decided by the expected value's own equality when the other side's
   equality was written by the program (an object whose __eq__ is always true proves nothing);
 - unittest cases are run method by method by the harness itself, so no reporting hook can swallow
-  a failure: a failing test raises straight through to the interpreter (exit 1, no verdict).
+  a failure: a failing test raises straight through to the interpreter (exit 1, no verdict);
+- untrusted tests (`_main_untrusted_tests`) run in an interpreter of their own, forked before the
+  token and the program are read, and the verdict is written here from their report and the calls
+  this process passed on to the program.
 """
 
 import builtins
@@ -391,6 +394,9 @@ def main(payload):
     program, tests, tests_code, version, ep, shim, use_unittest, isolated = payload
     # the program's interpreter first, so that it never holds the token or the verdict's way out
     prog = _start_program(isolated, version) if isolated is not None else None
+    if isolated is not None and isolated[4]:
+        _main_untrusted_tests(payload, prog)
+        return
     channel = (_read_token(), os.dup(1), os.write)  # then the verdict's token and way out
     unittest = None
     if use_unittest:
@@ -469,27 +475,32 @@ def _program_child(req_r, resp_w, close, wire, codes):
 
 
 class _Program:
-    """The program's interpreter, as the tests' side holds it: a pid, the channel, its stdout file."""
+    """An interpreter forked by the harness, as the harness holds it: a pid, the channel, its stdout
+    file. The program's (`_program_child`), or the tests' where they are untrusted (`_tests_child`)."""
 
-    __slots__ = ("run", "wire", "pid", "wout", "rin", "outfd", "poller", "pidfd")
+    __slots__ = ("run", "wire", "pid", "wout", "rin", "outfd", "poller", "pidfd", "label")
 
-    def __init__(self, wire, codes):
-        self.run, self.wire = None, wire
+    def __init__(self, wire, child, out_file=_OUT_FILE, label="program's"):
+        self.run, self.wire, self.label = None, wire, label
         req_r, self.wout = os.pipe()
         self.rin, resp_w = os.pipe()
-        os.close(os.open(_OUT_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
-        self.outfd = os.open(_OUT_FILE, os.O_RDONLY)
+        os.close(os.open(out_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        self.outfd = os.open(out_file, os.O_RDONLY)
         self.pid = os.fork()
         if self.pid == 0:
-            _program_child(req_r, resp_w, (self.wout, self.rin, self.outfd), wire, codes)
+            child(req_r, resp_w, (self.wout, self.rin, self.outfd))
         os.close(req_r)
         os.close(resp_w)
+        self._watch(self.pid)
+
+    def _watch(self, pid):
+        """Poll the channel and, where the kernel has pidfds, the other side's end."""
         import select
 
         self.poller, self.pidfd = select.poll(), -1
         self.poller.register(self.rin, select.POLLIN)
         try:
-            self.pidfd = os.pidfd_open(self.pid)
+            self.pidfd = os.pidfd_open(pid)
             self.poller.register(self.pidfd, select.POLLIN)
         except (AttributeError, OSError):
             pass  # no pidfds: a daemon the program leaves holding the channel ends as a timeout
@@ -563,7 +574,7 @@ class _Program:
 
         cpu, limit = usage.ru_utime + usage.ru_stime, resource.getrlimit(resource.RLIMIT_CPU)[0]
         if -code == signal.SIGXCPU or (-code == signal.SIGKILL and limit >= 0 and cpu >= limit - 0.05):
-            self.run.timeout = f"cpu limit ({limit} s, in the program's interpreter)"
+            self.run.timeout = f"cpu limit ({limit} s, in the {self.label} interpreter)"
         try:
             return f"signal {signal.Signals(-code).name}"
         except ValueError:
@@ -661,14 +672,14 @@ def _isolated_names(program, kinds):
 def _start_program(isolated, version):
     """The program's interpreter, forked (its code compiled here on another interpreter version);
     the OSError that stopped it, if it could not start."""
-    codes, wire_src, prog_src, names = isolated
+    codes, wire_src, prog_src, names, _ = isolated
     if version != sys.hexversion:
         w = compile(wire_src, "<evalsuite-wire>", "exec", dont_inherit=True)
         codes = marshal.dumps((w, compile(prog_src, "<evalsuite-program>", "exec", dont_inherit=True)))
     wire = {"__name__": "_wire"}
     exec(marshal.loads(codes)[0], wire)
     try:
-        return _Program(wire, codes), names
+        return _Program(wire, lambda req_r, resp_w, close: _program_child(req_r, resp_w, close, wire, codes)), names
     except OSError as exc:
         return exc, names
 
@@ -708,6 +719,252 @@ def _main_isolated(run, program, tests_code, shim, started):
         _verdict(run, "FAIL " + run.failure)
     else:
         _verdict(run, str(n) if n else "FAIL no test ran")
+
+
+# ----------------------------------------------------------------------------------------------
+# Untrusted tests (test-writing cases): the tests in an interpreter of their own too
+# ----------------------------------------------------------------------------------------------
+
+_TESTS_OUT = "tests.out"  #: the tests' stdout, where they are untrusted
+
+
+def _close_all_but(keep):
+    """Close every file descriptor of this process but those in `keep`."""
+    lo, hi = 0, os.sysconf("SC_OPEN_MAX")
+    for k in _sorted(keep):
+        if lo < k:  # never an empty range: closerange(0, 0) closes every descriptor
+            os.closerange(lo, k)
+        lo = k + 1
+    os.closerange(lo, hi)
+
+
+class _Relay(_Program):
+    """The program as the untrusted tests' interpreter holds it: every call goes to the harness, which
+    passes it on to the program's interpreter; this side holds neither the program nor its process."""
+
+    __slots__ = ()
+
+    def __init__(self, wire, rin, wout):
+        self.run, self.wire, self.label = None, wire, "harness's"
+        self.rin, self.wout, self.outfd, self.pid = rin, wout, -1, os.getppid()
+        self._watch(self.pid)
+
+    def exchange(self, msg, what):
+        _flush_stdout()  # what the tests printed before the call comes before what the program prints
+        return _Program.exchange(self, msg, what)
+
+    def forward(self):
+        pass  # the harness copies this interpreter's output
+
+    def ended(self):
+        return "the harness ended"
+
+    def close(self):
+        pass
+
+
+def _flush_stdout():
+    try:
+        sys.stdout.flush()
+    except _BaseException:
+        pass
+
+
+def _tests_side(payload, wire, rin, wout):
+    """The untrusted tests' run: the program's names from the harness, the tests, then a report of
+    (tests run, why not passed) for the harness to judge. Returns the exit status."""
+    _, tests, tests_code, version, ep, shim, use_unittest, _ = payload
+    unittest = None
+    if use_unittest:
+        import unittest
+    run = _Run((None, -1, None), unittest, ep)
+    relay = _Relay(wire, rin, wout)
+    relay.run = run
+    tests_code = _load_tests(tests, tests_code, version)
+    ready = wire["recv"](rin)
+    kinds = ready[1] if _type(ready) is tuple and _len(ready) == 2 and _type(ready[1]) is dict else {}
+    if shim:
+        exec(compile(shim, "pytest_shim.py", "exec"), {})
+    ns = _isolated_names(relay, kinds)
+    n = 0
+    try:
+        n = _run_tests(run, tests_code, _tests_namespace(run, ns), ns)
+    except _Stop:
+        pass
+    _flush_stdout()  # before the report: the harness stops this interpreter once it has it
+    wire["send"](wout, ("done", (n, run.failure or run.error or run.timeout)))
+    return 0
+
+
+def _tests_child(req_r, resp_w, payload, wire):
+    """The forked child that runs the untrusted tests; never returns. Forked before the harness reads
+    the token and the program: it holds neither, nor the run's stdout (its own goes to a file the
+    harness copies), nor any way to the program's interpreter but through the harness."""
+    code = 1
+    try:
+        fd = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(fd, 0)
+        fd = os.open(_TESTS_OUT, os.O_WRONLY | os.O_APPEND)
+        os.dup2(fd, 1)
+        _close_all_but((0, 1, 2, req_r, resp_w))
+        code = _tests_side(payload, wire, req_r, resp_w)
+    except SystemExit as exc:
+        code = exc.code if _type(exc.code) is int else 0 if exc.code is None else 1
+    except _BaseException:
+        import linecache
+        import traceback
+
+        tests = payload[1]
+        linecache.cache["tests.py"] = (_len(tests), None, tests.splitlines(True), "tests.py")
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _read_stdin():
+    """The run's token and the program: all of stdin (the program is not in main.py, which the tests
+    can read); stdin then reads /dev/null."""
+    chunks = []
+    while True:
+        b = os.read(0, 1 << 16)
+        if not b:
+            break
+        chunks.append(b)
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(fd, 0)
+    os.close(fd)
+    token, _, program = b"".join(chunks).partition(b"\n")
+    return token.decode().strip(), program.decode("utf-8", "surrogatepass")
+
+
+def _is_call(msg):
+    return _type(msg) is tuple and _len(msg) == 3 and _type(msg[0]) is str and _type(msg[1]) is tuple and _type(msg[2]) is dict
+
+
+def _relay(run, prog, tests, kinds):
+    """Pass the tests' calls on to the program until the tests report: their (tests run, why not
+    passed), or None where their interpreter ended without a report. `run.hits` counts the calls
+    that reached one of the program's callables."""
+    wire = tests.wire
+    while True:
+        try:
+            tests.wait_reply()
+            msg = wire["recv"](tests.rin)
+        except (EOFError, OSError):
+            return None
+        except (wire["WireError"], MemoryError) as exc:
+            run.failure = f"the tests' interpreter sent what the harness does not take: {type(exc).__name__}"
+            raise _Stop() from None
+        finally:
+            tests.forward()
+        if _is_call(msg):
+            if kinds.get(msg[0]) == ("call",):
+                run.hits[0] += 1
+            reply = prog.exchange(msg, f"{msg[0]}()")
+            try:
+                wire["send"](tests.wout, reply)
+            except OSError:
+                pass  # the tests' interpreter is gone: the next read says so
+        elif _type(msg) is tuple and _len(msg) == 2 and msg[0] == "done" and _type(msg[1]) is tuple and _len(msg[1]) == 2:
+            return msg[1]
+        else:
+            run.failure = "the tests' interpreter sent a message the harness does not know"
+            raise _Stop()
+
+
+def _load_for_tests(run, prog, program, names, tests):
+    """Load the program in its interpreter and tell the tests its names; {name: kind}."""
+    reply = prog.exchange((program, names), "loading")
+    if reply[0] == "load_error" and _len(reply) == 3:
+        prog.close()
+        prog.raised(reply[1], reply[2], "loading")
+    kinds = reply[1] if reply[0] == "ready" and _len(reply) == 2 and _type(reply[1]) is dict else {}
+    ep = run.entry_point
+    if ep is not None and ep not in kinds:
+        run.failure = f"entry point {ep!r} not defined"
+        raise _Stop()
+    try:
+        tests.wire["send"](tests.wout, ("ready", kinds))
+    except OSError:
+        pass  # the tests' interpreter is gone: the relay says so
+    return kinds
+
+
+def _judge_report(run, report, kinds, tests):
+    """The verdict's text from the tests' report and what the harness itself saw; an int where the
+    tests' interpreter ended with an error status of its own (a test failed), which the harness then
+    exits with, as the tests' interpreter would have in the other modes.
+
+    Nothing here is an `error`: once the tests have run, whatever stopped the run may be their doing
+    (an argument that cannot cross, a reply too large for the harness), and an error is never scored."""
+    if run.error:
+        return "FAIL " + run.error
+    if report is None and not (run.failure or run.timeout):
+        try:
+            os.kill(tests.pid, 9)  # where it closed the channel and lives on; an exit status stays as it was
+        except OSError:
+            pass
+        how = tests.ended()
+        if not run.timeout:
+            if how.startswith("exit ") and how != "exit 0":
+                return int(how[5:])
+            run.failure = f"exited before the verdict (the tests' interpreter ended without its report: {how})"
+    if run.timeout:
+        return "TIMEOUT " + run.timeout
+    if run.failure:
+        return "FAIL " + run.failure
+    n, why = report
+    if why is not None or _type(n) is not int:
+        return "FAIL " + (" ".join(why.split("\n")) if _type(why) is str else "the tests' interpreter sent a bad report")
+    if n <= 0:
+        return "FAIL no test ran"
+    if run.hits[0] == 0 and ("call",) in kinds.values():
+        return "FAIL no test called the code under test"
+    return str(n)
+
+
+def _main_untrusted_tests(payload, started):
+    """Untrusted tests: they run in an interpreter of their own, forked before the harness reads the
+    token and the program, and call the program through the harness; the verdict is this process's,
+    from their report and what it saw pass between them."""
+    ep = payload[4]
+    prog, names = started
+    tproc = prog
+    if not _isinstance(prog, OSError):
+        wire = prog.wire
+        try:
+            tproc = _Program(wire, lambda req_r, resp_w, close: _tests_child(req_r, resp_w, payload, wire), _TESTS_OUT, "tests'")
+        except OSError as exc:
+            tproc = exc
+    token, program = _read_stdin()  # only now: the tests' interpreter holds neither
+    run = _Run((token, os.dup(1), os.write), None, ep)
+    if _isinstance(tproc, OSError):
+        if not _isinstance(prog, OSError):
+            prog.close()
+        _verdict(run, f"ERROR the sandbox of the program or of the tests did not start: {tproc}")
+        return
+    prog.run = tproc.run = run
+    report, kinds = None, {}
+    try:
+        kinds = _load_for_tests(run, prog, program, names, tproc)
+        report = _relay(run, prog, tproc, kinds)
+    except _Stop:
+        pass
+    except _BaseException:  # the program raised while loading: it fails as in the other modes
+        tproc.close()
+        raise
+    finally:
+        prog.close()
+    text = _judge_report(run, report, kinds, tproc)
+    tproc.close()
+    if _type(text) is int:  # a test failed the usual way (an assertion): exit as the tests' interpreter did
+        sys.stdout.flush()
+        os._exit(text)
+    _verdict(run, text)
 
 
 if __name__ == _SANDBOX_NAME:

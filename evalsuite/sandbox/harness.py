@@ -116,9 +116,11 @@ def _harness_code() -> tuple[str, bytes]:
     return src, marshal.dumps(compile(src, _HARNESS_NAME, "exec", dont_inherit=True, optimize=2))
 
 
-#: how a test run places the program: "process" (an interpreter of its own, called over `_wire`) or
+#: how a test run places the program: "process" (an interpreter of its own, called over `_wire`),
+#: "tests" (as "process", and the tests untrusted too: a third interpreter that calls the program
+#: through the harness and never holds the program, the token or the verdict; test-writing cases) or
 #: "shared" (the program and the tests in one interpreter: the program can forge the verdict)
-ISOLATIONS = ("process", "shared")
+ISOLATIONS = ("process", "tests", "shared")
 
 _WIRE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_wire.py")
 _PROGRAM_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_program_main.py")
@@ -151,7 +153,8 @@ def _referenced_names(tests: str, entry_point: str | None) -> tuple[str, ...]:
 
 def build_harness(program: str, tests: str, entry_point: str | None = None, isolation: str = "process") -> str:
     """The test program: the tests, the program (in an interpreter of its own unless `isolation` is
-    "shared"), then the verdict line.
+    "shared"), then the verdict line. With "tests" the program is left out: `run_tests` sends it on
+    stdin after the token, once the tests' interpreter has been forked without it.
 
     It holds the run's data and the harness compiled by the suite (run when the sandbox's interpreter
     is this one, the usual case), with the harness's source as the fallback for another version.
@@ -160,9 +163,11 @@ def build_harness(program: str, tests: str, entry_point: str | None = None, isol
         raise ValueError(f"isolation {isolation!r}: expected one of {', '.join(ISOLATIONS)}")
     shim = _PYTEST_SHIM if "pytest" in tests else ""
     isolated = None
-    if isolation == "process":
+    if isolation != "shared":
         codes, wire_src, prog_src = _program_side()
-        isolated = (codes, wire_src, prog_src, _referenced_names(tests, entry_point))
+        isolated = (codes, wire_src, prog_src, _referenced_names(tests, entry_point), isolation == "tests")
+    if isolation == "tests":
+        program = ""  # it comes on stdin, after the token (`run_tests`): the tests can read main.py
     payload = (program, tests, _compiled_tests(tests), sys.hexversion, entry_point, shim, _uses_unittest(tests), isolated)
     src, code = _harness_code()
     # the literals on lines of their own: a traceback shows the short `exec` line, not 60 KB of them;

@@ -47,10 +47,14 @@ def run_tests(program: str, tests: str, entry_point: str | None = None, *, isola
     `isolation="process"` (the default) runs the program in an interpreter of its own that the tests
     call over a plain-data channel (`_wire`), so nothing the program does reaches the tests or the
     verdict; `"shared"` runs both in one interpreter (a case's `isolation: shared`: forgeable).
+    `"tests"` is for tests that are untrusted too (a test-writing case: the model wrote them): they
+    run in a third interpreter, which never holds the program's source, the token or the run's
+    stdout, and call the program through the harness, which alone writes the verdict.
     """
     token = "EVALSUITE-VERDICT-" + secrets.token_hex(16)
     harness = build_harness(program, tests, entry_point, isolation)
-    return run_python(harness, verdict_token=token, stdin=(token + "\n").encode(), **limits)
+    stdin = (token + "\n").encode() + (program.encode("utf-8", "surrogatepass") if isolation == "tests" else b"")
+    return run_python(harness, verdict_token=token, stdin=stdin, **limits)
 
 
 #: where `run_tests_cached` finds `run_tests`, at each call: the package registers itself here

@@ -430,11 +430,15 @@ def _has_checks(tests: str) -> bool:
 
 
 def _run_generated(case: Case, tests: str) -> list[sandbox.SandboxResult]:
-    """The generated tests against the reference, then against each mutant (pooled, cached)."""
+    """The generated tests against the reference, then against each mutant (pooled, cached).
+
+    The model wrote the tests, so they are the untrusted side: `isolation="tests"` runs them in an
+    interpreter of their own that never holds the program under test or the verdict (docs/security.md)."""
     ex = case.expect
     full = tests_prelude(tests) + tests
     programs = [ex.reference or ""] + list(ex.mutants)
-    return sandbox_jobs.run_tests_many([(p, full, ex.entry_point) for p in programs], isolation=ex.isolation, **LIMITS)
+    isolation = "tests" if ex.isolation == "process" else ex.isolation
+    return sandbox_jobs.run_tests_many([(p, full, ex.entry_point) for p in programs], isolation=isolation, **LIMITS)
 
 
 @scorer("code.tests_pass_reference", scenarios=("code",), kinds=("tests",), **LIMITS)

@@ -145,7 +145,9 @@ def test_plain_wrong_answer_fails_every_attack_test():
         assert res.status == "failed", name
 
 
-@pytest.mark.xfail(strict=True, reason="the model's tests share the verdict's interpreter (docs/security.md): not solved yet")
 def test_forging_test_file_fails_against_the_reference():
-    res = sandbox.run_tests("def add(a, b):\n    return a + b\n", _FORGING_TESTS, ENTRY, **LIMITS)
+    """A test-writing case runs the model's tests with `isolation="tests"` (tests/security/test_forgery_tests.py has the rest)."""
+    res = sandbox.run_tests("def add(a, b):\n    return a + b\n", _FORGING_TESTS, ENTRY, isolation="tests", **LIMITS)
     assert res.status == "failed", (res.status, res.reason)
+    forged = sandbox.run_tests("def add(a, b):\n    return a + b\n", _FORGING_TESTS, ENTRY, **LIMITS)
+    assert forged.status == "passed", "the tests in the verdict's interpreter (isolation='process') forge this pass"
