@@ -177,3 +177,19 @@ def test_the_report_case_view_and_the_review_item_show_the_dropped_documents(tri
     assert docs["dropped"] == ["d-print", "d-vpn"] and [d["id"] for d in docs["docs"] if d.get("dropped")] == ["d-print", "d-vpn"]
     assert "dropped by context trimming" in view.documents_html(item)
     assert ("top1", "early") not in items, "nothing was lost where the gold document was kept"
+
+
+def test_a_trimmed_output_is_scored_against_the_documents_it_was_shown(cases):
+    from evalsuite.backends.base import Generation
+    from evalsuite.scoring.run import as_shown, score_generations
+
+    late = cases["late"]
+    kept_vpn = {"context_trim": {"dropped": ["d-wifi", "d-print"], "kept": 1}}  # `top_k: 1, order: overlap` showed d-vpn alone
+    gens = [
+        Generation(case_id="late", variant="base", sample=0, text="A VPN session lasts 12 hours [3]."),
+        Generation(case_id="late", variant="cut", sample=0, text="A VPN session lasts 12 hours [1].", extra=kept_vpn),
+        Generation(case_id="late", variant="cut-wrong", sample=0, text="A VPN session lasts 12 hours [1].", extra={}),
+    ]
+    assert [d.id for d in as_shown(late, gens[1:2]).context] == ["d-vpn"] and as_shown(late, gens[:1]) is late
+    recall = {r.variant: r.passed for r in score_generations([late], gens, "base") if r.metric == "citations.recall"}
+    assert recall == {"base": True, "cut": True, "cut-wrong": False}  # [1] of the full context is d-wifi
