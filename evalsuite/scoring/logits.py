@@ -107,34 +107,21 @@ def to_score_records(variant: str, rows: Iterable[dict], cases_by_id: dict) -> l
             "first_disagreement": r.get("first_disagreement"),
             "baseline_margin": r.get("baseline_margin"),
         }
-        records.append(
-            ScoreRecord(
-                variant=variant,
-                case_id=r["case_id"],
-                sample=r["sample"],
-                scenario=scenario,
-                kind=kind,
-                metric=KL_METRIC,
-                value=r["kl_mean"],
-                passed=None,
-                higher_is_better=False,
-                details=details,
+        for metric, value, higher_is_better in ((KL_METRIC, r["kl_mean"], False), (TOP1_METRIC, r["top1_agreement"], True)):
+            records.append(
+                ScoreRecord(
+                    variant=variant,
+                    case_id=r["case_id"],
+                    sample=r["sample"],
+                    scenario=scenario,
+                    kind=kind,
+                    metric=metric,
+                    value=value,
+                    passed=None,
+                    higher_is_better=higher_is_better,
+                    details=details,
+                )
             )
-        )
-        records.append(
-            ScoreRecord(
-                variant=variant,
-                case_id=r["case_id"],
-                sample=r["sample"],
-                scenario=scenario,
-                kind=kind,
-                metric=TOP1_METRIC,
-                value=r["top1_agreement"],
-                passed=None,
-                higher_is_better=True,
-                details=details,
-            )
-        )
     return records
 
 
