@@ -113,6 +113,7 @@ def test_an_over_long_input_is_classified(status, timed_out, alive, outcome, say
         (True, True, ["a", "b"], ["a", "b"], SURVIVED),
         (True, True, ["a", "b"], ["a", "c"], FAILED),
         (True, False, ["a"], [None], FAILED),
+        (True, True, ["a", "b"], ["a", None], FAILED),  # a request lost after the drop
         (False, True, ["a"], ["a"], CANNOT_JUDGE_WORD),
         (True, True, [None], ["a"], CANNOT_JUDGE_WORD),
     ],
@@ -364,3 +365,65 @@ def test_a_variant_whose_server_did_not_load_is_cannot_judge_without_probing(tmp
     assert [(r.kind, r.outcome) for r in out] == [("load_failure", CANNOT_JUDGE_WORD)] and "ValueError: bad" in out[0].evidence
     out = fault_probes.probe_variant(store, variant, Unloaded(), [], FaultSettings(kinds=("burst", "load_failure")), generate=lambda *a: None)
     assert [(r.kind, r.outcome) for r in out] == [("burst", CANNOT_JUDGE_WORD)]  # load_failure is recorded already
+
+
+# -- the runner: a served variant whose server never comes up -------------------------------------
+
+
+def _crashing_launcher(tmp_path):
+    """A server that prints its last words and exits at once (a model that fails to load), counting its starts."""
+    import sys
+
+    from evalsuite.backends.serve_launcher import Launcher
+
+    count = tmp_path / "starts"
+
+    class Crashing(Launcher):
+        name = "crashing"
+
+        @classmethod
+        def command(cls, model_path, model_name, *, host, port, continuous_batching, args):
+            code = f"open({str(count)!r}, 'a').write('x'); print('ValueError: the checkpoint has model type broken_on_purpose'); raise SystemExit(1)"
+            return [sys.executable, "-c", code]
+
+    return Crashing, count
+
+
+def test_a_served_variant_that_never_loads_is_started_once_recorded_and_the_others_go_on(write, tmp_path, monkeypatch):
+    import types
+
+    from evalsuite.backends.serve_launcher import LAUNCHERS
+    from evalsuite.cases.suite import load_suite
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
+
+    crashing, starts = _crashing_launcher(tmp_path)
+    module = types.ModuleType("evalsuite_test_crashing_launcher")
+    module.Crashing = crashing
+    monkeypatch.setitem(__import__("sys").modules, module.__name__, module)
+    monkeypatch.setitem(LAUNCHERS, "crashing", f"{module.__name__}:Crashing")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}", "utf-8")
+    write("sets/c.yaml", "schema_version: 1\ncases:\n" + "".join(f"  - {{id: q{i}, scenario: kb_qa, kind: grounded, prompt: 'q{i}?'}}\n" for i in range(3)))
+    suite = write(
+        "suite.yaml",
+        f"""
+        schema_version: 1
+        casesets: [sets]
+        generation: {{max_new_tokens: 4, batch_size: 1}}
+        variants:
+          - {{name: base, baseline: true, backend: fake}}
+          - {{name: served, backend: http, model: {model}, options: {{serve: {{launcher: crashing, startup_timeout_s: 30}}, retry: {{max_retries: 0}}}}}}
+          - {{name: other, backend: fake, quantization: {{method: bnb, bits: 8}}}}
+        """,
+    )
+    res = run_suite(load_suite(suite), RunOptions(progress=False, score=False, cache_path=str(tmp_path / "c.sqlite"), runs_dir=str(tmp_path / "runs")))
+    gens = res.store.generations()
+    assert [g.ok for g in gens if g.variant == "served"] == [False] * 3
+    assert all("broken_on_purpose" in g.error for g in gens if g.variant == "served")  # the server's last lines, in every error
+    assert all(g.ok for g in gens if g.variant in ("base", "other")) and sum(g.variant == "other" for g in gens) == 3  # the others go on
+    assert starts.read_text() == "x"  # started once, not once per batch
+    recorded = F.read_faults(res.store)
+    assert list(recorded) == ["served"] and recorded["served"]["load_failure"].outcome == CANNOT_JUDGE_WORD
+    assert F.load_failures(res.store)["served"].startswith("its model did not load: variant 'served': the crashing server did not come up")

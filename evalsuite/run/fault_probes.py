@@ -78,15 +78,21 @@ def alive(be: Any) -> bool:
         return False
 
 
-def _answer(client: httpx.Client, url: str, body: dict, endpoint: str) -> str | None:
-    """The text of one non-streamed request; None when it failed."""
+def _answer(client: httpx.Client, url: str, body: dict, endpoint: str, why: list[str] | None = None) -> str | None:
+    """The text of one non-streamed request; None when it failed (why it failed appended to `why`)."""
     try:
         resp = client.post(url, json=body)
         if resp.status_code != 200:
-            return None
-        return choice_text(resp.json()["choices"][0], endpoint=endpoint, delta=False)
-    except (httpx.HTTPError, ValueError, KeyError, IndexError):
-        return None
+            problem = f"HTTP {resp.status_code}: {error_message(resp.text)[:200]}"
+        else:
+            return choice_text(resp.json()["choices"][0], endpoint=endpoint, delta=False)
+    except httpx.TimeoutException:
+        problem = f"no answer within {client.timeout.read}s"
+    except (httpx.HTTPError, ValueError, KeyError, IndexError) as exc:
+        problem = f"{type(exc).__name__}: {exc}"[:200]
+    if why is not None:
+        why.append(problem)
+    return None
 
 
 # -- over-long input ----------------------------------------------------------------------------
@@ -156,15 +162,17 @@ def probe_disconnect(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
     be: Any = ctx.backend
     reqs = _requests(ctx)
     url = _url(ctx)
+    why: list[str] = []
     with httpx.Client(timeout=ctx.settings.timeout_s) as client:
-        before = [_answer(client, url, be.request_body(r, stream=False), be.endpoint) for r in reqs]
+        before = [_answer(client, url, be.request_body(r, stream=False), be.endpoint, why) for r in reqs]
         longest = replace(reqs[0], max_new_tokens=max(64, reqs[0].max_new_tokens))
         t0 = time.perf_counter()
         streamed = _drop_after_first_token(client, url, be.request_body(longest, stream=True), be.endpoint)
         dropped_s = time.perf_counter() - t0
         up = alive(be)
-        after = [_answer(client, url, be.request_body(r, stream=False), be.endpoint) for r in reqs] if up else [None] * len(reqs)
-    return classify_disconnect(streamed=streamed, alive=up, before=before, after=after), {"first_token_s": dropped_s}
+        after = [_answer(client, url, be.request_body(r, stream=False), be.endpoint, why) for r in reqs] if up else [None] * len(reqs)
+    outcome, evidence = classify_disconnect(streamed=streamed, alive=up, before=before, after=after)
+    return (outcome, f"{evidence} ({'; '.join(why)})" if why else evidence), {"first_token_s": dropped_s}
 
 
 # -- caller retries -----------------------------------------------------------------------------
@@ -246,14 +254,15 @@ def probe_burst(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
 # -- the server killed mid-run ------------------------------------------------------------------
 
 
-def _kill_mid_reply(be: Any, folder: Path, variant: str, after: int, deadline: float, killed: threading.Event) -> None:
+def _kill_mid_reply(be: Any, folder: Path, variant: str, after: int, deadline: float, events: tuple[threading.Event, threading.Event]) -> None:
     """SIGKILL the server once the run in `folder` holds `after` finished generations and the
-    next reply has begun (no server log line needed)."""
+    next reply has begun (no server log line needed). `events`: (set when killed, set to give up)."""
+    killed, stop = events
     store = RunStore(folder)
-    while time.monotonic() < deadline and sum(1 for g in store.generations() if g.variant == variant and g.ok) < after:
+    while not stop.is_set() and time.monotonic() < deadline and sum(1 for g in store.generations() if g.variant == variant and g.ok) < after:
         time.sleep(0.02)
     begun = be.transport.responses_begun
-    while time.monotonic() < deadline:
+    while not stop.is_set() and time.monotonic() < deadline:
         if be.transport.responses_begun > begun:
             be.server.kill()
             killed.set()
@@ -270,14 +279,14 @@ def probe_server_killed(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
     folder.mkdir(parents=True, exist_ok=True)
     store, cache = RunStore(folder), GenerationCache(folder / "cache.sqlite")
     variant = replace(ctx.variant, generation=replace(ctx.variant.generation, batch_size=1))
-    killed = threading.Event()
-    killer = threading.Thread(
-        target=_kill_mid_reply, args=(be, folder, variant.name, ctx.settings.kill_after, time.monotonic() + ctx.settings.timeout_s, killed), daemon=True
-    )
+    killed, stop = threading.Event(), threading.Event()
+    deadline = time.monotonic() + ctx.settings.timeout_s * (ctx.settings.kill_after + 2)  # the requests before the kill, and the one cut
+    killer = threading.Thread(target=_kill_mid_reply, args=(be, folder, variant.name, ctx.settings.kill_after, deadline, (killed, stop)), daemon=True)
     try:
         killer.start()
         ctx.generate(store, cache, variant, set())
-        killer.join(timeout=ctx.settings.timeout_s)
+        stop.set()
+        killer.join(timeout=5)
         first = {g.key(): g.text for g in store.generations() if g.variant == variant.name and g.ok}
         noticed = any(not g.ok for g in store.generations() if g.variant == variant.name)
         t0 = time.perf_counter()

@@ -98,6 +98,9 @@ def classify_disconnect(*, streamed: bool, alive: bool, before: Sequence[str | N
         return CANNOT_JUDGE_WORD, "the streamed reply never began: there was nothing to disconnect from"
     if not alive:
         return FAILED, "the server stopped answering after the client disconnected"
+    lost = [i for i, b in enumerate(after) if b is None]
+    if lost:
+        return FAILED, f"{len(lost)} of {len(before)} requests failed after the client disconnected"
     changed = [i for i, (a, b) in enumerate(zip(before, after)) if a != b]
     if changed:
         i = changed[0]
