@@ -76,6 +76,7 @@ def test_the_suite_checks_the_probed_variants_are_served(write):
     assert "faults.variants: fault probes need a served variant" in text and "unknown variant 'nope'" in text and "'served'" not in text.split("nope")[1]
     ok = load_suite(write("ok.yaml", suite.replace("served, base, nope", "served")))
     assert ok.faults == FaultSettings(variants=("served",))
+    assert ok.resolved()["faults"]["variants"] == ["served"]  # the run's suite.yaml says what was probed
 
 
 def test_a_fault_result_is_a_frozen_keyword_record_that_round_trips():
@@ -287,7 +288,12 @@ def ctx_for(scripted, tmp_path):
 
 @pytest.mark.parametrize(
     "behaviour, outcome, says",
-    [("413", REJECTED_AS_DESIGNED, "HTTP 413: prompt too long"), ("500", FAILED, "HTTP 500"), ("hang", FAILED, "no answer within 2s (a hang)"), ("200", SURVIVED, "")],
+    [
+        ("413", REJECTED_AS_DESIGNED, "HTTP 413: prompt too long"),
+        ("500", FAILED, "HTTP 500"),
+        ("hang", FAILED, "no answer within 2s (a hang)"),
+        ("200", SURVIVED, ""),
+    ],
 )
 def test_the_over_long_probe_reads_the_servers_answer(scripted, ctx_for, behaviour, outcome, says):
     from evalsuite.run.fault_probes import probe_overlong

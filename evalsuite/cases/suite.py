@@ -200,6 +200,7 @@ class Suite:
             "variants": [v.to_dict() for v in self.variants],
             "warnings": list(self.warnings),
             "executor": self.executor.to_dict() if self.executor else {"kind": "local"},
+            **({"faults": self.faults.to_dict()} if self.faults else {}),
         }
 
 
