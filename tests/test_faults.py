@@ -156,14 +156,17 @@ def test_a_killed_server_is_classified(kwargs, outcome, says):
 @pytest.mark.parametrize(
     "error, hung, tail, outcome",
     [
-        ("exited with status 1", False, "Traceback\nValueError: bad model_type", REJECTED_AS_DESIGNED),
+        ("exited with status 1", False, "Traceback\nValueError: bad model_type\n\nYou can update it with pip", REJECTED_AS_DESIGNED),
         ("exited with status 1", False, "  \n", FAILED),  # no lines to show
         ("no answer at ...", True, "", FAILED),
         (None, False, "", FAILED),  # a broken model served
     ],
 )
 def test_a_load_failure_is_classified(error, hung, tail, outcome):
-    assert F.classify_load_failure(error=error, hung=hung, tail=tail, timeout_s=9)[0] == outcome
+    got, evidence = F.classify_load_failure(error=error, hung=hung, tail=tail, timeout_s=9)
+    assert got == outcome
+    if outcome == REJECTED_AS_DESIGNED:
+        assert evidence.endswith("last lines: ValueError: bad model_type | You can update it with pip")  # from the exception's line on
 
 
 def test_a_burst_is_classified():

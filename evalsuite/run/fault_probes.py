@@ -284,7 +284,7 @@ def probe_server_killed(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
     killer = threading.Thread(target=_kill_mid_reply, args=(be, folder, variant.name, ctx.settings.kill_after, deadline, (killed, stop)), daemon=True)
     try:
         killer.start()
-        ctx.generate(store, cache, variant, set())
+        ctx.generate(store, cache, variant, ctx.cases, set())
         stop.set()
         killer.join(timeout=5)
         first = {g.key(): g.text for g in store.generations() if g.variant == variant.name and g.ok}
@@ -297,7 +297,7 @@ def probe_server_killed(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
             restarted = str(exc)[:300]
         restart_s = time.perf_counter() - t0
         if restarted is None:
-            ctx.generate(store, cache, variant, set(first))
+            ctx.generate(store, cache, variant, ctx.cases, set(first))
         final = {g.key(): g for g in store.generations() if g.variant == variant.name}
     finally:
         cache.close()

@@ -30,6 +30,7 @@ them and runs only the probes it lacks.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,8 +69,9 @@ class FaultResult:
 
 
 Verdict = tuple[FaultOutcome, str]  #: (outcome, evidence) of a classification
-#: the runner's loop for one variant (evalsuite.run.runner.generate_into), handed to the probes
-Generate = Callable[["RunStore", "GenerationCache", "Variant", set], None]
+#: the runner's loop for one variant (evalsuite.run.runner.generate_into), handed to the probes:
+#: (store, cache, variant, cases, done keys) -> the missing generations stored
+Generate = Callable[["RunStore", "GenerationCache", "Variant", "Sequence[Case]", set], None]
 
 
 # -- classification: pure functions of what a probe saw ----------------------------------------
@@ -156,10 +158,12 @@ def classify_load_failure(*, error: str | None, hung: bool, tail: str, timeout_s
         return FAILED, f"the server neither came up nor exited within {timeout_s:g}s"
     if error is None:
         return FAILED, "the server served a broken model without an error"
-    lines = [ln for ln in tail.strip().splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in tail.strip().splitlines() if ln.strip()]
     if not lines:
         return FAILED, f"an error without the server's last lines: {error[:300]}"
-    return REJECTED_AS_DESIGNED, f"a clear error with the server's last lines, ending: {lines[-1].strip()[:300]}"
+    # from the exception's own line on (what went wrong; its detail may follow on the next lines)
+    at = next((i for i in range(len(lines) - 1, -1, -1) if re.match(r"[\w.]*(Error|Exception)\b", lines[i])), len(lines) - 1)
+    return REJECTED_AS_DESIGNED, f"a clear error with the server's last lines: {' | '.join(lines[at : at + 3])[:400]}"
 
 
 # -- storage ------------------------------------------------------------------------------------
@@ -205,5 +209,5 @@ class ProbeContext:
     settings: FaultSettings
     scratch: Path  #: a folder of the run for the probes' own stores
     store: RunStore  #: the run (its stored answers are compared with the retried ones)
-    #: the runner's loop for one variant: (store, cache, variant, done keys) -> generated into store
+    #: the runner's loop for one variant: (store, cache, variant, cases, done keys) -> generated into store
     generate: Generate

@@ -400,12 +400,12 @@ def _probe_faults(run: _SuiteRun, v: Variant) -> None:
         return
     from .fault_probes import probe_variant
 
-    generate = functools.partial(generate_into, backend=backend, fingerprint=run.fingerprints[v.name], cases=run.cases)
+    generate = functools.partial(generate_into, backend=backend, fingerprint=run.fingerprints[v.name])
     probe_variant(run.result.store, v, backend, run.cases, run.faults, generate=generate)
 
 
-def generate_into(store: RunStore, cache: GenerationCache, variant: Variant, done: set, *, backend: Backend, fingerprint: str, cases: Sequence[Case]) -> None:
-    """`run_variant` into another store and cache (a fault probe's own run), skipping the `done` keys."""
+def generate_into(store: RunStore, cache: GenerationCache, variant: Variant, cases: Sequence[Case], done: set, *, backend: Backend, fingerprint: str) -> None:
+    """`run_variant` of `cases` into another store and cache (a fault probe's own run), skipping the `done` keys."""
     result = RunResult(store=store, cases=list(cases))
     run_variant(
         VariantJob(variant=variant, backend=backend, fingerprint=fingerprint, cases=cases, store=store, cache=cache, done=done, result=result, progress=False)
