@@ -42,6 +42,13 @@ def word(status: str) -> str:
 
 CANNOT_JUDGE_WORD: Final = "cannot judge"  #: word(CANNOT_JUDGE), spelled out for the type checker (tests/test_states.py)
 
+# --- a fault probe's recorded outcome (evalsuite.run.faults.FaultResult.outcome) -------------------
+FaultOutcome = Literal["rejected as designed", "survived", "failed", "cannot judge"]
+REJECTED_AS_DESIGNED: Final = "rejected as designed"  #: a clear refusal (a 4xx for an over-long input; a clear load error)
+SURVIVED: Final = "survived"  #: the server kept serving, and the answers stayed the same
+FAILED: Final = "failed"  #: a 5xx, a hang, a crash, a lost or changed answer
+FAULT_OUTCOMES: Final[tuple[str, ...]] = get_args(FaultOutcome)
+
 
 class ExitCode(IntEnum):
     """Every exit code of `evalsuite`, in one place (a verdict's own code is `Verdict.exit_code`)."""

@@ -104,6 +104,8 @@ class HTTPBackend:
             self.launcher = launcher_class(self.serve_spec["launcher"])
             self.transport.counts_tokens_by_chunks = self.launcher.counts_tokens_by_chunks
         self.settings_check: dict | None = None  #: the verdict of the settings check, once made
+        self.load_error: str | None = None  #: why the server evalsuite started did not come up (its log's last lines)
+        self.restarts = 0  #: times `restart_server` started it again
         self._probes = 0
         self._warned_max_tokens = False
         self._model = self.opts.model
@@ -159,9 +161,28 @@ class HTTPBackend:
             raise _ServerDied(
                 f"the local {self.server.launcher} server exited (status {self.server.proc.returncode}) during the run; resume the run to try again. Its log ends with: {self.server.log_tail(500).strip()[-300:]}"
             )
+        if self.load_error is not None:
+            raise _ServerDied(self.load_error)  # a server that did not come up is not started again for each batch
         if not self.server.running:
-            self.transport.base_url = self.server.start()
+            try:
+                self.transport.base_url = self.server.start()
+            except EvalsuiteError as exc:
+                self.load_error = f"variant {self.variant.name!r}: {exc}"
+                raise _ServerDied(self.load_error) from exc
             self._model = self.server.model_name
+
+    def restart_server(self) -> str:
+        """Start the server again through its launcher (on its port when free): after it died, or
+        to replace one a fault left wedged. Returns its URL. The runner never calls this: a crash
+        in the middle of a run is recorded, and the fault probe (evalsuite.run.faults) restarts."""
+        if self.server is None:
+            raise EvalsuiteError(f"variant {self.variant.name!r}: no server of its own to restart")
+        if self.server.running:
+            self.server.stop()
+        self.load_error = None
+        self.transport.base_url = self.server.start()
+        self.restarts += 1
+        return self.transport.base_url
 
     # -- identity ------------------------------------------------------------------------------
     def served_models(self) -> list[dict] | None:
@@ -230,6 +251,17 @@ class HTTPBackend:
         if self.opts.stream and self.transport.stream_options:
             body["stream_options"] = {"include_usage": True}
         body.update(self.opts.extra_body)
+        return body
+
+    def request_body(self, req: Request, *, stream: bool | None = None) -> dict:
+        """The JSON body this backend sends for `req` (`stream` overrides the variant's choice)."""
+        body = self._payload(req)
+        if stream is not None and stream != body["stream"]:
+            body["stream"] = stream
+            if not stream:
+                body.pop("stream_options", None)
+            elif self.transport.stream_options:
+                body["stream_options"] = {"include_usage": True}
         return body
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:

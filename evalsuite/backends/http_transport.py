@@ -65,6 +65,8 @@ class Transport:
         self._rng = random.Random()
         self._loop: _LoopThread | None = None
         self._client: httpx.AsyncClient | None = None
+        #: replies whose status line arrived (a stream has begun): what waits for "mid-reply" count
+        self.responses_begun = 0
 
     def run(self, coro: Coroutine[object, object, T]) -> T:
         """Run a coroutine on the transport's loop thread and wait for its result."""
@@ -212,6 +214,7 @@ class Transport:
         endpoint = self.options.endpoint
         url = f"{self.base_url}{ENDPOINTS[endpoint]}"
         async with self.client().stream("POST", url, json=body, timeout=httpx.Timeout(limit)) as resp:
+            self.responses_begun += 1
             if resp.status_code >= 400:
                 raw = (await resp.aread()).decode("utf-8", "replace")
                 message = self.redact(f"HTTP {resp.status_code}: {error_message(raw)}")

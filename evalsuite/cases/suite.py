@@ -20,6 +20,7 @@ from ..registry import BACKENDS
 from ..shipped import Kind, resolve_ref
 from ..yamlio import LineMap, load_yaml
 from .caseset import Case, CaseSet, all_cases, load_cases
+from .fault_options import FaultSettings, parse_faults_block
 from .options import STAGES, ContextTrim, ExecutorSpec, GenerationSettings, TimingSettings, parse_executor, parse_timing_block, parse_trim_block
 
 log = logging.getLogger("evalsuite")
@@ -55,6 +56,7 @@ _SUITE_KEYS = {
     "limit",
     "timing",
     "executor",
+    "faults",
 }
 _GEN_KEYS = set(GenerationSettings.__dataclass_fields__)
 
@@ -165,6 +167,7 @@ class Suite:
     warnings: tuple[str, ...] = ()
     executor: ExecutorSpec | None = None  #: where generation runs (None: local)
     timing: TimingSettings | None = None  #: interleaved timing of the variants (`timing:`; None: sequential)
+    faults: FaultSettings | None = None  #: fault probes of the served variants (`faults:`; None: none)
 
     @property
     def baseline(self) -> Variant:
@@ -203,6 +206,7 @@ class Suite:
             "variants": [v.to_dict() for v in self.variants],
             "warnings": list(self.warnings),
             "executor": self.executor.to_dict() if self.executor else {"kind": "local"},
+            **({"faults": self.faults.to_dict()} if self.faults else {}),
         }
 
 
@@ -490,6 +494,7 @@ def load_suite(path: str | Path) -> Suite:
 
     executor = parse_executor(data.get("executor"), file, lines.line_of, problems)
     timing = parse_timing_block(data.get("timing"), file, lines.line_of, problems)
+    faults = _check_fault_variants(parse_faults_block(data.get("faults"), file, lines.line_of, problems), variants, file, lines, problems)
     stage = data.get("stage")  # None: the one default of evalsuite.verdict.rubric.resolve_stage
     if isinstance(stage, str) and stage not in STAGES:
         problems.append(Problem(file, lines.line_of(("stage",)), None, "stage", f"unknown stage {stage!r}; known: {', '.join(STAGES)}"))
@@ -514,4 +519,29 @@ def load_suite(path: str | Path) -> Suite:
         warnings=tuple(warnings),
         executor=executor,
         timing=timing,
+        faults=faults,
     )
+
+
+def _check_fault_variants(faults: FaultSettings | None, variants: list[Variant], file: str, lines: LineMap, problems: list[Problem]) -> FaultSettings | None:
+    """`faults`, once its `variants` are checked: variants of the suite, each served by a server evalsuite starts."""
+    if faults is None or faults.variants is None:
+        return faults
+    by_name = {v.name: v for v in variants}
+    for name in faults.variants:
+        v = by_name.get(name)
+        if v is None:
+            problems.append(
+                Problem(file, lines.line_of(("faults", "variants")), None, "faults.variants", f"unknown variant {name!r}{suggest(name, list(by_name))}")
+            )
+        elif not (v.backend == "http" and isinstance(v.options.get("serve"), dict)):
+            problems.append(
+                Problem(
+                    file,
+                    lines.line_of(("faults", "variants")),
+                    name,
+                    "faults.variants",
+                    "fault probes need a served variant (backend: http with a `serve` launcher)",
+                )
+            )
+    return faults

@@ -62,6 +62,7 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
         "| variant | weights / decoding | errors | timeouts | latency p50 s | p95 s | TTFT s | tokens/s | peak MB | speed-up | quality Δ (pts) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    from .faults import fault_markdown_lines
     from .model import quality_delta
 
     matrix = {m["name"]: m["matrix_text"] for m in data.models}  # the variant matrix in words: method, bits, scheme, library, revision
@@ -72,6 +73,7 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
             f"| `{_cell(p['variant'])}` | {_cell(matrix.get(p['variant']) or p['changes'])} | {p['errors'] or 0} | {p['timeouts'] or 0} | {_f(p['latency_p50_s'], '.3f')} | {_f(p['latency_p95_s'], '.3f')} "
             f"| {_f(p['ttft_p50_s'], '.3f')} | {_f(p['tokens_per_s'], '.1f')} | {_f(p['peak_memory_mb'], '.0f')} | {_f(p['speedup'], '.2f')} | {_f(None if q is None else 100 * q, '+.1f')} |"
         )
+    lines += fault_markdown_lines(getattr(data, "faults", []))
     lines += release_lines(data.releases)
     lines += [
         "",

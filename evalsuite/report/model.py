@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..models.describe import matrix_text, variant_matrix
 from ..scoring.evidence import citations_evidence, code_evidence, json_drift_rows, trim_drops
 from ..states import CANNOT_JUDGE, CANNOT_JUDGE_WORD
+from .faults import fault_rows
 from .frames import LoadedRun, load_run, perf_rows
 from .releases import release_history
 
@@ -99,6 +100,7 @@ class ReportData:
     loaded: Any = None
     judgment: Any = None  #: the Judgment the report renders
     releases: Any = None  #: releases.ReleaseHistory: stages cleared per variant and each stage's rollback target (None: no ledger)
+    faults: list[dict] = field(default_factory=list)  #: per served variant, each fault probe's outcome (evalsuite.report.faults.fault_rows)
 
     @property
     def status(self) -> str:
@@ -332,6 +334,7 @@ def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None, ledger:
         loaded=lr,
         judgment=judgment,
         releases=release_history(judgment, ledger),
+        faults=fault_rows(lr.store),
     )
 
 

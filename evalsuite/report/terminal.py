@@ -20,6 +20,7 @@ from rich.text import Text
 
 from ..states import CANNOT_JUDGE, CANNOT_JUDGE_WORD
 from ..verdict.outcome import violation_text
+from .faults import fault_rows, faults_table
 from .model import rule_lines, verdict_grid
 
 CELL = {"fail": "[red]FAIL[/red]", "warn": "[yellow]warn[/yellow]", "ok": "[green]ok[/green]", "n/a": "[dim]n/a[/dim]", CANNOT_JUDGE_WORD: "[yellow]?[/yellow]"}
@@ -141,8 +142,12 @@ def verdict_view(
 
 
 def judgment_view(judgment: Any, **kw: Any) -> Group:
-    """`verdict_view` of a Judgment, naming its stage and why that one."""
-    return verdict_view(judgment.verdict, stage_line=judgment.stage_line(), **kw)
+    """`verdict_view` of a Judgment, naming its stage and why that one; with the run's fault
+    outcomes when its served variants were probed (evalsuite.report.faults)."""
+    view = verdict_view(judgment.verdict, stage_line=judgment.stage_line(), **kw)
+    store = getattr(judgment, "store", None)
+    faults = faults_table(fault_rows(store)) if store is not None else None
+    return view if faults is None else Group(view, faults)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 from .. import __version__
 from ..backends.base import Backend, Generation, Request, make_backend
 from ..cases.caseset import SCENARIOS, Case, suite_digest
+from ..cases.fault_options import FaultSettings
 from ..cases.suite import Suite, Variant
 from ..errors import EvalsuiteError
 from ..executors import Executor, make_executor
@@ -263,6 +264,7 @@ def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult
         progress=opts.progress,
         executor=executor,
         timed=timing is not None,
+        faults=suite.faults,
     )
     try:
         result.variants = _generate_variants(run)
@@ -358,6 +360,7 @@ class _SuiteRun:
     executor: Executor
     timed: bool  #: interleaved timing follows: every backend stays loaded until then
     closed: set = field(default_factory=set)  #: backends already closed (each once its variant is done)
+    faults: FaultSettings | None = None  #: the suite's fault probes of served variants (`faults:`)
 
 
 def _generate_variants(run: _SuiteRun) -> dict:
@@ -383,10 +386,31 @@ def _generate_variants(run: _SuiteRun) -> dict:
         )
         summaries[v.name] = run_variant(job)
         store.write_json(store.VARIANTS, summaries)
+        _probe_faults(run, v)
         if not run.timed:
             run.backends[v.name].close()
             run.closed.add(v.name)
     return summaries
+
+
+def _probe_faults(run: _SuiteRun, v: Variant) -> None:
+    """A served variant's fault probes, on its own server before it stops (evalsuite.run.faults);
+    a variant whose server did not come up is recorded "cannot judge" and the run goes on."""
+    backend = run.backends[v.name]
+    if run.faults is None and not getattr(backend, "load_error", None):
+        return
+    from .fault_probes import probe_variant
+
+    generate = functools.partial(generate_into, backend=backend, fingerprint=run.fingerprints[v.name])
+    probe_variant(run.result.store, v, backend, run.cases, run.faults, generate=generate)
+
+
+def generate_into(store: RunStore, cache: GenerationCache, variant: Variant, cases: Sequence[Case], done: set, *, backend: Backend, fingerprint: str) -> None:
+    """`run_variant` of `cases` into another store and cache (a fault probe's own run), skipping the `done` keys."""
+    result = RunResult(store=store, cases=list(cases))
+    run_variant(
+        VariantJob(variant=variant, backend=backend, fingerprint=fingerprint, cases=cases, store=store, cache=cache, done=done, result=result, progress=False)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -299,10 +299,11 @@ class RunStore:
     RUBRIC = "rubric.yaml"  #: an imported run's own rubric (evalsuite.importers), named by its suite.yaml
     IMPORTED_CASES = "imported_cases.jsonl"  #: an imported run's documents: id, task, output type, prompt, target
     IMPORTED_SCORES = "imported_scores.jsonl"  #: the metric values the other tool recorded (kept by `evalsuite score`)
+    FAULTS = "faults.json"  #: each served variant's fault probes and their outcomes (evalsuite.run.faults)
     #: appends to generations.jsonl are fsync'd at most this often (each is in the file at once)
     SYNC_INTERVAL_S = 1.0
     #: the files a comparison reads: a change to any of them invalidates what `memo` holds
-    _MEMO_FILES = (SUITE, SIGNATURE, STATUS, GENERATIONS, VARIANTS, SCORES, TIMING)
+    _MEMO_FILES = (SUITE, SIGNATURE, STATUS, GENERATIONS, VARIANTS, SCORES, TIMING, FAULTS)
 
     def __init__(self, run_dir: str | Path):
         self.dir = Path(run_dir)

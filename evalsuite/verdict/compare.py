@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -510,7 +510,7 @@ def _compare_stored(store, seed: int, n_resamples: int) -> Comparison:
         if g.sample == 0:
             outputs[(g.variant, g.case_id)] = g.text if g.ok else f"<error: {g.error}>"
     status = store.read_json(store.STATUS, {}) or {}
-    return compare_records(
+    cmp = compare_records(
         records,
         infos,
         perf=store.read_json(store.VARIANTS, {}) or {},
@@ -520,3 +520,8 @@ def _compare_stored(store, seed: int, n_resamples: int) -> Comparison:
         timing=store.read_json(store.TIMING),
         resampling=Resampling(seed, n_resamples),
     )
+    from ..run.faults import load_failures
+
+    # a served variant whose model never loaded has errors, not outputs: it cannot be judged (the others are)
+    unloaded = [f"variant {name!r}: cannot judge: {why[:300]}" for name, why in sorted(load_failures(store).items()) if name in cmp.variants]
+    return replace(cmp, problems=cmp.problems + tuple(unloaded)) if unloaded else cmp
