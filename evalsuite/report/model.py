@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models.describe import matrix_text, variant_matrix
+from ..models.engines import variant_engines
 from ..scoring.evidence import citations_evidence, code_evidence, json_drift_rows
 from ..states import CANNOT_JUDGE, CANNOT_JUDGE_WORD
-from .frames import LoadedRun, load_run, perf_rows
+from .frames import LoadedRun, engine_metrics_rows, load_run, perf_rows
 from .releases import release_history
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ class ReportData:
     loaded: Any = None
     judgment: Any = None  #: the Judgment the report renders
     releases: Any = None  #: releases.ReleaseHistory: stages cleared per variant and each stage's rollback target (None: no ledger)
+    engine_metrics: list[dict] = field(default_factory=list)  #: per vLLM variant: what its engine's own counters showed (frames.engine_metrics_rows)
 
     @property
     def status(self) -> str:
@@ -274,6 +276,7 @@ def _models(suite: Mapping, signature: Mapping) -> list[dict]:
     fps = signature.get("variants") or {}
     variants = list(suite.get("variants") or [])
     matrix = variant_matrix(variants, dict(signature))
+    engines = variant_engines(variants, dict(signature))
     out = []
     for v in variants:
         name = v.get("name")
@@ -284,6 +287,7 @@ def _models(suite: Mapping, signature: Mapping) -> list[dict]:
                 "baseline": bool(v.get("baseline")),
                 "noise": bool(v.get("noise")),
                 "backend": v.get("backend"),
+                "engine": engines[name],
                 "model": v.get("model") or "-",
                 "matrix": row,
                 "matrix_text": matrix_text(row),
@@ -332,6 +336,7 @@ def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None, ledger:
         loaded=lr,
         judgment=judgment,
         releases=release_history(judgment, ledger),
+        engine_metrics=engine_metrics_rows(lr.summaries, lr.suite),
     )
 
 
