@@ -1,6 +1,6 @@
 """evalsuite's vllm backend against a plain `LLM.chat` loop, and vLLM against the transformers backend.
 
-    python benchmarks/bench_vllm.py [--quick]          # needs `make vllm` (.venv-vllm)
+    python benchmarks/bench_vllm.py [--quick] [--rounds N]   # needs `make vllm` (.venv-vllm)
 
 1. Overhead: the same prompts (the demo profile: 3 easy cases per scenario, greedy) through
    evalsuite's vllm backend (its worker in .venv-vllm, requests in, generations out) and through a
@@ -8,6 +8,11 @@
    else. Both engines are loaded first (same engine arguments), then called in interleaved rounds
    (ABBA); measured from this process: the whole call (pipe and bookkeeping included), and the
    generation phase (the `llm.chat` time each side reports). Target: evalsuite / plain <= 1.05.
+   Two more sides, in the same interleaved rounds, say where a difference comes from: the plain
+   loop with vLLM's statistics on (evalsuite turns them on: TTFT, queue time and the engine's
+   counters come from them), and evalsuite's backend handed the requests 4 at a time (what
+   suites/vllm.yaml did before it handed them 16 at a time: each `llm.chat` call waits for its
+   slowest request, and the engine batches only what it is given).
 2. Throughput: vLLM (bf16, the whole profile as one batch) against the transformers backend
    (fp32, one request at a time, as the demo's baseline runs), in new tokens per second.
 """
@@ -21,11 +26,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import Row, embedded_suite, judge, median, paired, ratio  # noqa: E402
+from common import Row, embedded_suite, judge, median, ratio  # noqa: E402
 
 _ENGINE = {"dtype": "bfloat16", "max_model_len": 2048, "enforce_eager": True, "seed": 0}
 
@@ -36,7 +42,7 @@ from vllm import LLM, SamplingParams
 
 if __name__ == "__main__":
     args = json.loads(sys.stdin.readline())
-    llm = LLM(**args["engine"])
+    llm = LLM(**args["engine"])  # vLLM's LLM default: statistics off
     params = SamplingParams(temperature=0.0, max_tokens=args["max_tokens"])
     print("ready", flush=True)
     for line in sys.stdin:
@@ -85,6 +91,19 @@ class _Plain:
         Path(self.script.name).unlink(missing_ok=True)
 
 
+def _interleaved(sides: dict[str, Any], rounds: int) -> tuple[dict[str, list[float]], dict[str, list[Any]]]:
+    """Each side once per round, the order reversed every other round (ABCD DCBA ...): wall seconds and results."""
+    times: dict[str, list[float]] = {k: [] for k in sides}
+    results: dict[str, list[Any]] = {k: [] for k in sides}
+    for r in range(rounds):
+        for name in list(sides) if r % 2 == 0 else list(reversed(sides)):
+            t0 = time.perf_counter()
+            results[name].append(sides[name]())
+            times[name].append(time.perf_counter() - t0)
+        print("  [vllm overhead] round " + f"{r + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()), flush=True)
+    return times, results
+
+
 def _overhead(python: str, requests: list, rounds: int) -> list[Row]:
     from evalsuite.backends.vllm import VLLMBackend
     from evalsuite.cases.suite import Variant
@@ -92,18 +111,43 @@ def _overhead(python: str, requests: list, rounds: int) -> list[Row]:
     be = VLLMBackend(Variant(name="vllm-bf16", backend="vllm", model="embedded", options=dict(_ENGINE)))
     be.load()
     conversations = [[{"role": r, "content": c} for r, c in req.messages] for req in requests]
-    plain = _Plain(python, conversations, requests[0].max_new_tokens, dict(_ENGINE, model=str(be.model_dir)))
+    engine = dict(_ENGINE, model=str(be.model_dir))
+    plain = _Plain(python, conversations, requests[0].max_new_tokens, engine)
+    stats = _Plain(python, conversations, requests[0].max_new_tokens, dict(engine, disable_log_stats=False))
+
+    def in_fours() -> list:
+        return [g for i in range(0, len(requests), 4) for g in be.generate(requests[i : i + 4])]
+
     try:
-        ta, tb, ra, rb = paired(lambda: be.generate(requests), plain, rounds, label="vllm backend vs plain LLM.chat")
+        t, res = _interleaved({"evalsuite": lambda: be.generate(requests), "plain": plain, "plain+stats": stats, "evalsuite/4": in_fours}, rounds)
     finally:
         plain.close()
+        stats.close()
         be.close()
-    ga = [gens[0].latency_s for gens in ra]  # the worker's llm.chat time for the batch
-    gb = [r["gen_s"] for r in rb]
-    whole, gen = ratio(ta, tb), ratio(ga, gb)
+    ta, tb, tc, t4 = t["evalsuite"], t["plain"], t["plain+stats"], t["evalsuite/4"]
+    ga = [gens[0].extra["engine_s"] for gens in res["evalsuite"]]  # the worker's llm.chat time for the batch
+    gb, gc = [r["gen_s"] for r in res["plain"]], [r["gen_s"] for r in res["plain+stats"]]
+    whole, gen, vs_stats, fours = ratio(ta, tb), ratio(ga, gb), ratio(ta, tc), ratio(t4, ta)
+    n = len(requests)
     return [
-        Row("vllm", "whole call: evalsuite vllm backend / plain LLM.chat", f"{median(ta):.2f}s vs {median(tb):.2f}s, {len(requests)} requests", whole, "<= 1.05", judge(whole, 1.05)),
-        Row("vllm", "generation phase: evalsuite / plain", f"{median(ga):.2f}s vs {median(gb):.2f}s", gen, "<= 1.05", judge(gen, 1.05)),
+        Row(
+            "vllm",
+            "whole call: evalsuite vllm backend / plain LLM.chat",
+            f"{median(ta):.2f}s vs {median(tb):.2f}s, {n} requests",
+            whole,
+            "<= 1.05",
+            judge(whole, 1.05),
+        ),
+        Row("vllm", "generation phase (llm.chat): evalsuite / plain", f"{median(ga):.2f}s vs {median(gb):.2f}s", gen, "<= 1.05", judge(gen, 1.05)),
+        Row(
+            "vllm",
+            "whole call: evalsuite / plain with vLLM's statistics on",
+            f"{median(ta):.2f}s vs {median(tc):.2f}s (llm.chat {median(gc):.2f}s)",
+            vs_stats,
+            "<= 1.05",
+            judge(vs_stats, 1.05),
+        ),
+        Row("vllm", "evalsuite, the requests 4 at a time / all at once", f"{median(t4):.2f}s vs {median(ta):.2f}s, {n} requests", fours, verdict="measured"),
     ]
 
 
@@ -141,7 +185,7 @@ def _throughput(requests: list, base) -> list[Row]:
     return out
 
 
-def run(quick: bool = False) -> list[Row]:
+def run(quick: bool = False, rounds: int | None = None) -> list[Row]:
     from evalsuite.backends import vllm_env
     from evalsuite.errors import EvalsuiteError
     from evalsuite.run.prompting import build_requests
@@ -154,12 +198,13 @@ def run(quick: bool = False) -> list[Row]:
         python = sys.executable
     _, base, cases = embedded_suite(1 if quick else 3, 32 if quick else 96, 1)
     requests = build_requests(cases, base)
-    return _overhead(python, requests, 3 if quick else 6) + _throughput(requests, base)
+    return _overhead(python, requests, rounds or (3 if quick else 6)) + _throughput(requests, base)
 
 
 def main() -> int:
     quick = "--quick" in sys.argv[1:]
-    for row in run(quick):
+    rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else None
+    for row in run(quick, rounds):
         print(" | ".join(row.cells()))
     return 0
 

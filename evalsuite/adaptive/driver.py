@@ -180,7 +180,7 @@ class _Run:
 
 def _bound_backend(run: _Run, v, factory, cases) -> tuple[Any, str]:
     """The variant's backend and fingerprint, recorded in the run's signature (a resumed run refuses a changed variant)."""
-    from ..run.runner import build_backend, refuse_changed_variants
+    from ..run.runner import build_backend, engine_identities, refuse_changed_variants
 
     backend = build_backend(factory, v, cases)
     fp = backend.fingerprint()
@@ -191,6 +191,7 @@ def _bound_backend(run: _Run, v, factory, cases) -> tuple[Any, str]:
         raise
     sig = run.store.signature
     sig.setdefault("variants", {})[v.name] = fp
+    sig.setdefault("engines", {}).update(engine_identities({v.name: backend}))
     run.store.write_json(run.store.SIGNATURE, sig)
     return backend, fp
 

@@ -12,6 +12,8 @@ Options (under a variant's `options`):
 - `load_s`:   seconds the "model" takes to load (once, on `load()` or the first generate), as a
   real backend's weights do
 - `call_log`: path of a file that gets one line per generated request (tests count calls with it)
+- `engine_metrics`: a scripted summary of the engine's own counters (as the vllm backend's
+  `engine_metrics()` returns it: requests, ttft_mean_s, prefix_cache_hit_rate, ...)
 - `faults`:   {case_id: kind}: fault injection for reliability tests. Kinds that fail the whole
   batch, as a real backend would: `raise` (RuntimeError), `oom` (MemoryError), `cuda_oom` (an
   error shaped like torch's CUDA OutOfMemoryError), `hang` (blocks, ignoring `timeout_s`, until
@@ -60,6 +62,15 @@ class FakeBackend:
 
     def fingerprint(self) -> str:
         return self.variant.fingerprint({"fake": 1})
+
+    def engine_identity(self) -> dict:
+        """The engine for the report's engine column: scripted outputs, no version."""
+        return {"engine": "fake"}
+
+    def engine_metrics(self) -> dict | None:
+        """The scripted `engine_metrics` option (None without one), as a vLLM engine's would be read."""
+        scripted = self.options.get("engine_metrics")
+        return dict(scripted) if scripted is not None else None
 
     def _text(self, req: Request) -> str:
         scripted = self.options.get("outputs", {}).get(req.case_id)

@@ -112,6 +112,7 @@ class HTTPBackend:
         self._renderer: PromptRenderer | None = None
         self._served: object = _UNSET  #: what GET /models answered (None when it did not), once per backend
         self._identity: dict | None = None
+        self._metrics_before: dict | None = None  #: the server's counters before the variant's first batch
 
     @property
     def timeout_s(self) -> float:
@@ -225,6 +226,17 @@ class HTTPBackend:
             self._identity = ident
         return self._identity
 
+    def engine_identity(self) -> dict:
+        """The engine for the report's engine column: the launcher and its library's version for a
+        server evalsuite starts (no server is started to say it), else the server's address."""
+        if self.launcher is None:
+            return {"engine": "http"}
+        libs = self.launcher.library_identity()
+        main = next(iter(libs.values()), None) if libs else None
+        if isinstance(main, dict):  # vLLM's environment reports {dist, version, device}
+            return {"engine": self.launcher.name, "version": main.get("version"), "device": main.get("device")}
+        return {"engine": self.launcher.name, "version": main}
+
     def fingerprint(self) -> str:
         core = replace(self.variant, options=self.opts.fingerprint_options())
         return core.fingerprint(self.identity())
@@ -279,8 +291,17 @@ class HTTPBackend:
             _ = self.renderer
         batch = list(requests)
         if self.launcher is not None:  # a server evalsuite started: its launcher may read server-side figures around the batch
+            if self._metrics_before is None:
+                self._metrics_before = self.launcher.read_metrics(self.base_url)
             return self.launcher.around_batch(self.base_url, lambda: self.transport.run(self._generate(batch)))
         return self.transport.run(self._generate(batch))
+
+    def engine_metrics(self) -> dict | None:
+        """What the server's own counters say of this variant so far (vLLM's: TTFT, queue time,
+        prefix-cache hits, preemptions, speculative acceptance), or None where it exposes none."""
+        if self.launcher is None or self.server is None or not self.server.running:
+            return None
+        return self.launcher.metrics_summary(self._metrics_before, self.launcher.read_metrics(self.base_url))
 
     async def _generate(self, requests: list[Request]) -> list[Generation]:
         sem = asyncio.Semaphore(min(self.opts.concurrency or len(requests), len(requests)))

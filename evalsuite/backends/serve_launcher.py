@@ -81,6 +81,16 @@ class Launcher:
         return generate()
 
     @classmethod
+    def read_metrics(cls, base_url: str) -> dict[str, float] | None:
+        """The server's own counters now (None: it exposes none); read before and after a variant."""
+        return None
+
+    @classmethod
+    def metrics_summary(cls, before: dict | None, after: dict | None) -> dict | None:
+        """What the server's counters say happened between two readings (the report's engine metrics)."""
+        return None
+
+    @classmethod
     def weights(cls, spec: dict, variant: Variant) -> Path:
         """The weights a variant's `serve` spec serves (a model directory or a file)."""
         from .. import models

@@ -8,17 +8,17 @@ and `--enforce-eager`, and `VLLM_CPU_KVCACHE_SPACE=2` (GiB) on a CPU.
 
 Its Prometheus `/metrics` are read before and after each batch; the difference goes into each
 generation's `extra["server_metrics"]`: requests finished, mean TTFT and queue time (from vLLM's
-histograms), prefix-cache queries and hits (and their rate), preemptions.
+histograms), prefix-cache queries and hits (and their rate), preemptions, speculative decoding's
+acceptance (`evalsuite.backends.vllm_metrics`). They are also read before the variant's first batch
+and after its last: that difference is the variant's summary in the report (`read_metrics`,
+`metrics_summary`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -26,20 +26,9 @@ from ..errors import EvalsuiteError
 from . import vllm_env
 from .base import Generation
 from .serve_launcher import Launcher
+from .vllm_metrics import SERIES, metrics_delta, parse_metrics
 
-#: Prometheus series read from /metrics: our name -> vLLM's sample name (summed over its labels)
-SERIES = {
-    "requests": "vllm:request_success_total",
-    "ttft_sum": "vllm:time_to_first_token_seconds_sum",
-    "ttft_count": "vllm:time_to_first_token_seconds_count",
-    "queue_sum": "vllm:request_queue_time_seconds_sum",
-    "queue_count": "vllm:request_queue_time_seconds_count",
-    "prefix_cache_queries": "vllm:prefix_cache_queries_total",
-    "prefix_cache_hits": "vllm:prefix_cache_hits_total",
-    "preemptions": "vllm:num_preemptions_total",
-}
 _DEFAULT_ARGS = (("--max-model-len", "2048"), ("--enforce-eager", None))
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
 
 
 def python() -> str:
@@ -81,19 +70,6 @@ def identity() -> dict:
     return vllm_env.probe(vllm_env.locate())
 
 
-def parse_metrics(text: str) -> dict[str, float]:
-    """The `SERIES` from Prometheus text (each summed over its label sets; absent ones left out)."""
-    wanted = {v: k for k, v in SERIES.items()}
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        m = _SAMPLE.match(line)
-        if m and m.group(1) in wanted:
-            with contextlib.suppress(ValueError):
-                key = wanted[m.group(1)]
-                out[key] = out.get(key, 0.0) + float(m.group(3))
-    return out
-
-
 def scrape(base_url: str, timeout_s: float = 10.0) -> dict[str, float] | None:
     """The server's metrics now (`base_url` ends in /v1), or None when /metrics does not answer."""
     url = base_url.rstrip("/").removesuffix("/v1") + "/metrics"
@@ -104,27 +80,6 @@ def scrape(base_url: str, timeout_s: float = 10.0) -> dict[str, float] | None:
     return parse_metrics(resp.text) if resp.status_code == 200 else None
 
 
-def metrics_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, Any] | None:
-    """What happened between two scrapes: requests, mean TTFT and queue time, prefix-cache hits, preemptions."""
-    if before is None or after is None:
-        return None
-    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in SERIES if k in after}
-
-    def mean(total: str, count: str) -> float | None:
-        return round(d[total] / d[count], 6) if d.get(count) else None
-
-    queries = d.get("prefix_cache_queries")
-    return {
-        "requests": int(d.get("requests", 0)),
-        "ttft_mean_s": mean("ttft_sum", "ttft_count"),
-        "queue_time_mean_s": mean("queue_sum", "queue_count"),
-        "prefix_cache_queries": int(queries or 0),
-        "prefix_cache_hits": int(d.get("prefix_cache_hits", 0)),
-        "prefix_cache_hit_rate": round(d.get("prefix_cache_hits", 0.0) / queries, 6) if queries else None,
-        "preemptions": int(d.get("preemptions", 0)),
-    }
-
-
 def with_metrics(base_url: str, generate: Callable[[], list[Generation]]) -> list[Generation]:
     """`generate()`, each generation carrying what the server's metrics saw during the batch."""
     before = scrape(base_url)
@@ -133,6 +88,9 @@ def with_metrics(base_url: str, generate: Callable[[], list[Generation]]) -> lis
     if delta is None:
         return gens
     return [replace(g, extra={**g.extra, "server_metrics": delta}) for g in gens]
+
+
+__all__ = ["SERIES", "VLLMLauncher", "command", "metrics_delta", "parse_metrics", "scrape", "with_metrics"]
 
 
 class VLLMLauncher(Launcher):
@@ -167,3 +125,11 @@ class VLLMLauncher(Launcher):
     @classmethod
     def around_batch(cls, base_url: str, generate: Callable[[], list[Generation]]) -> list[Generation]:
         return with_metrics(base_url, generate)
+
+    @classmethod
+    def read_metrics(cls, base_url: str) -> dict[str, float] | None:
+        return scrape(base_url)
+
+    @classmethod
+    def metrics_summary(cls, before: dict | None, after: dict | None) -> dict | None:
+        return metrics_delta(before, after)

@@ -209,6 +209,11 @@ class TransformersBackend:
     def fingerprint(self) -> str:
         return self.variant.fingerprint(self.weights_identity())
 
+    def engine_identity(self) -> dict:
+        """The engine for the report's engine column: transformers' version, the device and dtype as resolved."""
+        ident = self.weights_identity()
+        return {"engine": "transformers", "version": ident["libraries"].get("transformers"), "device": ident["device"], "dtype": ident["dtype"]}
+
     # -- loading -------------------------------------------------------------------------------
     def _loader(self) -> ModelLoader:
         if self._model_loader is None:

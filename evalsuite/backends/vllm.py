@@ -48,6 +48,7 @@ from ..errors import EvalsuiteError
 from ..models import compressed
 from . import vllm_env
 from .base import Generation, Request, check_options
+from .vllm_metrics import from_samples, metrics_delta
 
 _PASSED = ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs", "enforce_eager", "seed")
 _OPTIONS = {"dtype", "gpu_memory_utilization", "cpu_kvcache_space_gib", "engine_args", "cache_dir", "trust_remote_code", *_PASSED}
@@ -152,6 +153,7 @@ class VLLMBackend:
         self._load_error: EvalsuiteError | None = None
         self._peak_mb: float | None = None
         self._identity: dict | None = None
+        self._metrics_before: dict | None = None  #: vLLM's counters when the engine had started
 
     def _resolve(self, model: str) -> Path:
         spec = self.variant.speculative or {}
@@ -191,6 +193,15 @@ class VLLMBackend:
             self._identity = ident
         return self.variant.fingerprint(self._identity)
 
+    def engine_identity(self) -> dict:
+        """The engine for the report's engine column: vLLM's version and device as its environment
+        reports them, and the engine arguments it starts with (a draft model by its folder's name)."""
+        probe = vllm_env.probe(self.python) or {}
+        args = {k: v for k, v in self.engine_args().items() if k != "model"}
+        if isinstance(args.get("speculative_config"), dict) and args["speculative_config"].get("model"):
+            args["speculative_config"] = dict(args["speculative_config"], model=Path(str(args["speculative_config"]["model"])).name)
+        return {"engine": "vllm", "dist": probe.get("dist"), "version": probe.get("version"), "device": probe.get("device"), "settings": args}
+
     def load(self) -> vllm_env.EngineHandle:
         """Start the engine once; a failed start is remembered (each batch then fails at once with vLLM's reason)."""
         if self._load_error is not None:
@@ -203,7 +214,22 @@ class VLLMBackend:
             except EvalsuiteError as exc:
                 self._load_error = EvalsuiteError(f"variant {self.variant.name!r}: {exc}")
                 raise self._load_error from None
+            self._metrics_before = self._read_metrics()
         return self.engine
+
+    def _read_metrics(self) -> dict | None:
+        if self.engine is None:
+            return None
+        try:
+            samples = self.engine.metrics()
+        except EvalsuiteError:
+            return None
+        return None if samples is None else from_samples(samples)
+
+    def engine_metrics(self) -> dict | None:
+        """What vLLM's own counters say of this variant since the engine started: requests, mean
+        TTFT and queue time, prefix-cache hits, preemptions, speculative acceptance (None: no engine)."""
+        return metrics_delta(self._metrics_before, self._read_metrics())
 
     def _engine_env(self) -> dict:
         space = self.options.get("cpu_kvcache_space_gib")
@@ -240,6 +266,7 @@ class VLLMBackend:
         extra: dict[str, Any] = {
             "token_ids": ids,
             "batch_tokens_per_s": round(total_new / latency, 3) if latency > 0 else None,
+            "engine_s": out.get("latency_s"),  # the batch's `llm.chat` time in the engine (latency adds the pipe)
             "ttft_source": out.get("ttft_source"),
             "queue_s": out.get("queue_s"),
             "preemptions": out.get("preemptions"),

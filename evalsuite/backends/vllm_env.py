@@ -82,6 +82,8 @@ class EngineHandle(Protocol):
 
     def generate(self, requests: list[dict]) -> list[dict]: ...
 
+    def metrics(self) -> list[list] | None: ...
+
     def close(self) -> None: ...
 
 
@@ -101,6 +103,9 @@ class InProcessEngine:
 
     def generate(self, requests: list[dict]) -> list[dict]:
         return self.engine.generate(requests)
+
+    def metrics(self) -> list[list] | None:
+        return self.engine.metrics()
 
     def close(self) -> None:
         self.engine = None
@@ -167,6 +172,11 @@ class WorkerEngine:
         if not reply.get("ok"):
             raise EvalsuiteError(f"vLLM failed the batch: {reply.get('error')}")
         return list(reply["outputs"])
+
+    def metrics(self) -> list[list] | None:
+        """vLLM's counters now ([sample name, value] pairs), or None when the worker cannot say."""
+        reply = self._ask({"metrics": True})
+        return reply.get("metrics") if reply.get("ok") else None
 
     def log_tail(self, lines: int = 5) -> str:
         """The worker's last log lines, joined on one line (for error messages)."""

@@ -9,7 +9,8 @@ Worker protocol, JSON lines: the first line read is `{"engine_args": {...}}`, an
 `{"ok": true, "info": {...}}` (vLLM version, device, resolved dtype, kernel, engine arguments) or
 `{"ok": false, "error": "..."}`; then each `{"requests": [...]}` line is answered by
 `{"ok": true, "outputs": [...]}`, one output per request (text, token ids, finish reason, latency,
-TTFT, or that request's own error). The answers go to the stdout the worker was started with;
+TTFT, or that request's own error), and `{"metrics": true}` by `{"ok": true, "metrics": [[name,
+value], ...]}` (vLLM's counters and histogram sums and counts, by their Prometheus sample names). The answers go to the stdout the worker was started with;
 everything vLLM prints goes to stderr.
 """
 
@@ -72,6 +73,21 @@ class Engine:
             "kv_cache_dtype": str(self.engine_args.get("kv_cache_dtype", "auto")),
             "engine_args": {k: v for k, v in self.engine_args.items() if k != "model"},
         }
+
+    def metrics(self) -> list[list] | None:
+        """vLLM's counters and histograms now (`LLM.get_metrics()`), as [Prometheus sample name, value]
+        pairs: the names its server's /metrics would show; None where this vLLM has no such API."""
+        get = getattr(self.llm, "get_metrics", None)
+        if get is None:
+            return None
+        out: list[list] = []
+        for m in get():
+            kind = type(m).__name__
+            if kind == "Histogram":
+                out += [[m.name + "_sum", float(m.sum)], [m.name + "_count", float(m.count)]]
+            elif kind == "Counter":
+                out.append([m.name + "_total", float(m.value)])
+        return out
 
     def generate(self, requests: list[dict]) -> list[dict]:
         """One output dict per request; a request the engine refuses gets its own error, the rest go on."""
@@ -160,6 +176,8 @@ def main() -> int:
             if engine is None:
                 engine = Engine(msg["engine_args"])
                 send({"ok": True, "info": engine.info()})
+            elif "metrics" in msg:
+                send({"ok": True, "metrics": engine.metrics()})
             else:
                 send({"ok": True, "outputs": engine.generate(msg["requests"])})
         except Exception as exc:  # noqa: BLE001 - reported to the backend, which names the variant

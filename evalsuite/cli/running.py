@@ -61,7 +61,7 @@ def run(
         from ..scoring.pipeline import run_suite
 
         res = run_suite(s, opts)
-    print_variant_table(res.variants, title=f"run {res.store.run_id}")
+    print_variant_table(res.variants, title=f"run {res.store.run_id}", engines=run_engines(res.store))
     console.print(f"generated {res.generated}, from cache {res.cached}, already in run {res.skipped}, errors {res.errors}")
     console.print(f"run directory: {res.run_dir}")
 
@@ -91,9 +91,16 @@ def _run_adaptive(suite, opts, stage: str | None, seed: int, until: str, toleran
     return res.run
 
 
-def print_variant_table(summaries: dict, title: str = "") -> None:
+def run_engines(store) -> dict[str, str]:
+    """Variant -> its engine, version and settings in words: the report's engine column (the same function)."""
+    from ..models.engines import variant_engines
+
+    return variant_engines(list(store.suite.get("variants") or []), store.signature)
+
+
+def print_variant_table(summaries: dict, title: str = "", engines: dict[str, str] | None = None) -> None:
     table = Table(title=title)
-    for col in ("variant", "changes", "generations", "errors", "timeouts", "median latency s", "tokens/s", "peak MB"):
+    for col in ("variant", "engine", "changes", "generations", "errors", "timeouts", "median latency s", "tokens/s", "peak MB"):
         table.add_column(col)
 
     def f(x, fmt="{:.2f}"):
@@ -102,6 +109,7 @@ def print_variant_table(summaries: dict, title: str = "") -> None:
     for name, s in summaries.items():
         table.add_row(
             name,
+            (engines or {}).get(name, "-"),
             ",".join(s.get("changes", [])) or "(baseline)",
             str(s.get("generations")),
             str(s.get("errors")),

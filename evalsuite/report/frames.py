@@ -154,6 +154,41 @@ def _comparison_row(cmp: Any, d: Any) -> dict:
     }  # fmt: skip
 
 
+def _metric_cell(m: Mapping | None, key: str, not_exposed: str) -> str:
+    if m is None:
+        return "not recorded"
+    if key not in m:
+        return not_exposed
+    value = m[key]
+    if value is None:
+        return "-"
+    if key.endswith("_rate"):
+        return f"{100 * float(value):.1f}%"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def engine_metrics_rows(summaries: Mapping[str, Mapping], suite: Mapping | None = None) -> list[dict]:
+    """Per vLLM variant (the vllm backend, or an http variant serving with `launcher: vllm`), and per
+    variant whose summary holds engine metrics: what vLLM's own counters showed over the variant
+    (evalsuite.backends.vllm_metrics), each figure formatted, "not exposed" for a series the engine
+    lacks, "not recorded" when the run holds no reading (outputs from the cache, an engine that
+    did not start)."""
+    from ..backends.vllm_metrics import FIGURES, NOT_EXPOSED
+
+    rows = []
+    for v in (suite or {}).get("variants") or []:
+        name = v.get("name")
+        s = summaries.get(name) or {}
+        serve = (v.get("options") or {}).get("serve")
+        vllm = v.get("backend") == "vllm" or (isinstance(serve, dict) and serve.get("launcher") == "vllm")
+        if not (vllm or s.get("engine_metrics")):
+            continue
+        m = s.get("engine_metrics")
+        cells = {key: _metric_cell(m, key, NOT_EXPOSED) for key in FIGURES}
+        rows.append({"variant": name, "metrics": m, "cells": cells})
+    return rows
+
+
 def perf_rows(summaries: Mapping[str, Mapping], cmp: Any | None, baseline: str, suite: Mapping | None = None) -> list[dict]:
     """Per variant: the runner's summary (variants.json) with the ratios against the baseline."""
     suite_variants = {v.get("name"): v for v in ((suite or {}).get("variants") or [])}

@@ -102,6 +102,7 @@ def env():
 def render_html(data: Any, plots: dict[str, str] | None = None, *, report_md: str | None = None) -> str:
     """The page for a ReportData (plots: name -> data URI, from plots.report_plots)."""
     from .. import __version__
+    from ..backends.vllm_metrics import FIGURES
 
     tpl = env().get_template("report.html.j2")
     return tpl.render(
@@ -115,6 +116,8 @@ def render_html(data: Any, plots: dict[str, str] | None = None, *, report_md: st
         casesets=sorted((data.signature.get("casesets") or {}).items()),
         generation=sorted((data.signature.get("generation") or {}).items()),
         metric_variants=data.variants + data.noise_runs,
+        engines={m["name"]: m["engine"] for m in data.models},
+        metric_figures=list(FIGURES.items()),
     )
 
 

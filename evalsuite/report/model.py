@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models.describe import matrix_text, variant_matrix
+from ..models.engines import variant_engines
 from ..scoring.evidence import citations_evidence, code_evidence, json_drift_rows, trim_drops
 from ..states import CANNOT_JUDGE, CANNOT_JUDGE_WORD
 from .faults import fault_rows
-from .frames import LoadedRun, load_run, perf_rows
+from .frames import LoadedRun, engine_metrics_rows, load_run, perf_rows
 from .releases import release_history
 
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ class ReportData:
     judgment: Any = None  #: the Judgment the report renders
     releases: Any = None  #: releases.ReleaseHistory: stages cleared per variant and each stage's rollback target (None: no ledger)
     faults: list[dict] = field(default_factory=list)  #: per served variant, each fault probe's outcome (evalsuite.report.faults.fault_rows)
+    engine_metrics: list[dict] = field(default_factory=list)  #: per vLLM variant: what its engine's own counters showed (frames.engine_metrics_rows)
 
     @property
     def status(self) -> str:
@@ -276,6 +278,7 @@ def _models(suite: Mapping, signature: Mapping) -> list[dict]:
     fps = signature.get("variants") or {}
     variants = list(suite.get("variants") or [])
     matrix = variant_matrix(variants, dict(signature))
+    engines = variant_engines(variants, dict(signature))
     out = []
     for v in variants:
         name = v.get("name")
@@ -286,6 +289,7 @@ def _models(suite: Mapping, signature: Mapping) -> list[dict]:
                 "baseline": bool(v.get("baseline")),
                 "noise": bool(v.get("noise")),
                 "backend": v.get("backend"),
+                "engine": engines[name],
                 "model": v.get("model") or "-",
                 "matrix": row,
                 "matrix_text": matrix_text(row),
@@ -335,6 +339,7 @@ def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None, ledger:
         judgment=judgment,
         releases=release_history(judgment, ledger),
         faults=fault_rows(lr.store),
+        engine_metrics=engine_metrics_rows(lr.summaries, lr.suite),
     )
 
 

@@ -212,7 +212,9 @@ def _generate_batch(backend: Backend, batch: list[Request], variant: Variant) ->
         return [Generation(req.case_id, variant.name, req.sample, error=f"{type(exc).__name__}: {exc}", finish_reason="error")]
 
 
-def make_signature(suite: Suite, cases: Sequence[Case], fingerprints: dict[str, str], weights: dict[str, dict] | None = None) -> dict:
+def make_signature(
+    suite: Suite, cases: Sequence[Case], fingerprints: dict[str, str], weights: dict[str, dict] | None = None, engines: dict[str, dict] | None = None
+) -> dict:
     sets: dict[str, list[str]] = {}
     for c in cases:
         sets.setdefault(c.source, []).append(c.digest())
@@ -229,6 +231,7 @@ def make_signature(suite: Suite, cases: Sequence[Case], fingerprints: dict[str, 
         "generation": suite.generation.to_dict(),
         "variants": fingerprints,
         "weights": weights or {},  #: per variant: hub commits and libraries of its weights (evalsuite.models.describe)
+        "engines": engines or {},  #: per variant: its engine, version and settings (evalsuite.models.engines)
         "baseline": suite.baseline.name,
         "libraries": library_versions(),
         "hardware": hardware(),
@@ -249,7 +252,7 @@ def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult
     fingerprints = {name: be.fingerprint() for name, be in backends.items()}
     for w in suite.warnings:
         log.warning(w)
-    store = _open_store(suite, opts, cases, fingerprints, _weights(backends))
+    store = _open_store(suite, opts, cases, fingerprints, _weights(backends), engine_identities(backends))
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
     result = RunResult(store=store, cases=cases)
     executor = make_executor(getattr(suite, "executor", None))  # where batches run; storage stays here
@@ -305,11 +308,27 @@ def _weights(backends: dict[str, Backend]) -> dict[str, dict]:
     return out
 
 
-def _open_store(suite: Suite, opts: RunOptions, cases: Sequence[Case], fingerprints: dict[str, str], weights: dict[str, dict]) -> RunStore:
+def engine_identities(backends: dict[str, Backend]) -> dict[str, dict]:
+    """Per variant, what its backend reports of its engine (name, version, device, settings: the
+    report's engine column); a backend without `engine_identity` is described from its spec alone."""
+    out = {}
+    for name, be in backends.items():
+        identity = getattr(be, "engine_identity", None)
+        if callable(identity):
+            try:
+                out[name] = identity()
+            except Exception as exc:  # noqa: BLE001 - a description, never a reason to stop the run
+                log.debug("variant %s: no engine identity (%s)", name, exc)
+    return out
+
+
+def _open_store(
+    suite: Suite, opts: RunOptions, cases: Sequence[Case], fingerprints: dict[str, str], weights: dict[str, dict], engines: dict[str, dict] | None = None
+) -> RunStore:
     """The run to write into: a new run directory, or the one `opts.resume` names (checked against
     the suite as it is now, and repaired after a kill)."""
     runs_dir = Path(opts.runs_dir or Path(suite.output_dir) / "runs")
-    signature = make_signature(suite, cases, fingerprints, weights)
+    signature = make_signature(suite, cases, fingerprints, weights, engines)
     if not opts.resume:
         return RunStore.create(runs_dir, suite.name, suite.resolved(), signature, prepare=lambda st: _write_cases(cases, st))
     store = RunStore.find(runs_dir, opts.resume)
@@ -325,6 +344,7 @@ def _open_store(suite: Suite, opts: RunOptions, cases: Sequence[Case], fingerpri
     merged = dict(old)
     merged["variants"] = {**old.get("variants", {}), **fingerprints}
     merged["weights"] = {**old.get("weights", {}), **weights}
+    merged["engines"] = {**old.get("engines", {}), **(engines or {})}
     store.write_json(store.SIGNATURE, merged)
     return store
 
@@ -531,6 +551,14 @@ def _variant_summary(job: VariantJob, generated: int, cached: int, wall: float, 
     weights = getattr(backend, "model_memory_mb", None)
     weights = weights() if callable(weights) else weights
     summary = summarize_generations(mine)
+    engine_metrics = getattr(backend, "engine_metrics", None)
+    if callable(engine_metrics) and generated:  # the engine's own counters over this generation (vLLM's)
+        try:
+            summary["engine_metrics"] = engine_metrics()
+        except Exception as exc:  # noqa: BLE001 - a figure, never a reason to fail the variant
+            log.debug("variant %s: no engine metrics (%s)", v.name, exc)
+    elif previous.get("engine_metrics") is not None:
+        summary["engine_metrics"] = previous["engine_metrics"]
     summary.update(
         {
             "fingerprint": job.fingerprint,

@@ -264,6 +264,14 @@ class SamplingParams:
     def __init__(self, **kw):
         self.__dict__.update(kw)
 
+class Counter(types.SimpleNamespace):  # as vllm.v1.metrics.reader names them
+    pass
+
+class Histogram(types.SimpleNamespace):
+    pass
+
+_DONE = [0]
+
 class LLM:
     def __init__(self, **kw):
         print("engine noise on stdout")  # must not reach the protocol
@@ -286,7 +294,13 @@ class LLM:
             comp = types.SimpleNamespace(text=" ".join(words), token_ids=list(range(len(words))), finish_reason="length")
             m = types.SimpleNamespace(first_token_latency=0.125, queued_ts=5.0, scheduled_ts=5.5, num_preemptions=0)
             outs.append(types.SimpleNamespace(prompt_token_ids=[1, 2, 3], outputs=[comp], metrics=m))
+        _DONE[0] += len(outs)
         return outs
+
+    def get_metrics(self):
+        n = _DONE[0]
+        return [Counter(name="vllm:request_success", labels={}, value=n), Counter(name="vllm:num_preemptions", labels={}, value=0),
+                Histogram(name="vllm:time_to_first_token_seconds", labels={}, count=n, sum=0.125 * n, buckets={})]
 """
 
 
@@ -320,6 +334,15 @@ def test_worker_answers_batches_over_the_pipe(fake_worker_python, tmp_path):
         assert be.engine_info()["engine_args"] == {"dtype": "auto", "max_model_len": 8}
         assert be.fingerprint() != VLLMBackend(_variant(str(tmp_path / "base"), options={"max_model_len": 16})).fingerprint()
         assert VLLMBackend(_variant(str(tmp_path / "base"))).fingerprint() and vllm_env.probe(str(fake_worker_python))["version"] == "0.0"
+        # vLLM's own counters since the engine started (the report's metrics), over the pipe
+        assert be.engine_metrics() == {"requests": 2, "ttft_mean_s": 0.125, "preemptions": 0}  # the refused request never finished
+        assert be.engine_identity() == {
+            "engine": "vllm",
+            "dist": "vllm",
+            "version": "0.0",
+            "device": "unknown",
+            "settings": {"dtype": "auto", "max_model_len": 8},
+        }
     finally:
         be.close()
     assert be.engine is None
@@ -338,7 +361,9 @@ def test_engine_that_does_not_start_fails_each_batch_at_once_with_vllms_reason(f
 def test_engine_start_failure_names_the_engine_processs_own_reason(fake_worker_python, tmp_path):
     """vLLM's engine process logs the cause and the caller sees "see root cause above": the error gives the cause."""
     be = VLLMBackend(_variant(str(tmp_path / "base"), options={"engine_args": {"kv_cache_memory_bytes": 1}}))
-    with pytest.raises(EvalsuiteError, match=r"vLLM did not start the engine: ValueError: To serve at least one request .*KV cache is needed.* \(RuntimeError: Engine core"):
+    with pytest.raises(
+        EvalsuiteError, match=r"vLLM did not start the engine: ValueError: To serve at least one request .*KV cache is needed.* \(RuntimeError: Engine core"
+    ):
         be.load()
 
 

@@ -34,11 +34,7 @@ def _missing() -> str | None:
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(_missing() is not None, reason=str(_missing()))]
 
 _OPTS = {"dtype": "bfloat16", "max_model_len": 512, "enforce_eager": True, "seed": 0}
-_PROMPTS = [
-    "What is the capital of France?",
-    "Repeat after me: the VPN session lasts 12 hours. The VPN session lasts",
-    "Count from one to ten.",
-]
+_PROMPTS = ["What is the capital of France?", "Repeat after me: the VPN session lasts 12 hours. The VPN session lasts", "Count from one to ten."]
 
 
 def _reqs(n_tokens: int = 24) -> list[Request]:
@@ -126,7 +122,9 @@ def test_too_small_a_kv_cache_is_a_clear_error_and_the_other_variants_go_on(tmp_
     }
     path = tmp_path / "suite.yaml"
     path.write_text(yaml.safe_dump(suite), "utf-8")
-    res = generate_suite(load_suite(path), RunOptions(limit=1, progress=False, score=False, runs_dir=str(tmp_path / "runs"), cache_path=str(tmp_path / "c.sqlite")))
+    res = generate_suite(
+        load_suite(path), RunOptions(limit=1, progress=False, score=False, runs_dir=str(tmp_path / "runs"), cache_path=str(tmp_path / "c.sqlite"))
+    )
     gens = res.store.generations()
     small = [g for g in gens if g.variant == "kv-too-small"]
     # vLLM's own reason, from its engine process: no room for one cache block, or for one max_model_len request
@@ -144,8 +142,11 @@ def test_the_vllm_launcher_serves_and_reports_its_metrics():
         gens = be.generate(_reqs(16))
         server = be.server
         assert server is not None and server.running
+        summary = be.engine_metrics()  # the variant's: /metrics before its first batch and now
     finally:
         be.close()
+    assert summary is not None and summary["requests"] >= len(gens) and summary["ttft_mean_s"] > 0
+    assert "spec_acceptance_rate" not in summary  # no speculation: vLLM exposes no such series
     assert not server.running
     assert all(g.ok and g.text for g in gens), [g.error for g in gens]
     metrics = gens[0].extra["server_metrics"]
@@ -160,3 +161,49 @@ def test_a_server_that_does_not_start_is_a_clear_error_with_its_log(tmp_path):
     with pytest.raises(EvalsuiteError, match=r"the vllm server did not come up within .*its log .*ends with:\n") as err:
         server.start()
     assert "no-model-here" in str(err.value) and not server.running
+
+
+def test_the_report_shows_the_engine_and_vllms_metrics(tmp_path):
+    """A run with an offline vLLM variant (prefix caching, n-gram speculation): the report's engine
+    column names vLLM's version and settings, and its metrics table what vLLM's counters showed."""
+    from evalsuite.cases.suite import load_suite
+    from evalsuite.judge import judge_run
+    from evalsuite.report import write_report
+    from evalsuite.run.runner import RunOptions
+    from evalsuite.scoring.pipeline import run_suite
+
+    spec = {"method": "ngram", "num_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 1}
+    suite = {
+        "schema_version": 1,
+        "name": "vllm-report",
+        "casesets": [{"path": str(REPO / "casesets"), "tags": ["easy"]}],
+        "generation": {"max_new_tokens": 16, "temperature": 0, "samples": 1, "seed": 1, "batch_size": 8},
+        "output_dir": str(tmp_path),
+        "variants": [
+            {"name": "baseline", "baseline": True, "backend": "fake", "options": {"default": "I don't know."}},
+            {
+                "name": "vllm-spec",
+                "backend": "vllm",
+                "model": "embedded",
+                "speculative": spec,
+                "changes": ["backend", "speculative"],
+                "options": dict(_OPTS, max_model_len=2048, engine_args={"enable_prefix_caching": True}),
+            },
+        ],
+    }
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite), "utf-8")
+    (tmp_path / "rubric.yaml").write_text("schema_version: 1\nname: r\nrules:\n  - {name: reliability, max_error_rate: 0.5}\n", "utf-8")
+    opts = RunOptions(limit=1, progress=False, runs_dir=str(tmp_path / "runs"), cache_path=str(tmp_path / "c.sqlite"))
+    res = run_suite(load_suite(tmp_path / "suite.yaml"), opts)
+    rep = write_report(judge_run(res.store, tmp_path / "rubric.yaml", "pilot"), out_dir=tmp_path / "report")
+    version = vllm_env.probe(vllm_env.locate())["version"]
+    engine = {m["name"]: m["engine"] for m in rep.data.models}["vllm-spec"]
+    assert engine.startswith(f"vllm {version} · cpu · bf16 · speculative ngram k=3") and "enable_prefix_caching" in engine, engine
+    [row] = rep.data.engine_metrics
+    m, cells = row["metrics"], row["cells"]
+    n = len([g for g in res.store.generations() if g.variant == "vllm-spec" and g.ok])
+    assert m["requests"] == n > 0 and m["ttft_mean_s"] > 0 and m["prefix_cache_queries"] > 0 and m["preemptions"] == 0
+    assert m["spec_draft_tokens"] > 0 and 0 <= m["spec_acceptance_rate"] <= 1 and cells["spec_acceptance_rate"].endswith("%")
+    md = rep.markdown.read_text("utf-8")
+    assert f"| `vllm-spec` | {engine} |" in md and "### vLLM's own metrics per variant" in md
+    print(f"engine: {engine}; vLLM's metrics: {m}")
