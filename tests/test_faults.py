@@ -186,6 +186,7 @@ class Scripted(ThreadingHTTPServer):
     forgetful = False  #: its answers change once a client disconnected mid-stream
     max_in_flight = 100  #: more at once are refused with 429
     disconnected = False
+    dropped = 0  #: streams begun and not finished: a client gone mid-stream, whether or not a write has failed yet
     in_flight = 0
     lock = threading.Lock()
 
@@ -228,7 +229,8 @@ class Handler(BaseHTTPRequestHandler):
                 s.in_flight -= 1
 
     def _answer(self, body, prompt):
-        words = (f"echo {prompt[:12]}" + (" again" if self.server.forgetful and self.server.disconnected else "")).split()
+        s = self.server
+        words = (f"echo {prompt[:12]}" + (" again" if s.forgetful and (s.disconnected or s.dropped) else "")).split()
         words += ["more"] * (body.get("max_tokens", 8) - len(words))
         if not body.get("stream"):
             time.sleep(0.05)
@@ -236,14 +238,18 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
+        with s.lock:
+            s.dropped += 1  # until the stream ends: the server learns of a gone client only at a later write
         try:
             for w in words:
                 time.sleep(0.05)
                 self.wfile.write(f"data: {json.dumps({'choices': [{'delta': {'content': w + ' '}}]})}\n\n".encode())
                 self.wfile.flush()
             self.wfile.write(b"data: [DONE]\n\n")
+            with s.lock:
+                s.dropped -= 1
         except (BrokenPipeError, ConnectionResetError):
-            self.server.disconnected = True
+            s.disconnected = True
 
 
 @pytest.fixture
