@@ -7,10 +7,9 @@ from pathlib import Path
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from ..errors import UnknownNameError
-from ._app import ExitCode, app, console, guarded, print_error, setup_logging
+from ._app import ExitCode, app, console, guarded, new_table, print_error, setup_logging
 
 RunsDir = typer.Option(Path("reports/runs"), help="where runs live")
 
@@ -92,7 +91,7 @@ def _run_adaptive(suite, opts, stage: str | None, seed: int, until: str, toleran
 
 
 def print_variant_table(summaries: dict, title: str = "") -> None:
-    table = Table(title=title)
+    table = new_table(title)
     for col in ("variant", "changes", "generations", "errors", "timeouts", "median latency s", "tokens/s", "peak MB"):
         table.add_column(col)
 
@@ -162,7 +161,7 @@ def summary(
     if markdown:
         print(markdown_table(rows))
         return
-    table = Table(title=f"{variant or 'baseline'} pass rates, run {store.run_id}")
+    table = new_table(f"{variant or 'baseline'} pass rates, run {store.run_id}")
     for col in ("scenario", "kind", "metric", "cases", "passed", "rate"):
         table.add_column(col)
     for r in rows:
