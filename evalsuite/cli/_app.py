@@ -7,7 +7,7 @@ import functools
 import logging
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -15,6 +15,9 @@ from rich.markup import escape
 
 from ..errors import EvalsuiteError, ValidationError
 from ..states import ExitCode
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="evalsuite: did quality regress, where, and is it more than noise?")
 # piped output (CI logs, files) gets wide tables instead of rich's 80-column default
@@ -37,6 +40,13 @@ def _root(
     ),
 ) -> None:
     """evalsuite: did quality regress, where, and is it more than noise?"""
+
+
+def new_table(title: str, **kwargs: Any) -> Table:
+    """A rich Table, its module imported only by the commands that print one (start-up stays short)."""
+    from rich.table import Table
+
+    return Table(title=title, **kwargs)
 
 
 def setup_logging(verbose: bool = False) -> None:

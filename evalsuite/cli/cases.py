@@ -6,10 +6,9 @@ from collections import Counter
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from ..errors import EvalsuiteError
-from ._app import app, console, guarded
+from ._app import app, console, guarded, new_table
 
 import_app = typer.Typer(no_args_is_help=True, help="Import case sets from other formats, and other tools' logs as runs.")
 app.add_typer(import_app, name="import", help="Import case sets (humaneval) and other tools' logs as runs (lm-eval, inspect).")
@@ -50,7 +49,7 @@ def validate(paths: list[Path] = typer.Argument(None, help="case-set files or di
 
 def _print_counts(cases: list, n_files: int) -> None:
     counts = Counter((c.scenario, c.kind, c.lang) for c in cases)
-    table = Table(title=f"{len(cases)} cases in {n_files} case-set files: OK")
+    table = new_table(f"{len(cases)} cases in {n_files} case-set files: OK")
     for col in ("scenario", "kind", "en", "zh", "total"):
         table.add_column(col)
     for scen, kind in sorted({(s, k) for s, k, _ in counts}):

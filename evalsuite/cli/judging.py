@@ -10,7 +10,6 @@ import typer
 
 from ..errors import EvalsuiteError
 from ..states import CANNOT_JUDGE_WORD
-from ..yamlio import atomic_write_text
 from ._app import ExitCode, app, console, guarded, print_error, setup_logging
 
 RunArg = typer.Argument(..., help="run id, run directory, or 'last'")
@@ -22,6 +21,8 @@ QueueOpt = typer.Option(None, "--queue", help="review queue (default: reports/re
 
 def write_verdict_json(judgment, path: Path) -> None:
     """The verdict as JSON, with the stage it was judged for and why that one."""
+    from ..yamlio import atomic_write_text
+
     doc = {**judgment.verdict.to_dict(), "stage_source": judgment.stage_source}
     atomic_write_text(Path(path), json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
 
@@ -40,6 +41,8 @@ MlflowExpOpt = typer.Option("evalsuite", "--mlflow-experiment", help="MLflow exp
 def _cannot_judge(exc: EvalsuiteError, stage: str | None, json_out: Path | None) -> typer.Exit:
     print_error(exc)
     if json_out:  # CI reads the file: it says why, too
+        from ..yamlio import atomic_write_text
+
         doc = {
             "passed": False,
             "judgeable": False,

@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
 
-from ..yamlio import atomic_write_text, dump_yaml
-from ._app import ExitCode, app, console, guarded
+from ._app import ExitCode, app, console, guarded, new_table
 from .judging import LedgerOpt, QueueOpt, RubricOpt, RunsDir
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 MlflowUriOpt = typer.Option(
     None, "--mlflow-uri", envvar="MLFLOW_TRACKING_URI", help="MLflow tracking/registry URI (default: $MLFLOW_TRACKING_URI, else MLflow's own)"
@@ -29,6 +30,8 @@ def _ledger(ledger: Path | None, runs_dir: Path) -> Path:
 
 def _write_json(path: Path | None, doc: Any) -> None:
     if path:
+        from ..yamlio import atomic_write_text
+
         atomic_write_text(path, json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
@@ -38,7 +41,7 @@ def _when(ts: str | None) -> str:
 
 def _clearance_table(status: Any, stage: str | None, show_all: bool) -> Table:
     rows = [c for c in status.clearances if (stage is None or c.stage == stage) and (show_all or c.cleared)]
-    t = Table(title=f"{sum(c.cleared for c in rows)} cleared" + (f" for {stage}" if stage else ""), title_justify="left")
+    t = new_table(f"{sum(c.cleared for c in rows)} cleared" + (f" for {stage}" if stage else ""), title_justify="left")
     for col in ("stage", "variant", "fingerprint", "cleared since", "latest decision", "waivers") + (("why not",) if show_all else ()):
         t.add_column(col, overflow="fold")
     for c in rows:
@@ -156,6 +159,8 @@ def rollback(
     console.print(f"  cleared for {stage} since {_when(c.since)} on run {run} (decision #{dep.decision_id})", highlight=False)
     console.print(f"  identity unchanged: {res.identity.summary()}", highlight=False, soft_wrap=True)
     console.print("  deploy this variant:", highlight=False)
+    from ..yamlio import dump_yaml
+
     console.print(dump_yaml({"fingerprint": dep.fingerprint, **dict(dep.spec)}).rstrip(), highlight=False, soft_wrap=True)
     if res.registry:
         r = res.registry

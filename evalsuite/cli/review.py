@@ -8,10 +8,9 @@ from types import ModuleType
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from ..errors import EvalsuiteError
-from ._app import app, console, guarded
+from ._app import app, console, guarded, new_table
 
 
 def _api() -> ModuleType:
@@ -72,7 +71,7 @@ def list_cmd(
                 )
             )
         return
-    t = Table(title=f"{len(rows)} item(s), status {status}, highest expected impact first", title_justify="left")
+    t = new_table(f"{len(rows)} item(s), status {status}, highest expected impact first", title_justify="left")
     for col in ("id", "variant", "case", "scenario", "reasons", "triage", "impact", "verdict", "runs", "claimed by"):
         t.add_column(col)
     for r in sorted(rows, key=lambda r: (-r["priority"], r["id"])):
@@ -266,7 +265,7 @@ def _print_agreement(ag: dict) -> None:
     if not ag["pairs"]:
         console.print("agreement: no item answered by two reviewers yet (a rubric's review.reviews_per_item: 2 asks for two)", highlight=False)
         return
-    t = Table(title=f"agreement: {ag['items']} item(s) answered by two or more reviewers", title_justify="left")
+    t = new_table(f"agreement: {ag['items']} item(s) answered by two or more reviewers", title_justify="left")
     for col in ("reviewers", "items", "agree", "disagree", "Cohen's kappa"):
         t.add_column(col)
     for p in ag["pairs"]:

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from ..errors import UnknownNameError
-from ._app import ExitCode, app, console, guarded, print_error, setup_logging
+from ._app import ExitCode, app, console, guarded, new_table, print_error, setup_logging
 
 RunsDir = typer.Option(Path("reports/runs"), help="where runs live")
 
@@ -99,7 +98,7 @@ def run_engines(store) -> dict[str, str]:
 
 
 def print_variant_table(summaries: dict, title: str = "", engines: dict[str, str] | None = None) -> None:
-    table = Table(title=title)
+    table = new_table(title)
     for col in ("variant", "engine", "changes", "generations", "errors", "timeouts", "median latency s", "tokens/s", "peak MB"):
         table.add_column(col)
 
@@ -170,7 +169,7 @@ def summary(
     if markdown:
         print(markdown_table(rows))
         return
-    table = Table(title=f"{variant or 'baseline'} pass rates, run {store.run_id}")
+    table = new_table(f"{variant or 'baseline'} pass rates, run {store.run_id}")
     for col in ("scenario", "kind", "metric", "cases", "passed", "rate"):
         table.add_column(col)
     for r in rows:

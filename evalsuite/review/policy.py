@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..verdict.review_policy import DEFAULT_POLICY, ReviewPolicy, parse_review_policy
-from .context import item_context
 from .store import AuditPopulation, ItemReview, NewItem, item_key, output_hash
 
 __all__ = ["DEFAULT_POLICY", "REASON_CODES", "FlagInputs", "FlagPlan", "ReviewPolicy", "flag_comparison", "flag_plan", "parse_review_policy"]
@@ -253,6 +252,10 @@ def _new_item(cmp: Any, policy: ReviewPolicy, key: tuple[str, str], reasons: lis
         rubric_digest=inputs.rubric_digest,
     )
     case = inputs.cases.get(c)
+    # here, not at the top: the context pulls in the scorers, the case loader and the run store,
+    # which `evalsuite review annotate` (a reviewer's every verdict) never needs
+    from .context import item_context
+
     context = item_context(case, b_out, v_out, base, recs, dropped=inputs.dropped.get((v, c), ())) if case is not None else None
     return NewItem(
         run_id=cmp.run_id,
