@@ -71,7 +71,7 @@ def _print_long_counts(cases: list) -> None:
     if not counts:
         return
     sizes = sorted({z for _, _, z in counts}, key=lambda z: int(z[:-1]) if z[:-1].isdigit() else 1 << 30)
-    table = Table(title=f"{sum(counts.values())} long-context cases by size")
+    table = new_table(f"{sum(counts.values())} long-context cases by size")
     for col in ("scenario", "kind", *sizes, "total"):
         table.add_column(col)
     for scen, kind in dict.fromkeys((s, k) for s, k, _ in counts):

@@ -55,25 +55,9 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
             lines.append(f"- ... and {len(data.rule_lines) - max_rules} more rule(s) in the HTML report")
     if data.audit:
         lines += ["", f"**Audit of the review flags:** {_cell(data.audit['line'])}"]
-    lines += [
-        "",
-        "### Performance",
-        "",
-        "| variant | engine | weights / decoding | errors | timeouts | latency p50 s | p95 s | TTFT s | tokens/s | peak MB | speed-up | quality Δ (pts) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    lines += perf_lines(data)
     from .faults import fault_markdown_lines
-    from .model import quality_delta
 
-    matrix = {m["name"]: m["matrix_text"] for m in data.models}  # the variant matrix in words: method, bits, scheme, library, revision
-    engines = {m["name"]: m["engine"] for m in data.models}  # engine, version, settings (evalsuite.models.engines)
-
-    for p in data.perf:
-        q = None if p["baseline"] else quality_delta(data.metric_rows, p["variant"])
-        lines.append(
-            f"| `{_cell(p['variant'])}` | {_cell(engines.get(p['variant']) or '-')} | {_cell(matrix.get(p['variant']) or p['changes'])} | {p['errors'] or 0} | {p['timeouts'] or 0} | {_f(p['latency_p50_s'], '.3f')} | {_f(p['latency_p95_s'], '.3f')} "
-            f"| {_f(p['ttft_p50_s'], '.3f')} | {_f(p['tokens_per_s'], '.1f')} | {_f(p['peak_memory_mb'], '.0f')} | {_f(p['speedup'], '.2f')} | {_f(None if q is None else 100 * q, '+.1f')} |"
-        )
     lines += fault_markdown_lines(getattr(data, "faults", []))
     lines += engine_metrics_lines(data.engine_metrics)
     lines += release_lines(data.releases)
@@ -85,6 +69,29 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
     sig = data.signature
     lines.append(f"_case digest `{str(sig.get('case_digest', '-'))[:16]}`, {sig.get('cases', '-')} cases, evalsuite {sig.get('evalsuite', '-')}_")
     return "\n".join(lines) + "\n"
+
+
+def perf_lines(data: Any) -> list[str]:
+    """The performance table: engine, weights, errors, latency, TTFT, tokens/s, memory, speed-up, quality per variant."""
+    lines = [
+        "",
+        "### Performance",
+        "",
+        "| variant | engine | weights / decoding | errors | timeouts | latency p50 s | p95 s | TTFT s | tokens/s | peak MB | speed-up | quality Δ (pts) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    from .model import quality_delta
+
+    matrix = {m["name"]: m["matrix_text"] for m in data.models}  # the variant matrix in words: method, bits, scheme, library, revision
+    engines = {m["name"]: m["engine"] for m in data.models}  # engine, version, settings (evalsuite.models.engines)
+
+    for p in data.perf:
+        q = None if p["baseline"] else quality_delta(data.metric_rows, p["variant"])
+        lines.append(
+            f"| `{_cell(p['variant'])}` | {_cell(engines.get(p['variant']) or '-')} | {_cell(matrix.get(p['variant']) or p['changes'])} | {p['errors'] or 0} | {p['timeouts'] or 0} | {_f(p['latency_p50_s'], '.3f')} | {_f(p['latency_p95_s'], '.3f')} "
+            f"| {_f(p['ttft_p50_s'], '.3f')} | {_f(p['tokens_per_s'], '.1f')} | {_f(p['peak_memory_mb'], '.0f')} | {_f(p['speedup'], '.2f')} | {_f(None if q is None else 100 * q, '+.1f')} |"
+        )
+    return lines
 
 
 def engine_metrics_lines(rows: list[dict]) -> list[str]:
