@@ -317,6 +317,28 @@ class HTTPBackend:
                 )
         return replace(g, extra=extra)
 
+    # -- load traffic (evalsuite.run.load) -----------------------------------------------------
+    def served_url(self) -> str:
+        """The API root requests go to, a server evalsuite starts being started first."""
+        self._ensure_server()
+        _ = self.model
+        return self.base_url
+
+    def request_body(self, req: Request, *, stream: bool) -> dict:
+        """The body `generate` sends for `req`, streamed or not: load traffic asks what the run asks."""
+        body = self._payload(req)
+        body["stream"] = stream
+        if stream and self.transport.stream_options:
+            body["stream_options"] = {"include_usage": True}
+        else:
+            body.pop("stream_options", None)
+        return body
+
+    @property
+    def headers(self) -> dict:
+        """The request headers (the key among them: never logged or stored)."""
+        return dict(self.transport.headers)
+
     def close(self) -> None:
         """Close the connections, the event loop and any server this backend started."""
         self.transport.close()

@@ -262,6 +262,7 @@ def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult
         progress=opts.progress,
         executor=executor,
         timed=timing is not None,
+        keep={v.name for v in suite.loaded_variants()} & {v.name for v in variants},
     )
     try:
         result.variants = _generate_variants(run)
@@ -269,6 +270,11 @@ def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult
             from .timing import time_run
 
             time_run(store, variants, backends, cases, timing, opts.progress)
+        if suite.load is not None and run.keep:  # the served variants' servers still up: put them under load
+            from .load import run_load
+
+            loaded = [v for v in variants if v.name in run.keep]
+            run_load(store, loaded, backends, cases, suite.load, progress=opts.progress)
     finally:
         for name, be in backends.items():
             if name not in run.closed:
@@ -356,6 +362,7 @@ class _SuiteRun:
     progress: bool
     executor: Executor
     timed: bool  #: interleaved timing follows: every backend stays loaded until then
+    keep: set = field(default_factory=set)  #: served variants put under load afterwards: their servers stay up
     closed: set = field(default_factory=set)  #: backends already closed (each once its variant is done)
 
 
@@ -382,7 +389,7 @@ def _generate_variants(run: _SuiteRun) -> dict:
         )
         summaries[v.name] = run_variant(job)
         store.write_json(store.VARIANTS, summaries)
-        if not run.timed:
+        if not run.timed and v.name not in run.keep:
             run.backends[v.name].close()
             run.closed.add(v.name)
     return summaries
