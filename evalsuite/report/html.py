@@ -102,9 +102,13 @@ def env():
 def render_html(data: Any, plots: dict[str, str] | None = None, *, report_md: str | None = None) -> str:
     """The page for a ReportData (plots: name -> data URI, from plots.report_plots)."""
     from .. import __version__
+    from .stability import load_rows
 
+    load = getattr(data.comparison, "load", None)
     tpl = env().get_template("report.html.j2")
     return tpl.render(
+        load_rows=load_rows(load),
+        load_settings=dict(load.settings) if load is not None else {},
         d=data,
         v=data.verdict,
         plots=plots or {},

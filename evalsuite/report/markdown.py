@@ -72,6 +72,7 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
             f"| `{_cell(p['variant'])}` | {_cell(matrix.get(p['variant']) or p['changes'])} | {p['errors'] or 0} | {p['timeouts'] or 0} | {_f(p['latency_p50_s'], '.3f')} | {_f(p['latency_p95_s'], '.3f')} "
             f"| {_f(p['ttft_p50_s'], '.3f')} | {_f(p['tokens_per_s'], '.1f')} | {_f(p['peak_memory_mb'], '.0f')} | {_f(p['speedup'], '.2f')} | {_f(None if q is None else 100 * q, '+.1f')} |"
         )
+    lines += stability_lines(getattr(data.comparison, "load", None))
     lines += release_lines(data.releases)
     lines += [
         "",
@@ -81,6 +82,28 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
     sig = data.signature
     lines.append(f"_case digest `{str(sig.get('case_digest', '-'))[:16]}`, {sig.get('cases', '-')} cases, evalsuite {sig.get('evalsuite', '-')}_")
     return "\n".join(lines) + "\n"
+
+
+def stability_lines(load: Any) -> list[str]:
+    """The "Stability under load" table (served variants under the suite's `load:` block), or nothing."""
+    from .stability import load_rows
+
+    rows = load_rows(load)
+    if not rows:
+        return []
+    lines = [
+        "",
+        "### Stability under load",
+        "",
+        "| variant | in flight | requests | errors | timeouts | TTFT p50/p95/p99 | end-to-end p50/p95/p99 | tokens/s | queue wait | TTFT p95 x baseline | changed | flips (floor) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| `{_cell(r['variant'])}` | {r['level']} | {r['requests']} | {r['errors']} | {r['timeouts']} | {r['ttft']} | {r['e2e']} | {r['tokens_per_s']} "
+            f"| {_cell(r['queue_wait'])} | {r['ttft_ratio']} | {r['changed']}/{r['replayed']} | {r['flips']} ({r['flip_floor']}) |"
+        )
+    return lines
 
 
 def release_lines(releases: Any) -> list[str]:

@@ -141,8 +141,30 @@ def verdict_view(
 
 
 def judgment_view(judgment: Any, **kw: Any) -> Group:
-    """`verdict_view` of a Judgment, naming its stage and why that one."""
-    return verdict_view(judgment.verdict, stage_line=judgment.stage_line(), **kw)
+    """`verdict_view` of a Judgment, naming its stage and why that one; with served variants under
+    load, their stability table after it."""
+    view = verdict_view(judgment.verdict, stage_line=judgment.stage_line(), **kw)
+    table = stability_table(getattr(judgment.comparison, "load", None))
+    return view if table is None else Group(view, table)
+
+
+def stability_table(load: Any) -> Table | None:
+    """ "Stability under load": per served variant and level, latency (p95), tokens/s, errors and the
+    answers that changed or flipped against the variant at rest (None without a `load:` block)."""
+    from .stability import load_rows
+
+    rows = load_rows(load)
+    if not rows:
+        return None
+    t = Table(title="Stability under load (p50 / p95 / p99)", title_justify="left", pad_edge=False)
+    for col in ("variant", "in flight", "reqs", "err", "t/o", "TTFT", "end-to-end", "tokens/s", "queue wait", "TTFT p95 x base", "changed", "flips (floor)"):
+        t.add_column(col, justify="left" if col == "variant" else "right")
+    for r in rows:
+        t.add_row(
+            r["variant"], str(r["level"]), str(r["requests"]), str(r["errors"]), str(r["timeouts"]), r["ttft"], r["e2e"], r["tokens_per_s"],
+            r["queue_wait"], r["ttft_ratio"], f"{r['changed']}/{r['replayed']}", f"{r['flips']} ({r['flip_floor']})",
+        )  # fmt: skip
+    return t
 
 
 # ---------------------------------------------------------------------------------------------

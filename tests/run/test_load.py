@@ -241,6 +241,31 @@ rules:
 """
 
 
+def _check_reports(judgment, tmp_path):
+    """The stability section in the HTML report (with the curve), the markdown and the terminal verdict."""
+    import base64
+    import io
+    import re
+
+    from rich.console import Console
+
+    from evalsuite.report.api import write_report
+    from evalsuite.report.terminal import judgment_view
+
+    res = write_report(judgment, out_dir=tmp_path / "report")
+    html = res.html.read_text("utf-8")
+    assert '<section id="stability">' in html and 'id="plot-load"' in html
+    png = re.search(r'id="plot-load"[^>]*src="data:image/png;base64,([^"]+)"', html)
+    assert png and base64.b64decode(png.group(1))[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = re.findall(r'<tr data-filter data-variant="(base|cand)">\s*<td class="l"><b>\w+</b></td><td>(\w+)</td>', html)
+    assert [lv for v, lv in rows if v == "cand"] == ["rest", "1", "4"]
+    md = res.markdown.read_text("utf-8")
+    assert "### Stability under load" in md and "| `cand` | 4 |" in md
+    out = io.StringIO()
+    Console(file=out, width=250, color_system=None).print(judgment_view(judgment))
+    assert "Stability under load" in out.getvalue() and "cand" in out.getvalue()
+
+
 def test_flips_under_load_fail_batch_invariance_and_the_rest_is_judged(write, tmp_path, server, monkeypatch):
     write("sets/cases.yaml", CASES)
     suite_file = write("suite.yaml", suite_text(server.base_url, "{levels: [1, 4], requests: 8, replay: 4, rounds: 2, stream: 0.5}"))
@@ -256,6 +281,7 @@ def test_flips_under_load_fail_batch_invariance_and_the_rest_is_judged(write, tm
     four = load.for_variant("cand")[1]
     assert four.requests == 2 * 12 and four.ttft_p95_ratio is not None and four.ttft_p95_ratio.n == 2
     assert four.ttft_s["p95"] >= four.ttft_s["p50"] and four.tokens_per_s and not four.changed
+    _check_reports(j, tmp_path)
 
     monkeypatch.setattr(test_http, "SCRIPT", _LoadSensitive(server))  # now answers change under load
     result = _run(tmp_path / "again", suite_file)
