@@ -109,6 +109,7 @@ def render_html(data: Any, plots: dict[str, str] | None = None, *, report_md: st
     return tpl.render(
         load_rows=load_rows(load),
         load_settings=dict(load.settings) if load is not None else {},
+        load_failed=dict(load.failed) if load is not None else {},
         d=data,
         v=data.verdict,
         plots=plots or {},

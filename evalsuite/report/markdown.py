@@ -89,7 +89,8 @@ def stability_lines(load: Any) -> list[str]:
     from .stability import load_rows
 
     rows = load_rows(load)
-    if not rows:
+    failed = dict(load.failed) if load is not None else {}
+    if not rows and not failed:
         return []
     lines = [
         "",
@@ -103,6 +104,7 @@ def stability_lines(load: Any) -> list[str]:
             f"| `{_cell(r['variant'])}` | {r['level']} | {r['requests']} | {r['errors']} | {r['timeouts']} | {r['ttft']} | {r['e2e']} | {r['tokens_per_s']} "
             f"| {_cell(r['queue_wait'])} | {r['ttft_ratio']} | {r['changed']}/{r['replayed']} | {r['flips']} ({r['flip_floor']}) |"
         )
+    lines += [f"\n`{_cell(name)}`: not put under load (cannot judge): {_cell(why[:300])}" for name, why in failed.items()]
     return lines
 
 

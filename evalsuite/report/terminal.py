@@ -154,9 +154,11 @@ def stability_table(load: Any) -> Table | None:
     from .stability import load_rows
 
     rows = load_rows(load)
-    if not rows:
+    failed = dict(load.failed) if load is not None else {}
+    if not rows and not failed:
         return None
-    t = Table(title="Stability under load (p50 / p95 / p99)", title_justify="left", pad_edge=False)
+    caption = "; ".join(f"{name}: not put under load (cannot judge): {why[:200]}" for name, why in failed.items()) or None
+    t = Table(title="Stability under load (p50 / p95 / p99)", title_justify="left", pad_edge=False, caption=caption)
     for col in ("variant", "in flight", "reqs", "err", "t/o", "TTFT", "end-to-end", "tokens/s", "queue wait", "TTFT p95 x base", "changed", "flips (floor)"):
         t.add_column(col, justify="left" if col == "variant" else "right")
     for r in rows:

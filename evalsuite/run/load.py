@@ -384,6 +384,7 @@ def _order(names: list[str], rnd: int) -> list[str]:
 def _open_doc(store: RunStore, settings: LoadSettings) -> dict:
     doc = store.read_json(store.LOAD)
     if doc and doc.get("settings") == settings.to_dict():
+        doc.pop("failed", None)  # a variant whose server did not start is tried again
         return doc
     if doc:
         log.warning("run %s: the load block changed since its windows were recorded: they are measured again", store.run_id)
@@ -414,8 +415,18 @@ def run_load(
         with progress_bar(progress and bool(todo), label, len(todo)) as advance:
             for name in todo:
                 v = by_name[name]
+                if name in doc.setdefault("failed", {}):
+                    advance(1)
+                    continue
                 if name not in targets:
-                    targets[name] = target_of(v, backends[name])
+                    try:
+                        targets[name] = target_of(v, backends[name])
+                    except EvalsuiteError as exc:  # its server did not start: that variant cannot be judged, the others go on
+                        log.warning("variant %s: not put under load: %s", name, exc)
+                        doc["failed"][name] = str(exc)[:2000]
+                        store.write_json(store.LOAD, doc, indent=None)
+                        advance(1)
+                        continue
                 replays = replay_requests(cases, v, settings.replay)
                 items = window_traffic(background_pools(cases, v, settings), replays, settings, level, rnd)
                 window = asyncio.run(run_window(targets[name], items, level, rnd, settings, transport=transport))

@@ -84,6 +84,7 @@ class LoadSummary:
     settings: Mapping = field(default_factory=dict)
     baseline: str = ""
     levels: tuple[LoadLevel, ...] = ()
+    failed: Mapping[str, str] = field(default_factory=dict)  #: variant -> why it was not put under load (its server did not start)
 
     @property
     def variants(self) -> list[str]:
@@ -98,7 +99,7 @@ class LoadSummary:
         return next((lv for lv in self.levels if lv.variant == variant and lv.level == REST), None)
 
     def to_dict(self) -> dict:
-        return {"settings": dict(self.settings), "baseline": self.baseline, "levels": [lv.to_dict() for lv in self.levels]}
+        return {"settings": dict(self.settings), "baseline": self.baseline, "levels": [lv.to_dict() for lv in self.levels], "failed": dict(self.failed)}
 
 
 def _pooled(windows: Sequence[LoadWindow]) -> dict:
@@ -186,7 +187,8 @@ def summarize_load(
     the answer at rest; `pairing`: compare's (per_case, _compare_metric), the paired comparison the
     run's own answers get (handed in: compare builds the summary, and imports this module)."""
     windows = stored_windows(doc)
-    if not windows:
+    failed = dict((doc or {}).get("failed") or {})
+    if not windows and not failed:
         return None
     by: dict[tuple[str, int], list[LoadWindow]] = defaultdict(list)
     for w in windows:
@@ -215,7 +217,7 @@ def summarize_load(
                 baseline_pass_to_fail=p2f,
             )
         )
-    return LoadSummary(settings=dict((doc or {}).get("settings") or {}), baseline=baseline, levels=tuple(levels))
+    return LoadSummary(settings=dict((doc or {}).get("settings") or {}), baseline=baseline, levels=tuple(levels), failed=failed)
 
 
 def _no_scores(_records: Sequence[ScoreRecord]) -> dict:
@@ -280,6 +282,8 @@ def _ttft_check(level: LoadLevel, limit: float, baseline: str) -> LoadCheck:
 def load_checks(rule: object, summary: LoadSummary, variant: str) -> list[LoadCheck]:
     """A load rule's checks of one variant, per level (empty when the variant was not put under load)."""
     out: list[LoadCheck] = []
+    if variant in summary.failed:
+        return [LoadCheck(level=REST, field="load", status=CANNOT_JUDGE, reason=f"not put under load: {summary.failed[variant][:300]}")]
     rest = summary.rest(variant)
     for level in summary.for_variant(variant):
         flips = getattr(rule, "max_load_flips", None)

@@ -293,3 +293,35 @@ def test_flips_under_load_fail_batch_invariance_and_the_rest_is_judged(write, tm
     four = j.comparison.load.for_variant("cand")[1]
     assert set(four.changed) <= {"q2", "q3", "q4"} and four.changed and j.comparison.load.rest("cand").flips == ()
     assert j.verdict.status == "regression"
+
+
+class _DeadServer:
+    """A served variant whose server does not start (its model fails to load)."""
+
+    def request_body(self, req, *, stream):
+        raise AssertionError("never asked: the server is not up")
+
+    def served_url(self):
+        raise EvalsuiteError("the transformers server did not come up within 5s: it exited with status 1; its log ends with: OSError: no model")
+
+
+def test_a_server_that_does_not_start_is_cannot_judge_and_the_others_go_on(tmp_path, server):
+    from evalsuite.cases.suite import Variant
+    from evalsuite.run.store import RunStore
+    from evalsuite.verdict.load import load_checks, summarize_load
+    from evalsuite.verdict.rubric import LoadRule
+
+    from evalsuite.cases.caseset import Case
+
+    cases = [Case(id=f"q{i}", scenario="kb_qa", kind="grounded", prompt=f"question {i}") for i in range(3)]
+    variants = [Variant(name="dead", backend="http"), Variant(name="ok", backend="http")]
+    backends = {"dead": _DeadServer(), "ok": make_backend(server)}
+    store = RunStore(tmp_path)
+    doc = L.run_load(store, variants, backends, cases, LoadSettings(levels=(2,), requests=3, replay=2, rounds=1))
+    backends["ok"].close()
+    assert doc["failed"].keys() == {"dead"} and "OSError: no model" in doc["failed"]["dead"]
+    assert sorted(w.key for w in L.stored_windows(doc)) == [("ok", 0, 0), ("ok", 2, 0)]
+    summary = summarize_load(store.read_json(store.LOAD), "ok")
+    [check] = load_checks(LoadRule(name="e", max_load_error_rate=0.0), summary, "dead")
+    assert check.status == "cannot_judge" and "not put under load" in check.reason
+    assert [c.status for c in load_checks(LoadRule(name="e", max_load_error_rate=0.0), summary, "ok")] == ["pass"]
