@@ -7,7 +7,8 @@ Runs the suite end to end (generation at rest, the at-rest rerun, the load windo
 fresh directory, judges it with the suite's rubric and prints, per served variant and level: p95
 TTFT, end-to-end p95, aggregate tokens/s, errors and timeouts, the TTFT p95 ratio against the
 baseline's server, and how many replayed answers changed or flipped against the variant at rest
-(the at-rest rerun's count beside it), then the wall time of the whole run. `--vllm` adds a
+(the at-rest rerun's count beside it), then the wall time of the whole run; and writes the HTML
+report (its "Stability under load" section has the latency-against-concurrency curve). `--vllm` adds a
 variant served by vLLM's OpenAI server (needs `make vllm`; EVALSUITE_VLLM_PYTHON names its python).
 """
 
@@ -69,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     judgment = judge_run(result.store, queue=out / "review.sqlite")
     load = judgment.comparison.load
     print(f"\nrun {result.store.run_id} ({result.store.dir}): {wall / 60:.1f} min wall, {os.cpu_count()} CPUs")
-    print(f"{'variant':<14} {'level':>5} {'reqs':>5} {'err':>4} {'t/o':>4} {'TTFT p95 s':>10} {'e2e p95 s':>10} {'tok/s':>7} {'TTFT x base':>22} {'changed':>8} {'flips (rest)':>13}")
+    print(
+        f"{'variant':<14} {'level':>5} {'reqs':>5} {'err':>4} {'t/o':>4} {'TTFT p95 s':>10} {'e2e p95 s':>10} {'tok/s':>7} {'TTFT x base':>22} {'changed':>8} {'flips (rest)':>13}"
+    )
     for v in load.variants:
         rest = load.rest(v)
         for lv in ([rest] if rest else []) + load.for_variant(v):
@@ -80,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"{v:<14} {('rest' if lv.level == 0 else lv.level):>5} {lv.requests:>5} {lv.errors:>4} {lv.timeouts:>4} {_fmt(lv.ttft_s['p95']):>10} "
                 f"{_fmt(lv.e2e_s['p95']):>10} {_fmt(lv.tokens_per_s, '.1f'):>7} {ratio_txt:>22} {len(lv.changed):>4}/{lv.replayed:<3} {len(lv.flips):>8}{floor}"
             )
-    print(f"verdict: {judgment.verdict.status}")
+    from evalsuite.report.api import write_report
+
+    report = write_report(judgment, out_dir=out / "report")
+    print(f"verdict: {judgment.verdict.status}; report (Stability under load, with the curve): {report.html}")
     for r in judgment.verdict.results:
         if r.rule.startswith(("batch", "load")):
             print(f"  {r.variant} {r.rule}: {r.status}: {(r.violations[0].reason if r.violations else r.note)[:200]}")
