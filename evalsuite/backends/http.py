@@ -370,6 +370,18 @@ class HTTPBackend:
                 )
         return replace(g, extra=extra)
 
+    # -- load traffic (evalsuite.run.load) -----------------------------------------------------
+    def served_url(self) -> str:
+        """The API root requests go to, a server evalsuite starts being started first."""
+        self._ensure_server()
+        _ = self.model
+        return self.base_url
+
+    @property
+    def headers(self) -> dict:
+        """The request headers (the key among them: never logged or stored)."""
+        return dict(self.transport.headers)
+
     def close(self) -> None:
         """Close the connections, the event loop and any server this backend started."""
         self.transport.close()

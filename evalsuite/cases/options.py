@@ -7,9 +7,11 @@ file, line and field, as one list of problems, before anything runs.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import EvalsuiteError, Problem, suggest
 from ..registry import EXECUTORS
@@ -250,3 +252,133 @@ def parse_executor(raw: Any, file: str, line_of: Callable[[tuple], int | None], 
             continue
         ok[k] = v
     return ExecutorSpec(kind, ok)
+
+
+# -- load: -----------------------------------------------------------------------------------
+
+#: background traffic kinds: the shortest prompts of the run's cases, and the longest contexts
+TRAFFIC_KINDS = ("short", "long")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadSettings:
+    """How served variants are put under load (`load:` in a suite file; evalsuite.run.load runs it)."""
+
+    levels: tuple[int, ...] = (1, 4, 16)  #: requests in flight at once, one window per level and round
+    requests: int = 16  #: background requests per window (bounded), besides the replayed cases
+    duration_s: float = 120.0  #: a window sends no new request after this many seconds
+    replay: int = 8  #: fixed cases (sample 0 of the first ids) replayed in every window, compared with their answers at rest
+    mix: dict = field(default_factory=lambda: {"short": 1.0, "long": 1.0})  #: background kind -> weight
+    stream: float = 0.5  #: share of background requests streamed (the rest ask for one JSON reply)
+    rounds: int = 2  #: windows per level and variant, interleaved across variants (ABBA): the TTFT ratio's interval
+    timeout_s: float = 60.0  #: per request; past it the request is a timeout
+    max_new_tokens: int | None = None  #: background requests' limit (default: the suite's)
+    variants: tuple[str, ...] | None = None  #: the served variants to load (default: every `backend: http` one)
+    seed: int = 1234  #: draws the background traffic
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["levels"] = list(self.levels)
+        d["variants"] = list(self.variants) if self.variants is not None else None
+        return d
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def _positive_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+
+#: `load:` key -> (check, what it must be)
+_LOAD_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "levels": (
+        lambda v: isinstance(v, list) and bool(v) and all(_positive_int(x) and x <= 256 for x in v),
+        "a list of concurrency levels (1..256), e.g. [1, 4, 16]",
+    ),
+    "requests": (lambda v: _positive_int(v) and v <= 10_000, "an integer in 1..10000 (background requests per window)"),
+    "duration_s": (_positive_number, "a positive number of seconds"),
+    "replay": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10_000, "an integer in 0..10000 (cases replayed under load)"),
+    "mix": (
+        lambda v: (
+            isinstance(v, dict) and bool(v) and set(v) <= set(TRAFFIC_KINDS) and all(_positive_number(x) or x == 0 for x in v.values()) and any(v.values())
+        ),
+        f"a mapping of {' / '.join(TRAFFIC_KINDS)} to weights (at least one positive)",
+    ),
+    "stream": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1, "a share in [0, 1] of streamed background requests"),
+    "rounds": (_positive_int, "an integer of at least 1 (windows per level and variant)"),
+    "timeout_s": (_positive_number, "a positive number of seconds"),
+    "max_new_tokens": (_positive_int, "an integer of at least 1"),
+    "variants": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of variant names"),
+    "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+}
+
+
+def parse_load_block(raw: Any, file: str, line_of: LineOf, problems: list[Problem]) -> LoadSettings | None:
+    """The suite's `load:` block as settings (None when absent); each fault becomes a Problem naming
+    the file, the line and the field (`load.levels`)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        problems.append(Problem(file, line_of(("load",)), None, "load", f"expected a mapping (levels, requests, duration_s, replay, mix, ...), got {raw!r}"))
+        return None
+    n = len(problems)
+    vals: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in _LOAD_CHECKS:
+            hint = suggest(str(key), list(_LOAD_CHECKS), quote=False)
+            problems.append(Problem(file, line_of(("load", key)), None, f"load.{key}", f"unknown setting{hint} (known: {', '.join(_LOAD_CHECKS)})"))
+            continue
+        check, what = _LOAD_CHECKS[key]
+        if not check(value):
+            problems.append(Problem(file, line_of(("load", key)), None, f"load.{key}", f"expected {what}, got {value!r}"))
+            continue
+        vals[key] = value
+    if len(problems) > n:
+        return None
+    if "levels" in vals:
+        vals["levels"] = tuple(sorted(set(vals["levels"])))
+    if "variants" in vals:
+        vals["variants"] = tuple(vals["variants"])
+    for key in ("duration_s", "stream", "timeout_s"):
+        if key in vals:
+            vals[key] = float(vals[key])
+    if "mix" in vals:
+        vals["mix"] = {k: float(v) for k, v in vals["mix"].items()}
+    return LoadSettings(**vals)
+
+
+_LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+def is_loopback(url: str) -> bool:
+    """True for http(s) URLs on 127.0.0.0/8, ::1 or localhost."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or not host:
+        return False
+    if host in _LOCAL_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def loopback_problem(base_url: object) -> str | None:
+    """Why load may not go to `base_url` (None: a loopback URL, or none: a server evalsuite starts)."""
+    if base_url is None:
+        return None
+    if not isinstance(base_url, str) or not is_loopback(base_url):
+        return f"traffic goes only to a server on this machine (127.0.0.1, ::1, localhost); {base_url!r} is not on loopback (serve it locally or use `serve:`)"
+    return None
+
+
+def require_loopback(url: str, who: str) -> None:
+    """Raise naming the variant when `url` is not on loopback."""
+    if not is_loopback(url):
+        raise EvalsuiteError(f"variant {who!r}: load traffic goes only to a server on this machine; {url!r} is not on loopback")

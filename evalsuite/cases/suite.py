@@ -21,7 +21,19 @@ from ..shipped import Kind, resolve_ref
 from ..yamlio import LineMap, load_yaml
 from .caseset import Case, CaseSet, all_cases, load_cases
 from .fault_options import FaultSettings, parse_faults_block
-from .options import STAGES, ContextTrim, ExecutorSpec, GenerationSettings, TimingSettings, parse_executor, parse_timing_block, parse_trim_block
+from .options import (
+    STAGES,
+    ContextTrim,
+    ExecutorSpec,
+    GenerationSettings,
+    LoadSettings,
+    TimingSettings,
+    loopback_problem,
+    parse_executor,
+    parse_load_block,
+    parse_timing_block,
+    parse_trim_block,
+)
 
 log = logging.getLogger("evalsuite")
 
@@ -57,6 +69,7 @@ _SUITE_KEYS = {
     "timing",
     "executor",
     "faults",
+    "load",
 }
 _GEN_KEYS = set(GenerationSettings.__dataclass_fields__)
 
@@ -168,6 +181,14 @@ class Suite:
     executor: ExecutorSpec | None = None  #: where generation runs (None: local)
     timing: TimingSettings | None = None  #: interleaved timing of the variants (`timing:`; None: sequential)
     faults: FaultSettings | None = None  #: fault probes of the served variants (`faults:`; None: none)
+    load: LoadSettings | None = None  #: served variants under load (`load:`; evalsuite.run.load)
+
+    def loaded_variants(self) -> list[Variant]:
+        """The served variants the `load:` block puts under load (none without one)."""
+        if self.load is None:
+            return []
+        names = self.load.variants
+        return [v for v in self.variants if (v.name in names if names is not None else v.backend == "http")]
 
     @property
     def baseline(self) -> Variant:
@@ -418,6 +439,33 @@ def _check_backends(variants: list[Variant], file: str, lines: LineMap, problems
             )
 
 
+def _parse_load(raw: Any, raw_variants: list, variants: list[Variant], file: str, lines: LineMap, problems: list[Problem]) -> LoadSettings | None:
+    """The suite's `load:` block, with the variants it puts under load checked."""
+    load = parse_load_block(raw, file, lines.line_of, problems)
+    if load is not None:
+        _check_load_targets(load, raw_variants, variants, file, lines, problems)
+    return load
+
+
+def _check_load_targets(load: LoadSettings, raw_variants: list, variants: list[Variant], file: str, lines: LineMap, problems: list[Problem]) -> None:
+    """`load.variants` name served variants, and load goes only to a loopback server: a variant's
+    `base_url` on another host is refused (the load would hit a service others use)."""
+    by_name = {v.name: (i, v) for i, v in enumerate(variants)}
+    for name in load.variants or ():
+        if name not in by_name:
+            problems.append(Problem(file, lines.line_of(("load", "variants")), None, "load.variants", f"unknown variant {name!r}{suggest(name, by_name)}"))
+        elif by_name[name][1].backend != "http":
+            problems.append(Problem(file, lines.line_of(("load", "variants")), None, "load.variants", f"variant {name!r} is not served (`backend: http`)"))
+    for v in variants:
+        if v.backend != "http" or (load.variants is not None and v.name not in load.variants):
+            continue
+        why = loopback_problem((v.options or {}).get("base_url"))
+        if why:
+            i = next(j for j, rv in enumerate(raw_variants) if isinstance(rv, dict) and rv.get("name") == v.name)
+            line = lines.line_of(("variants", i, "options", "base_url")) or lines.line_of(("variants", i))
+            problems.append(_variant_problem(file, line, v.name, "options.base_url", f"load: {why}"))
+
+
 def _resolve_changes(variants: list[Variant], raw_variants: list) -> tuple[list[Variant], list[str]]:
     """Each variant with what it changes against the baseline, and the warnings of the
     one-variable-at-a-time principle."""
@@ -468,11 +516,7 @@ def load_suite(path: str | Path) -> Suite:
     problems: list[Problem] = []
     if not isinstance(data, dict):
         raise ValidationError([Problem(file, 1, None, "(top level)", "expected a mapping")])
-    for k in sorted(set(data) - _SUITE_KEYS, key=repr):  # YAML keys may be of any type
-        problems.append(Problem(file, lines.line_of((k,)), None, str(k) or "''", f"unknown field (known: {', '.join(sorted(_SUITE_KEYS))})"))
-    for k in ("name", "description", "rubric", "stage", "output_dir", "cache"):
-        if data.get(k) is not None and not isinstance(data[k], str):
-            problems.append(Problem(file, lines.line_of((k,)), None, k, f"expected a string, got {data[k]!r}"))
+    _check_top_level(data, file, lines, problems)
     base_dir = path.parent
 
     def rel(p: str, kind: Kind = "caseset") -> str:
@@ -495,6 +539,7 @@ def load_suite(path: str | Path) -> Suite:
     executor = parse_executor(data.get("executor"), file, lines.line_of, problems)
     timing = parse_timing_block(data.get("timing"), file, lines.line_of, problems)
     faults = _check_fault_variants(parse_faults_block(data.get("faults"), file, lines.line_of, problems), variants, file, lines, problems)
+    load = _parse_load(data.get("load"), raw_variants, variants, file, lines, problems)
     stage = data.get("stage")  # None: the one default of evalsuite.verdict.rubric.resolve_stage
     if isinstance(stage, str) and stage not in STAGES:
         problems.append(Problem(file, lines.line_of(("stage",)), None, "stage", f"unknown stage {stage!r}; known: {', '.join(STAGES)}"))
@@ -520,7 +565,17 @@ def load_suite(path: str | Path) -> Suite:
         executor=executor,
         timing=timing,
         faults=faults,
+        load=load,
     )
+
+
+def _check_top_level(data: dict, file: str, lines: LineMap, problems: list[Problem]) -> None:
+    """Unknown top-level fields, and the string ones that are not strings."""
+    for k in sorted(set(data) - _SUITE_KEYS, key=repr):  # YAML keys may be of any type
+        problems.append(Problem(file, lines.line_of((k,)), None, str(k) or "''", f"unknown field (known: {', '.join(sorted(_SUITE_KEYS))})"))
+    for k in ("name", "description", "rubric", "stage", "output_dir", "cache"):
+        if data.get(k) is not None and not isinstance(data[k], str):
+            problems.append(Problem(file, lines.line_of((k,)), None, k, f"expected a string, got {data[k]!r}"))
 
 
 def _check_fault_variants(faults: FaultSettings | None, variants: list[Variant], file: str, lines: LineMap, problems: list[Problem]) -> FaultSettings | None:

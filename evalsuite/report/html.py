@@ -103,9 +103,14 @@ def render_html(data: Any, plots: dict[str, str] | None = None, *, report_md: st
     """The page for a ReportData (plots: name -> data URI, from plots.report_plots)."""
     from .. import __version__
     from ..backends.vllm_metrics import FIGURES
+    from .stability import load_rows
 
+    load = getattr(data.comparison, "load", None)
     tpl = env().get_template("report.html.j2")
     return tpl.render(
+        load_rows=load_rows(load),
+        load_settings=dict(load.settings) if load is not None else {},
+        load_failed=dict(load.failed) if load is not None else {},
         d=data,
         v=data.verdict,
         plots=plots or {},

@@ -60,6 +60,7 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
 
     lines += fault_markdown_lines(getattr(data, "faults", []))
     lines += engine_metrics_lines(data.engine_metrics)
+    lines += stability_lines(getattr(data.comparison, "load", None))
     lines += release_lines(data.releases)
     lines += [
         "",
@@ -103,6 +104,30 @@ def engine_metrics_lines(rows: list[dict]) -> list[str]:
     lines = ["", "### vLLM's own metrics per variant", "", "| variant | " + " | ".join(FIGURES.values()) + " |", "|---|" + "---|" * len(FIGURES)]
     for r in rows:
         lines.append(f"| `{_cell(r['variant'])}` | " + " | ".join(_cell(r["cells"][k]) for k in FIGURES) + " |")
+    return lines
+
+
+def stability_lines(load: Any) -> list[str]:
+    """The "Stability under load" table (served variants under the suite's `load:` block), or nothing."""
+    from .stability import load_rows
+
+    rows = load_rows(load)
+    failed = dict(load.failed) if load is not None else {}
+    if not rows and not failed:
+        return []
+    lines = [
+        "",
+        "### Stability under load",
+        "",
+        "| variant | in flight | requests | errors | timeouts | TTFT p50/p95/p99 | end-to-end p50/p95/p99 | tokens/s | queue wait | TTFT p95 x baseline | changed | flips (floor) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| `{_cell(r['variant'])}` | {r['level']} | {r['requests']} | {r['errors']} | {r['timeouts']} | {r['ttft']} | {r['e2e']} | {r['tokens_per_s']} "
+            f"| {_cell(r['queue_wait'])} | {r['ttft_ratio']} | {r['changed']}/{r['replayed']} | {r['flips']} ({r['flip_floor']}) |"
+        )
+    lines += [f"\n`{_cell(name)}`: not put under load (cannot judge): {_cell(why[:300])}" for name, why in failed.items()]
     return lines
 
 

@@ -5,6 +5,8 @@
    backend reports it, its peak-memory ratio.
 2. Per-scenario deltas with their 95% intervals: one panel per scenario, one row per pass/fail
    metric, one marker per variant.
+3. Served variants under load: TTFT p95, end-to-end p95 and aggregate tokens/s against the
+   number of requests in flight, one line per variant (the suite's `load:` block).
 """
 
 from __future__ import annotations
@@ -261,7 +263,54 @@ def report_plots(data: Any) -> dict[str, str]:
     d = deltas_png(data.metric_rows, data.variants, data.scenarios, boxes["deltas"])
     if d:
         out["deltas"] = d
+    load = getattr(getattr(data, "comparison", None), "load", None)
+    boxes["load"] = []
+    curve = load_curve_png(load, boxes["load"]) if load is not None else None
+    if curve:
+        out["load"] = curve
     # where each figure's labels, titles and legend sit (PNG pixels): the page carries them, and its
     # browser test checks that none overlaps another
     out.update({f"{name}_boxes": json.dumps(b) for name, b in boxes.items() if name in out})
     return out
+
+
+#: the load curve's panels: (LoadLevel field, key inside it or None, axis label)
+LOAD_PANELS = (("ttft_s", "p95", "TTFT p95 (s)"), ("e2e_s", "p95", "end-to-end latency p95 (s)"), ("tokens_per_s", None, "aggregate tokens/s"))
+
+
+def load_curve_png(summary: Any, boxes: list | None = None) -> str | None:
+    """Latency and throughput against concurrency, one line per served variant (evalsuite.verdict.load's
+    LoadSummary): TTFT p95, end-to-end p95 and aggregate tokens/s at each level. `boxes`, when given,
+    receives the legend's and the panel titles' boxes in the PNG's pixels."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    variants = [v for v in summary.variants if summary.for_variant(v)]
+    if not variants:
+        return None
+    fig = Figure(figsize=(10.5, 3.4), dpi=DPI, layout="constrained")
+    canvas = FigureCanvasAgg(fig)
+    colors = {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(variants)}
+    titles = []
+    levels = sorted({lv.level for v in variants for lv in summary.for_variant(v)})
+    for i, (fld, key, label) in enumerate(LOAD_PANELS):
+        ax = fig.add_subplot(1, len(LOAD_PANELS), i + 1)
+        for v in variants:
+            pts = [(lv.level, getattr(lv, fld)[key] if key else getattr(lv, fld)) for lv in summary.for_variant(v)]
+            pts = [(x, y) for x, y in pts if _ok(y)]
+            if pts:
+                ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", ms=4, lw=1.4, color=colors[v], label=v)
+        if len(levels) > 1 and levels[0] > 0 and levels[-1] / levels[0] >= 4:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(levels)
+        ax.set_xticklabels([str(x) for x in levels])
+        ax.set_xlabel("requests in flight", fontsize=8)
+        ax.grid(alpha=0.25)
+        ax.set_ylim(bottom=0)
+        titles.append(ax.set_title(label, fontsize=9, loc="left"))
+    legend = fig.legend(*fig.axes[0].get_legend_handles_labels(), loc="outside upper right", fontsize=8, ncol=min(4, len(variants)), frameon=False)
+    if boxes is not None:
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        boxes += [_box(fig, legend, renderer, "legend", "legend")] + [_box(fig, t, renderer, "title", t.get_text()) for t in titles]
+    return _png(fig)

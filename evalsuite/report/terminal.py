@@ -142,12 +142,35 @@ def verdict_view(
 
 
 def judgment_view(judgment: Any, **kw: Any) -> Group:
-    """`verdict_view` of a Judgment, naming its stage and why that one; with the run's fault
-    outcomes when its served variants were probed (evalsuite.report.faults)."""
+    """`verdict_view` of a Judgment, naming its stage and why that one; with served variants under
+    load, their stability table after it, and the run's fault outcomes when its served variants were
+    probed (evalsuite.report.faults)."""
     view = verdict_view(judgment.verdict, stage_line=judgment.stage_line(), **kw)
     store = getattr(judgment, "store", None)
-    faults = faults_table(fault_rows(store)) if store is not None else None
-    return view if faults is None else Group(view, faults)
+    parts = [stability_table(getattr(judgment.comparison, "load", None)), faults_table(fault_rows(store)) if store is not None else None]
+    shown = [p for p in parts if p is not None]
+    return Group(view, *shown) if shown else view
+
+
+def stability_table(load: Any) -> Table | None:
+    """ "Stability under load": per served variant and level, latency (p95), tokens/s, errors and the
+    answers that changed or flipped against the variant at rest (None without a `load:` block)."""
+    from .stability import load_rows
+
+    rows = load_rows(load)
+    failed = dict(load.failed) if load is not None else {}
+    if not rows and not failed:
+        return None
+    caption = "; ".join(f"{name}: not put under load (cannot judge): {why[:200]}" for name, why in failed.items()) or None
+    t = Table(title="Stability under load (p50 / p95 / p99)", title_justify="left", pad_edge=False, caption=caption)
+    for col in ("variant", "in flight", "reqs", "err", "t/o", "TTFT", "end-to-end", "tokens/s", "queue wait", "TTFT p95 x base", "changed", "flips (floor)"):
+        t.add_column(col, justify="left" if col == "variant" else "right")
+    for r in rows:
+        t.add_row(
+            r["variant"], str(r["level"]), str(r["requests"]), str(r["errors"]), str(r["timeouts"]), r["ttft"], r["e2e"], r["tokens_per_s"],
+            r["queue_wait"], r["ttft_ratio"], f"{r['changed']}/{r['replayed']}", f"{r['flips']} ({r['flip_floor']})",
+        )  # fmt: skip
+    return t
 
 
 # ---------------------------------------------------------------------------------------------

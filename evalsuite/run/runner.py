@@ -268,6 +268,7 @@ def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult
         executor=executor,
         timed=timing is not None,
         faults=suite.faults,
+        keep={v.name for v in suite.loaded_variants()} & {v.name for v in variants},
     )
     try:
         result.variants = _generate_variants(run)
@@ -275,6 +276,11 @@ def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult
             from .timing import time_run
 
             time_run(store, variants, backends, cases, timing, opts.progress)
+        if suite.load is not None and run.keep:  # the served variants' servers still up: put them under load
+            from .load import run_load
+
+            loaded = [v for v in variants if v.name in run.keep]
+            run_load(store, loaded, backends, cases, suite.load, progress=opts.progress)
     finally:
         for name, be in backends.items():
             if name not in run.closed:
@@ -379,6 +385,7 @@ class _SuiteRun:
     progress: bool
     executor: Executor
     timed: bool  #: interleaved timing follows: every backend stays loaded until then
+    keep: set = field(default_factory=set)  #: served variants put under load afterwards: their servers stay up
     closed: set = field(default_factory=set)  #: backends already closed (each once its variant is done)
     faults: FaultSettings | None = None  #: the suite's fault probes of served variants (`faults:`)
 
@@ -407,7 +414,7 @@ def _generate_variants(run: _SuiteRun) -> dict:
         summaries[v.name] = run_variant(job)
         store.write_json(store.VARIANTS, summaries)
         _probe_faults(run, v)
-        if not run.timed:
+        if not run.timed and v.name not in run.keep:
             run.backends[v.name].close()
             run.closed.add(v.name)
     return summaries

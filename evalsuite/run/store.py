@@ -295,6 +295,8 @@ class RunStore:
     VARIANTS = "variants.json"  #: per-variant performance summaries
     SCORES = "scores.jsonl"  #: per-case scores
     TIMING = "timing.json"  #: interleaved timing blocks (evalsuite.run.timing)
+    LOAD = "load.json"  #: served variants under load: one record per window (evalsuite.run.load)
+    LOAD_SCORES = "load_scores.jsonl"  #: scores of the answers replayed under load (evalsuite.scoring.run)
     ADAPTIVE = "adaptive.json"  #: an adaptive run's settings, order and decisions (evalsuite.adaptive)
     RUBRIC = "rubric.yaml"  #: an imported run's own rubric (evalsuite.importers), named by its suite.yaml
     IMPORTED_CASES = "imported_cases.jsonl"  #: an imported run's documents: id, task, output type, prompt, target
@@ -303,7 +305,7 @@ class RunStore:
     #: appends to generations.jsonl are fsync'd at most this often (each is in the file at once)
     SYNC_INTERVAL_S = 1.0
     #: the files a comparison reads: a change to any of them invalidates what `memo` holds
-    _MEMO_FILES = (SUITE, SIGNATURE, STATUS, GENERATIONS, VARIANTS, SCORES, TIMING, FAULTS)
+    _MEMO_FILES = (SUITE, SIGNATURE, STATUS, GENERATIONS, VARIANTS, SCORES, TIMING, FAULTS, LOAD, LOAD_SCORES)
 
     def __init__(self, run_dir: str | Path):
         self.dir = Path(run_dir)
@@ -551,8 +553,17 @@ class RunStore:
         """The stored score records (read once per state of the run's files)."""
         return list(self.memo("scores", self._read_scores))
 
-    def _read_scores(self) -> list[ScoreRecord]:
-        p = self.dir / self.SCORES
+    def write_load_scores(self, records: Iterable[ScoreRecord]) -> None:
+        """The scores of the answers replayed under load (evalsuite.run.load), beside the run's own."""
+        text = "".join(json.dumps(r.to_dict(), ensure_ascii=False, default=str) + "\n" for r in records)
+        atomic_write_text(self.dir / self.LOAD_SCORES, text)
+
+    def load_scores(self) -> list[ScoreRecord]:
+        """The stored scores of the answers replayed under load (none without a `load:` block)."""
+        return list(self.memo("load_scores", lambda: self._read_scores(self.LOAD_SCORES)))
+
+    def _read_scores(self, name: str = SCORES) -> list[ScoreRecord]:
+        p = self.dir / name
         if not p.is_file():
             return []
         return [ScoreRecord.from_dict(json.loads(line)) for line in p.read_text("utf-8").splitlines() if line.strip()]

@@ -308,4 +308,42 @@ def score_run(store, cases: Sequence[Case] | None = None, cache=None) -> list[Sc
             records += [ScoreRecord.from_dict(json.loads(line)) for line in kept.read_text("utf-8").splitlines() if line.strip()]
     store.write_json("scorers.json", [s.describe() for s in specs])
     store.write_scores(records)
+    if (store.dir / store.LOAD).is_file():
+        store.write_load_scores(score_load(store, cases, specs, cache))
     return records
+
+
+#: the name the answers of `variant` replayed under load at a level are scored under (level 0: at rest)
+LOAD_MARK = "@load"
+
+
+def load_variant_name(variant: str, level: int) -> str:
+    """`v@load4`: variant v's answers replayed with 4 requests in flight (`v@load0`: its at-rest rerun)."""
+    return f"{variant}{LOAD_MARK}{level}"
+
+
+def score_load(store, cases: Sequence[Case], specs: Sequence[ScorerSpec], cache=None) -> list[ScoreRecord]:
+    """Score the answers replayed under load (the first round of each level; evalsuite.run.load) with the
+    run's scorers, each against the baseline's answer at rest as the run's own answers are."""
+    from ..run.load import stored_windows
+
+    gens = [
+        Generation(
+            case_id=r["case_id"],
+            variant=load_variant_name(w.variant, w.level),
+            sample=0,
+            text=r.get("text") or "",
+            error=r.get("error"),
+            finish_reason="error" if r.get("error") else "stop",
+        )
+        for w in stored_windows(store.read_json(store.LOAD))
+        if w.round == 0
+        for r in w.replays
+    ]
+    if not gens:
+        return []
+    baseline = store.signature.get("baseline")
+    ids = {g.case_id for g in gens}
+    base = [g for g in store.generations() if g.variant == baseline and g.case_id in ids]
+    records = score_generations([c for c in cases if c.id in ids], base + gens, baseline, specs, cache=cache)
+    return [r for r in records if LOAD_MARK in r.variant]

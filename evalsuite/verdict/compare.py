@@ -26,12 +26,16 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import EvalsuiteError
 from ..scoring.base import ScoreRecord
 from .stats import N_BOOTSTRAP, N_PERMUTATIONS, binom_worse_p, bootstrap_delta_ci, mcnemar_p, paired_test, perm_p_min, permutation_p, seed_for
+
+if TYPE_CHECKING:
+    from .load import LoadSummary
 
 # the statistics live in verdict/stats.py; these names are kept for callers of this module
 _seed_for, _perm_p_min = seed_for, perm_p_min
@@ -169,6 +173,7 @@ class Comparison:
     warnings: tuple[str, ...] = ()
     seed: int = DEFAULT_SEED
     outputs: Mapping[tuple[str, str], str] = field(default_factory=dict, compare=False, repr=False)  #: (variant, case id) -> sample-0 text
+    load: LoadSummary | None = field(default=None, compare=False)  #: served variants under load (evalsuite.verdict.load)
 
     def delta(self, variant: str, scenario: str, metric: str) -> MetricDelta | None:
         for d in self.deltas:
@@ -206,6 +211,7 @@ class Comparison:
             "seed": self.seed,
             "deltas": [d.to_dict() for d in self.deltas],
             "perf": [p.to_dict() for p in self.perf],
+            "load": self.load.to_dict() if self.load is not None else None,
         }
 
 
@@ -494,6 +500,12 @@ def _settings(variant: Mapping) -> dict:
     return {k: v for k, v in variant.items() if k not in _NOT_SETTINGS}
 
 
+def _pair_load(variant: str, scenario: str, metric: str, base: dict[str, CaseAgg], var: dict[str, CaseAgg]) -> MetricDelta | None:
+    """Answers replayed under load paired with others (evalsuite.verdict.load counts the flips; a
+    small bootstrap: its interval is not used)."""
+    return _compare_metric(variant, scenario, metric, base, var, noise=False, seed=DEFAULT_SEED, n_resamples=200)
+
+
 def compare_run(store, *, seed: int = DEFAULT_SEED, n_resamples: int = N_BOOTSTRAP) -> Comparison:
     """Compare a stored run (scores.jsonl, variants.json, generations.jsonl) with its baseline; computed
     once per state of the run's files (the store hands the same comparison to every caller)."""
@@ -524,4 +536,13 @@ def _compare_stored(store, seed: int, n_resamples: int) -> Comparison:
 
     # a served variant whose model never loaded has errors, not outputs: it cannot be judged (the others are)
     unloaded = [f"variant {name!r}: cannot judge: {why[:300]}" for name, why in sorted(load_failures(store).items()) if name in cmp.variants]
-    return replace(cmp, problems=cmp.problems + tuple(unloaded)) if unloaded else cmp
+    if unloaded:
+        cmp = replace(cmp, problems=cmp.problems + tuple(unloaded))
+    doc = store.read_json(store.LOAD)
+    if not doc:
+        return cmp
+    from .load import summarize_load
+
+    return replace(
+        cmp, load=summarize_load(doc, cmp.baseline, records=records, load_records=store.load_scores(), outputs=outputs, pairing=(per_case, _pair_load))
+    )

@@ -26,7 +26,7 @@ from ..states import CANNOT_JUDGE, FAIL, MISSING, PASS, SKIP, WARN, RuleStatus
 from .compare import Comparison, MetricDelta
 from .decisions import AdaptiveDecisions, CheckResult, Decisions
 from .outcome import DIFF_WIDTH, Judgment, RuleResult, Verdict, Violation, short_diff, violation_text
-from .rubric import MetricRule, StageRubric, VariantRule
+from .rubric import LoadRule, MetricRule, StageRubric, VariantRule
 from .stats import adjust_pvalues, tarone_k
 from .waivers import apply_reviews
 
@@ -126,6 +126,8 @@ def _fixed_gate(comparison: Comparison, sr: StageRubric, judge_noise: bool) -> V
         for ri, rule in enumerate(sr.rules):
             if isinstance(rule, MetricRule):
                 results.append(_judge_metric_rule(comparison, rule, variant, deltas, matches[ri], adjusted, ri, problems))
+            elif isinstance(rule, LoadRule):
+                results.append(_judge_load_rule(comparison, rule, variant, problems))
             else:
                 results.append(_judge_variant_rule(comparison, rule, variant, problems))
     return _assemble_verdict(comparison, sr, judged, results, problems, notes)
@@ -276,6 +278,42 @@ def _judge_variant_rule(cmp: Comparison, rule: VariantRule, variant: str, proble
     )
 
 
+def _judge_load_rule(cmp: Comparison, rule: LoadRule, variant: str, problems: list[str]) -> RuleResult:
+    """A load rule at every level of the variant under load: fail when a check fails, cannot judge
+    when one can neither pass nor fail (and none fails), skip when the variant was not under load."""
+    from .load import load_checks
+
+    checks = load_checks(rule, cmp.load, variant) if cmp.load is not None else []
+    if not checks:
+        note = "the variant was not put under load (no `load:` figures)"
+        if rule.required:
+            problems.append(f"rule {rule.name}: {note}: {variant}")
+            return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=MISSING, note=note)
+        return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=SKIP, note=note)
+    failed = [c for c in checks if c.status == FAIL]
+    if failed:
+        level = {lv.level: lv for lv in cmp.load.for_variant(variant)} if cmp.load is not None else {}
+        vs = tuple(
+            Violation(
+                rule=rule.name,
+                severity=rule.severity,
+                variant=variant,
+                scenario=None,
+                metric=None,
+                reason=c.reason,
+                numbers=level[c.level].to_dict() if c.level in level else {},
+                cases=tuple(dict.fromkeys(f.rsplit(": ", 1)[-1] for f in level[c.level].flips))[:MAX_CASES_SHOWN]
+                if c.field == "max_load_flips" and c.level in level
+                else (),
+            )
+            for c in failed
+        )
+        return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=FAIL if rule.severity == "block" else WARN, violations=vs)
+    undecided = [c.reason for c in checks if c.status == CANNOT_JUDGE]
+    status: RuleStatus = CANNOT_JUDGE if undecided else PASS
+    return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=status, note="; ".join(undecided or [c.reason for c in checks]))
+
+
 # ---------------------------------------------------------------------------------------------
 # an adaptive run: its sequential decisions
 
@@ -293,7 +331,9 @@ def _adaptive_gate(comparison: Comparison, sr: StageRubric, adaptive: AdaptiveDe
         for c in adaptive.checks[variant]:
             by_rule.setdefault(c.rule, []).append(c)
         for rule in sr.rules:
-            if not isinstance(rule, MetricRule):
+            if isinstance(rule, LoadRule):
+                results.append(_judge_load_rule(comparison, rule, variant, problems))
+            elif isinstance(rule, VariantRule):
                 results.append(_judge_variant_rule(comparison, rule, variant, problems))
             elif by_rule.get(rule.name):
                 results.append(_sequential_rule(comparison, variant, rule, by_rule[rule.name], adaptive.verdicts.get(variant, "open")))

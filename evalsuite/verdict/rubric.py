@@ -80,7 +80,9 @@ _VARIANT_FIELDS = {
     "min_exactness",
     "max_sandbox_error_rate",
 }
-_ALL_FIELDS = _COMMON | _METRIC_FIELDS | _VARIANT_FIELDS
+#: load rules (evalsuite.verdict.load): per level of a served variant under load
+_LOAD_FIELDS = {"max_load_flips", "max_load_ttft_p95_ratio", "max_load_error_rate", "max_load_timeout_rate"}
+_ALL_FIELDS = _COMMON | _METRIC_FIELDS | _VARIANT_FIELDS | _LOAD_FIELDS
 _TOP = {"schema_version", "name", "description", "alpha", "multiple_testing", "rules", "stages", "review"}
 _STAGE_KEYS = {"alpha", "multiple_testing", "rules", "add", "description"}
 
@@ -279,7 +281,28 @@ class VariantRule:
         return "; ".join(c.reason for c in ci_checks(self, perf, noise).values() if c.status == CANNOT_JUDGE) or None
 
 
-Rule = MetricRule | VariantRule
+@dataclass(frozen=True)
+class LoadRule:
+    """Checks on a served variant under load (the suite's `load:` block), at every level.
+
+    `max_load_flips` (batch invariance): replayed answers whose pass/fail differs from the same
+    variant's answers at rest, beyond what its at-rest rerun shows alone; `max_load_ttft_p95_ratio`:
+    the p95 TTFT against the baseline's server at the same level, paired by interleaved round
+    (an interval, judged as evalsuite.perf judges speed); error and timeout rates per level."""
+
+    name: str
+    max_load_flips: int | None = None
+    max_load_ttft_p95_ratio: float | None = None
+    max_load_error_rate: float | None = None
+    max_load_timeout_rate: float | None = None
+    severity: str = "block"
+    required: bool = False  #: a variant without load figures makes the run unjudgeable (else skipped)
+    description: str = ""
+
+    kind = "load"
+
+
+Rule = MetricRule | VariantRule | LoadRule
 
 
 @dataclass(frozen=True)
@@ -376,6 +399,9 @@ def _build_rule(ctx: _Ctx, raw: object, path: tuple, index: int, alpha: float) -
     ok = _common_fields_ok(ctx, raw, path, who)
     metric_keys = set(raw) & _METRIC_FIELDS
     variant_keys = set(raw) & _VARIANT_FIELDS
+    load_keys = set(raw) & _LOAD_FIELDS
+    if load_keys:
+        return _load_rule(ctx, raw, path, who, ok, metric_keys | variant_keys)
     if "metric" in raw or metric_keys - {"scenario"}:
         if variant_keys:
             first = sorted(variant_keys)[0]
@@ -383,7 +409,7 @@ def _build_rule(ctx: _Ctx, raw: object, path: tuple, index: int, alpha: float) -
             return None
         return _metric_rule(ctx, raw, path, who, alpha, ok)
     if not variant_keys:
-        what = f"a rule needs `metric` (with min/max/max_drop/max_drop_rel/max_flips) or a variant-level field ({', '.join(sorted(_VARIANT_FIELDS))})"
+        what = f"a rule needs `metric` (with min/max/max_drop/max_drop_rel/max_flips), a variant-level field ({', '.join(sorted(_VARIANT_FIELDS))}) or a load field ({', '.join(sorted(_LOAD_FIELDS))})"
         ctx.add(path, who, "(checks)", what)
         return None
     vals = {}
@@ -395,6 +421,23 @@ def _build_rule(ctx: _Ctx, raw: object, path: tuple, index: int, alpha: float) -
         return None
     return VariantRule(
         name=name, severity=raw.get("severity", "block"), required=bool(raw.get("required", False)), description=raw.get("description", ""), **vals
+    )
+
+
+def _load_rule(ctx: _Ctx, raw: dict, path: tuple, who: str, ok: bool, others: set) -> LoadRule | None:
+    if others:
+        first = sorted(others)[0]
+        ctx.add(path + (first,), who, first, "load fields (max_load_*) cannot be mixed with other checks; make a separate rule")
+        return None
+    vals: dict = {}
+    for k in sorted(set(raw) & _LOAD_FIELDS):
+        hi = 1.0 if k in ("max_load_error_rate", "max_load_timeout_rate") else None
+        vals[k] = _num(ctx, path + (k,), who, k, raw[k], lo=0.0, hi=hi, integer=k == "max_load_flips")
+        ok = ok and (vals[k] is not None or raw[k] is None)
+    if not ok:
+        return None
+    return LoadRule(
+        name=raw["name"], severity=raw.get("severity", "block"), required=bool(raw.get("required", False)), description=raw.get("description", ""), **vals
     )
 
 
