@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..models.describe import matrix_text, variant_matrix
+from ..perf.context import context_cost
 from ..scoring.evidence import citations_evidence, code_evidence, json_drift_rows
 from ..states import CANNOT_JUDGE, CANNOT_JUDGE_WORD
 from .frames import LoadedRun, load_run, perf_rows
@@ -99,6 +100,7 @@ class ReportData:
     loaded: Any = None
     judgment: Any = None  #: the Judgment the report renders
     releases: Any = None  #: releases.ReleaseHistory: stages cleared per variant and each stage's rollback target (None: no ledger)
+    context_cost: dict = field(default_factory=dict)  #: variant -> how its cost grows with context (evalsuite.perf.context)
 
     @property
     def status(self) -> str:
@@ -332,6 +334,7 @@ def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None, ledger:
         loaded=lr,
         judgment=judgment,
         releases=release_history(judgment, ledger),
+        context_cost=context_cost(lr.generations),
     )
 
 

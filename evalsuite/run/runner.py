@@ -27,6 +27,7 @@ from ..errors import EvalsuiteError
 from ..executors import Executor, make_executor
 from ..executors.local import LocalExecutor
 from ..models.describe import weights_summary
+from ..perf.context import context_cost
 from .progress import progress_bar
 from .prompting import PROMPT_VERSION, batches, build_requests
 from .store import DEFAULT_CACHE, GenerationCache, RunStore
@@ -488,6 +489,9 @@ def _variant_summary(job: VariantJob, generated: int, cached: int, wall: float, 
     weights = getattr(backend, "model_memory_mb", None)
     weights = weights() if callable(weights) else weights
     summary = summarize_generations(mine)
+    cost = context_cost(mine).get(v.name)
+    if cost:  # how prefill, memory and the KV cache grow with context (a backend that measures them)
+        summary["context_cost"] = cost
     summary.update(
         {
             "fingerprint": job.fingerprint,
