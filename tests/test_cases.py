@@ -271,3 +271,58 @@ def test_isolation_defaults_to_process_and_shared_is_kept(write):
     """
     cases = {c.id: c for c in all_cases(load_cases([write("sets/iso.yaml", text)]))}
     assert (cases["a1"].expect.isolation, cases["a2"].expect.isolation) == ("process", "shared")
+
+
+LONG = """
+schema_version: 1
+defaults: {scenario: kb_qa, kind: grounded}
+cases:
+  - {id: l1, prompt: q, tags: [long, ctx-2k]}
+  - {id: l2, prompt: q, tags: [long, ctx-7k]}
+  - {id: l3, prompt: q, kind: ungrounded, tags: [long, ctx-7k]}
+  - {id: s1, prompt: q, tags: [ctx-7k]}
+  - {id: s2, prompt: q}
+"""
+
+
+def _long_rows(output: str) -> dict[tuple[str, str], list[str]]:
+    """The rows of validate's long-context table: (scenario, kind) -> the cells after them."""
+    part = output.split("long-context cases", 1)[1]
+    rows = {}
+    for line in part.splitlines():
+        cells = [c.strip() for c in line.strip("│┃ ").split("│")]
+        if len(cells) > 2 and cells[0] in ("kb_qa", "code", "brand"):
+            rows[(cells[0], cells[1])] = cells[2:]
+    return rows
+
+
+def test_validate_counts_long_cases_per_scenario_and_size(write, monkeypatch):
+    path = write("sets/long.yaml", LONG)
+    result = runner.invoke(app, ["validate", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "3 long-context cases" in result.output
+    head = [line for line in result.output.splitlines() if "scenario" in line][-1]
+    assert [c.strip() for c in head.strip("┃ ").split("┃")] == ["scenario", "kind", "2k", "7k", "total"]
+    assert _long_rows(result.output) == {("kb_qa", "grounded"): ["1", "1", "2"], ("kb_qa", "ungrounded"): ["0", "1", "1"], ("kb_qa", "all"): ["1", "2", "3"]}
+
+
+def test_the_shipped_long_cases_are_counted_by_their_size_tags(repo, monkeypatch):
+    import yaml
+
+    monkeypatch.chdir(repo)
+    result = runner.invoke(app, ["validate", "casesets/"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    data = yaml.safe_load((repo / "casesets" / "kb_qa_long" / "long.yaml").read_text("utf-8"))
+    by_size: dict[str, int] = {}
+    for c in data["cases"]:
+        (size,) = [t[4:] for t in c["tags"] if t.startswith("ctx-")]
+        by_size[size] = by_size.get(size, 0) + 1
+    assert _long_rows(result.output)[("kb_qa", "all")] == [str(by_size["2k"]), str(by_size["4k"]), str(by_size["7k"]), str(len(data["cases"]))]
+
+
+def test_a_long_case_must_name_its_size(write):
+    path = write("sets/bad.yaml", LONG.replace("tags: [long, ctx-2k]", "tags: [long]").replace("tags: [long, ctx-7k]}", "tags: [long, ctx-7k, ctx-4k]}", 1))
+    with pytest.raises(ValidationError) as info:
+        load_cases([path])
+    assert {(p.case_id, p.field) for p in info.value.problems} == {("l1", "tags"), ("l2", "tags")}
+    assert "ctx-<N>k" in str(info.value)

@@ -38,6 +38,8 @@ def test_the_wheel_carries_case_sets_rubric_schemas_demo_suite_and_notebooks(tmp
     assert repo_sets and {shipped + p for p in repo_sets} <= names, sorted({shipped + p for p in repo_sets} - names)
     for must in (
         "casesets/kb_qa/documents.yaml",  # context documents
+        "casesets/kb_qa_long/pool.yaml",  # the long cases' documents, and the cases naming them
+        "casesets/kb_qa_long/long.yaml",
         "casesets/brand/glossary.yaml",
         "casesets/brand/schemas/faq_entry.json",  # JSON schemas
         "rubrics/default.yaml",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import json
+import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
@@ -33,6 +35,8 @@ KINDS: dict[str, tuple[str, ...]] = {
     "brand": ("structured",),
 }
 CASE_SUFFIXES = (".yaml", ".yml", ".jsonl")
+LONG_TAG = "long"  #: the tag of long-context cases; each also names its size with one `ctx-<N>k` tag
+_SIZE_TAG = re.compile(r"ctx-(\d+)k")
 
 
 @cache
@@ -299,6 +303,21 @@ class CaseSet:
         return sha256_json([c.digest() for c in self.cases])
 
 
+def context_size(case: Case) -> str | None:
+    """The size bucket of a long-context case (`"7k"` from its `ctx-7k` tag); None for other cases."""
+    if LONG_TAG not in case.tags:
+        return None
+    sizes = [t[4:] for t in case.tags if _SIZE_TAG.fullmatch(t)]
+    return sizes[0] if len(sizes) == 1 else None
+
+
+def long_case_counts(cases: Iterable[Case]) -> dict[tuple[str, str, str], int]:
+    """Long-context cases per (scenario, kind, size), sizes in token order (`evalsuite validate` prints them)."""
+    counts: Counter = Counter((c.scenario, c.kind, context_size(c)) for c in cases if LONG_TAG in c.tags)
+    order = sorted(counts, key=lambda k: (k[0], k[1], int(k[2][:-1]) if k[2] else 0))
+    return {(s, k, z or "?"): counts[(s, k, z)] for s, k, z in order}
+
+
 def suite_digest(cases: Iterable[Case]) -> str:
     """Digest of a set of cases, independent of file order."""
     return sha256_json(sorted((c.id, c.digest()) for c in cases))
@@ -504,6 +523,9 @@ def _build_case(ld: _Loading, i: int, raw: dict) -> Case | None:
     json_schema = _check_expect(ld, i, raw, [d.id for d in context])
     if (raw.get("perturbation_of") is None) != (raw.get("perturbation") is None):
         ld.add(at(), cid, "perturbation", "`perturbation_of` and `perturbation` go together")
+    tags = raw.get("tags", [])
+    if LONG_TAG in tags and sum(bool(_SIZE_TAG.fullmatch(t)) for t in tags) != 1:
+        ld.add(at("tags"), cid, "tags", f"a case tagged `{LONG_TAG}` names its context size with exactly one `ctx-<N>k` tag (e.g. ctx-4k)")
     return Case.build(raw, context=tuple(context), json_schema=json_schema, glossary=ld.glossary, source=ld.file, line=ld.lines.line_of(at()))
 
 

@@ -1,6 +1,6 @@
 """The suite file's option blocks, each parsed into a typed dataclass when the suite loads.
 
-`generation:`, `timing:` and `executor:` live here, beneath every layer that uses them (backends,
+`generation:`, `timing:`, `executor:` and a variant's `trim:` live here, beneath every layer that uses them (backends,
 executors, the runner), so that `evalsuite validate` and `load_suite` report a bad block with its
 file, line and field, as one list of problems, before anything runs.
 """
@@ -125,6 +125,59 @@ def parse_timing_block(raw: Any, file: str, line_of: LineOf, problems: list[Prob
         return None
     settings = TimingSettings(**vals)
     return settings if settings.interleaved else None
+
+
+# -- a variant's trim: -----------------------------------------------------------------------
+
+TRIM_ORDERS = ("retrieved", "overlap")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextTrim:
+    """A variant's context trimming (`trim:`): which of a case's retrieved documents the prompt
+    builder keeps. The optimization practice warns about (faster prefill, less grounding), so it is
+    a variant of its own, fingerprinted, with the documents it drops recorded per generation."""
+
+    budget_tokens: int | None = None  #: keep documents, best first, while their tokens fit this budget
+    top_k: int | None = None  #: keep at most this many documents, best first
+    order: str = "retrieved"  #: what "best" means: the case's order (as retrieved) or word overlap with the question
+    tokenizer: str = "estimate"  #: how budget tokens are counted: "estimate" (from characters), "embedded", or a tokenizer directory
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def parse_trim_block(raw: Any, file: str, line_of: LineOf, problems: list[Problem], where: tuple, who: str | None) -> ContextTrim | None:
+    """A variant's `trim:` block as settings (None when absent or faulty); each fault becomes a
+    Problem naming the file, the line, the variant and the field (`where` is the block's path)."""
+    if raw is None:
+        return None
+    label = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in where).lstrip(".")  # variants[1].trim
+
+    def bad(key: str | None, message: str) -> None:
+        path = where + ((key,) if key else ())
+        problems.append(Problem(file, line_of(path), who, f"{label}.{key}" if key else label, message, subject="variant"))
+
+    if not isinstance(raw, dict):
+        bad(None, f"expected a mapping (budget_tokens, top_k, order, tokenizer), got {raw!r}")
+        return None
+    n = len(problems)
+    known = set(ContextTrim.__dataclass_fields__)
+    for key in sorted(set(raw) - known, key=str):
+        bad(str(key), f"unknown setting (known: {', '.join(sorted(known))})")
+    for key in ("budget_tokens", "top_k"):
+        v = raw.get(key)
+        if key in raw and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            bad(key, f"expected an integer of at least 1, got {v!r}")
+    if raw.get("budget_tokens") is None and raw.get("top_k") is None:
+        bad(None, "give `budget_tokens`, `top_k` or both")
+    if raw.get("order", "retrieved") not in TRIM_ORDERS:
+        bad("order", f"must be one of {', '.join(TRIM_ORDERS)}, got {raw.get('order')!r}")
+    if not isinstance(raw.get("tokenizer", "estimate"), str) or not raw.get("tokenizer", "estimate"):
+        bad("tokenizer", f"expected 'estimate', 'embedded' or a tokenizer directory, got {raw.get('tokenizer')!r}")
+    if len(problems) > n:
+        return None
+    return ContextTrim(**{k: v for k, v in raw.items() if k in known})
 
 
 # -- executor: -------------------------------------------------------------------------------

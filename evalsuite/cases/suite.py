@@ -1,7 +1,7 @@
 """The suite file: which case sets, which variants (one baseline), how to generate, which rubric.
 
 Variants inherit the baseline's backend, model and options, and state what they change. A variant
-that changes more than one of {quantization, speculative, backend, generation} is allowed, with a
+that changes more than one of {quantization, speculative, backend, generation, context, kv_cache} is allowed, with a
 warning: change one variable at a time, or a regression cannot be attributed (unless the variant
 declares exactly those `changes:`, on purpose).
 """
@@ -20,11 +20,11 @@ from ..registry import BACKENDS
 from ..shipped import Kind, resolve_ref
 from ..yamlio import LineMap, load_yaml
 from .caseset import Case, CaseSet, all_cases, load_cases
-from .options import STAGES, ExecutorSpec, GenerationSettings, TimingSettings, parse_executor, parse_timing_block
+from .options import STAGES, ContextTrim, ExecutorSpec, GenerationSettings, TimingSettings, parse_executor, parse_timing_block, parse_trim_block
 
 log = logging.getLogger("evalsuite")
 
-CHANGE_CATEGORIES = ("quantization", "speculative", "backend", "generation", "kv_cache")
+CHANGE_CATEGORIES = ("quantization", "speculative", "backend", "generation", "context", "kv_cache")
 #: backends that take a variant's `kv_cache:` (vLLM takes `quantization: {kv_cache_dtype: fp8}` instead)
 KV_CACHE_BACKENDS = ("transformers", "fake")
 _VARIANT_KEYS = {
@@ -42,6 +42,7 @@ _VARIANT_KEYS = {
     "changes",
     "description",
     "degrade",
+    "trim",
 }
 _SUITE_KEYS = {
     "schema_version",
@@ -79,6 +80,7 @@ class Variant:
     degrade: dict | None = None  #: planted regression applied to the outputs (see evalsuite.run.degrade)
     description: str = ""
     changes: tuple[str, ...] = ()  #: categories changed against the baseline (computed)
+    trim: ContextTrim | None = None  #: context trimming applied by the prompt builder (`trim:`; None: every document)
 
     def spec(self) -> dict:
         """Everything about the variant that can change an output (its name cannot). A hub
@@ -94,6 +96,8 @@ class Variant:
             "degrade": self.degrade,
             # batch composition changes padded outputs on real models, so it is part of identity
             "batch_size": gen.batch_size,
+            # only when set: a variant without trimming keeps the fingerprint it always had
+            **({"trim": self.trim.to_dict()} if self.trim else {}),
         }
         if self.kv_cache:  # only when set: every fingerprint made before the field existed stays valid
             spec["kv_cache"] = self.kv_cache
@@ -121,6 +125,8 @@ class Variant:
             d["kv_cache"] = self.kv_cache
         if self.degrade:
             d["degrade"] = self.degrade
+        if self.trim:
+            d["trim"] = self.trim.to_dict()
         if self.description:
             d["description"] = self.description
         return d
@@ -287,6 +293,8 @@ def compute_changes(variant: Variant, baseline: Variant) -> tuple[str, ...]:
         changed.append("backend")
     if variant.generation.request_part() != baseline.generation.request_part() or variant.generation.batch_size != baseline.generation.batch_size:
         changed.append("generation")
+    if variant.trim != baseline.trim:
+        changed.append("context")
     if (variant.kv_cache or None) != (baseline.kv_cache or None):
         changed.append("kv_cache")
     return tuple(changed)
@@ -378,6 +386,7 @@ def _parse_variants(
         spec = _resolve_paths(rv.get("speculative"), ("model",), rel, models=("model",))
         if isinstance(spec, dict) and isinstance(spec.get("draft"), dict):
             spec = dict(spec, draft=_resolve_paths(spec["draft"], ("model",), rel, models=("model",)))
+        trim = parse_trim_block(rv.get("trim"), file, lines.line_of, problems, ("variants", i, "trim"), name)
         if revision is not None and not isinstance(revision, str):
             problems.append(_variant_problem_at(file, lines, i, name, "revision", "expected a branch, tag or commit (a string)"))
         variants.append(
@@ -395,6 +404,7 @@ def _parse_variants(
                 noise=rv.get("noise") is True,
                 degrade=rv.get("degrade"),
                 description=rv.get("description", ""),
+                trim=trim,
             )
         )
     return variants

@@ -61,6 +61,27 @@ def _print_counts(cases: list, n_files: int) -> None:
         zh = sum(v for (s, _, lang), v in counts.items() if s == scen and lang == "zh")
         table.add_row(f"[bold]{scen}[/bold]", "all", str(en), str(zh), f"{en + zh} ({100 * zh / max(1, en + zh):.0f}% zh)")
     console.print(table)
+    _print_long_counts(cases)
+
+
+def _print_long_counts(cases: list) -> None:
+    """The long-context cases per scenario, kind and context size (their `ctx-<N>k` tags)."""
+    from ..cases.caseset import long_case_counts
+
+    counts = long_case_counts(cases)
+    if not counts:
+        return
+    sizes = sorted({z for _, _, z in counts}, key=lambda z: int(z[:-1]) if z[:-1].isdigit() else 1 << 30)
+    table = Table(title=f"{sum(counts.values())} long-context cases by size")
+    for col in ("scenario", "kind", *sizes, "total"):
+        table.add_column(col)
+    for scen, kind in dict.fromkeys((s, k) for s, k, _ in counts):
+        row = [counts.get((scen, kind, z), 0) for z in sizes]
+        table.add_row(scen, kind, *map(str, row), str(sum(row)))
+    for scen in dict.fromkeys(s for s, _, _ in counts):
+        row = [sum(v for (s, _, z), v in counts.items() if s == scen and z == size) for size in sizes]
+        table.add_row(f"[bold]{scen}[/bold]", "all", *map(str, row), str(sum(row)))
+    console.print(table)
 
 
 @import_app.command("humaneval")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..models.describe import matrix_text, variant_matrix
 from ..perf.context import context_cost
-from ..scoring.evidence import citations_evidence, code_evidence, json_drift_rows
+from ..scoring.evidence import citations_evidence, code_evidence, json_drift_rows, trim_drops
 from ..states import CANNOT_JUDGE, CANNOT_JUDGE_WORD
 from .frames import LoadedRun, load_run, perf_rows
 from .releases import release_history
@@ -443,7 +443,7 @@ def add_evidence(flagged: Sequence[FlaggedCase], cmp: Any, lr: LoadedRun) -> Non
         case = lr.cases.get(f.case_id)
         if f.scenario == "brand" or "json.parsed" in base_recs or "json.valid" in base_recs or (case is not None and case.json_schema):
             f.json_drift = json_drift_rows(f.baseline_text, f.variant_text)
-        f.citations = citations_evidence(case, f.baseline_text, f.variant_text)
+        f.citations = citations_evidence(case, f.baseline_text, f.variant_text, dropped=trim_drops([gv]).get((f.variant, f.case_id), ()) if gv else ())
         if f.scenario == "code" or (case is not None and case.expect.tests):
             f.code = code_evidence(case, {"baseline": base_recs, "variant": var_recs})
 

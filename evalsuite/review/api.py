@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..scoring.evidence import trim_drops
 from ..verdict.decisions import ReviewDecisions
 from .agreement import agreement, miss_rate, miss_rate_line
 from .policy import DEFAULT_POLICY, FlagInputs, ReviewPolicy, blind_left, flag_plan
@@ -194,7 +195,7 @@ def flag_run(
     store = _run_store(run, runs_dir)
     cmp = cmp if cmp is not None else compare_run(store)
     policy, digest = _rubric(store, rubric)
-    inputs = FlagInputs(store.scores(), (store.signature or {}).get("variants") or {}, _cases(store), digest)
+    inputs = FlagInputs(store.scores(), (store.signature or {}).get("variants") or {}, _cases(store), digest, dropped=trim_drops(store.generations()))
     return flag(cmp, inputs=inputs, policy=policy, queue=queue if queue is not None else default_queue_path(store))
 
 

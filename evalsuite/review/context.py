@@ -4,14 +4,15 @@ A queue outlives its runs (it is copied, shared, opened where the run directory 
 carries its own context, as JSON: what was asked (`brief`: system prompt, conversation or prompt,
 the user's role, the expected answer or behaviour, the JSON schema, the unit tests), the KB
 documents with the passages each side cites (`documents`), the JSON key by key (`json`), the
-glossary terms each side kept or dropped (`terms`), the unit-test results of both sides (`code`),
+glossary terms each side kept or dropped (`terms`), the documents a trimming variant left out
+(`documents.dropped`), the unit-test results of both sides (`code`),
 and each side's failed checks in words (`checks`). Built from the evidence functions the report
 uses (evalsuite.scoring.evidence); items flagged before queue schema 3 have none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..scoring.evidence import CLIP, case_brief, citations_evidence, code_evidence, json_drift_rows, terms_evidence
@@ -28,10 +29,13 @@ def _failed(recs: Mapping[str, Any]) -> list[dict]:
     return out
 
 
-def item_context(case: Any, baseline_text: str | None, variant_text: str | None, base_recs: Mapping[str, Any], var_recs: Mapping[str, Any]) -> dict:
-    """The item's context (see the module docstring): plain data, stored as JSON."""
+def item_context(
+    case: Any, baseline_text: str | None, variant_text: str | None, base_recs: Mapping[str, Any], var_recs: Mapping[str, Any], *, dropped: Sequence[str] = ()
+) -> dict:
+    """The item's context (see the module docstring): plain data, stored as JSON. `dropped`: the
+    documents the variant's context trimming left out of its prompt."""
     ctx: dict[str, Any] = {"brief": case_brief(case)}
-    docs = citations_evidence(case, baseline_text, variant_text, max_text=CLIP)
+    docs = citations_evidence(case, baseline_text, variant_text, max_text=CLIP, dropped=dropped)
     if docs is not None:
         ctx["documents"] = docs
     if case.json_schema or case.scenario == "brand" or "json.valid" in var_recs:

@@ -58,6 +58,7 @@ class FlagInputs:
     fingerprints: Mapping[str, str] = field(default_factory=dict)  #: variant -> fingerprint (a missing one falls back to the name)
     cases: Mapping[str, Any] = field(default_factory=dict)  #: case id -> Case, for each item's context (prompt, documents, checks)
     rubric_digest: str | None = None  #: the rubric flagged under (a waiver "until the rubric changes" holds while it is the same)
+    dropped: Mapping[tuple[str, str], Sequence[str]] = field(default_factory=dict)  #: (variant, case id) -> documents its context trimming dropped
 
 
 @dataclass(frozen=True)
@@ -252,7 +253,7 @@ def _new_item(cmp: Any, policy: ReviewPolicy, key: tuple[str, str], reasons: lis
         rubric_digest=inputs.rubric_digest,
     )
     case = inputs.cases.get(c)
-    context = item_context(case, b_out, v_out, base, recs) if case is not None else None
+    context = item_context(case, b_out, v_out, base, recs, dropped=inputs.dropped.get((v, c), ())) if case is not None else None
     return NewItem(
         run_id=cmp.run_id,
         variant=v,

@@ -273,6 +273,8 @@ def documents_html(item: Mapping[str, Any], blind: bool = False) -> str:
             )
         if d.get("gold") and not blind:
             flags.append('<span class="tag">gold</span>')
+        if d.get("dropped"):  # left out of the variant's prompt by its context trimming
+            flags.append(f'<span class="tag restricted">not shown to {esc(names["variant"])}: dropped by context trimming</span>')
         for role in ("baseline", "variant"):
             if d.get(role):
                 flags.append(f'<span class="tag c{role[0]}">cited by {esc(names[role])}</span>')

@@ -16,11 +16,12 @@ Choices, measured on the embedded 135M model over the whole case sets (`suites/c
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Request
 from ..cases.caseset import Case
+from .trimming import Trimmed, token_counter, trim_case
 
 if TYPE_CHECKING:
     from ..cases.suite import Variant
@@ -127,12 +128,22 @@ def render_messages(case: Case) -> tuple[tuple[str, str], ...]:
     return tuple(msgs)
 
 
-def build_requests(cases: Sequence[Case], variant: Variant) -> list[Request]:
-    """One request per (case, sample) of a variant: the rendered messages and its generation settings."""
+def trimmed_cases(cases: Sequence[Case], variant: Variant) -> dict[str, Trimmed]:
+    """Each case as a trimming variant sends it (`trim:`), by case id; empty for other variants."""
+    if variant.trim is None:
+        return {}
+    count = token_counter(variant.trim.tokenizer)
+    return {c.id: trim_case(c, variant.trim, count) for c in cases if c.context}
+
+
+def build_requests(cases: Sequence[Case], variant: Variant, trimmed: Mapping[str, Trimmed] | None = None) -> list[Request]:
+    """One request per (case, sample) of a variant: the rendered messages (of the case as its
+    `trim:` leaves it) and its generation settings. `trimmed`: `trimmed_cases`, when the caller has it."""
     g = variant.generation
+    trimmed = trimmed_cases(cases, variant) if trimmed is None else trimmed
     out = []
     for c in cases:
-        msgs = render_messages(c)
+        msgs = render_messages(trimmed[c.id].case if c.id in trimmed else c)
         for s in range(g.samples):
             out.append(Request(case_id=c.id, messages=msgs, sample=s, max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p, seed=g.seed))
     return out

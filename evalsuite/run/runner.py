@@ -29,8 +29,9 @@ from ..executors.local import LocalExecutor
 from ..models.describe import weights_summary
 from ..perf.context import context_cost
 from .progress import progress_bar
-from .prompting import PROMPT_VERSION, batches, build_requests
+from .prompting import PROMPT_VERSION, batches, build_requests, trimmed_cases
 from .store import DEFAULT_CACHE, GenerationCache, RunStore
+from .trimming import Trimmed
 
 log = logging.getLogger("evalsuite")
 
@@ -406,6 +407,11 @@ class VariantJob:
     previous: dict | None = None  #: the variant's summary so far (resume, earlier adaptive batches): its times add up
     executor: Executor | None = None  #: where the batches run (default: this process)
     build: Callable[[], Backend] | None = None  #: rebuilds the backend on a worker (executors other than the local one)
+    trimmed: dict[str, Trimmed] = field(default_factory=dict)  #: each case as the variant's `trim:` leaves it (filled in by __post_init__)
+
+    def __post_init__(self) -> None:
+        if self.variant.trim is not None and not self.trimmed:
+            object.__setattr__(self, "trimmed", trimmed_cases(self.cases, self.variant))
 
 
 def run_variant(job: VariantJob) -> dict:
@@ -427,7 +433,7 @@ def _plan(job: VariantJob) -> tuple[list[tuple[Request, str]], list[Generation]]
     the cache answers (one query per 500 requests)."""
     v = job.variant
     wanted = []
-    for req in build_requests(job.cases, v):
+    for req in build_requests(job.cases, v, job.trimmed):
         if (v.name, req.case_id, req.sample) in job.done:
             job.result.skipped += 1
         else:
@@ -469,7 +475,15 @@ def _generate_todo(job: VariantJob, todo: list[tuple[Request, str]]) -> None:
     with progress_bar(job.progress, v.name, len(todo)) as advance:
         for batch, gens in executor.generate(v, job.backend, job.build or (lambda: job.backend), todo_batches, _generate_batch):
             stamped = [
-                replace(g, case_id=req.case_id, sample=req.sample, variant=v.name, request_hash=hashes[(req.case_id, req.sample)], fingerprint=fp)
+                replace(
+                    g,
+                    case_id=req.case_id,
+                    sample=req.sample,
+                    variant=v.name,
+                    request_hash=hashes[(req.case_id, req.sample)],
+                    fingerprint=fp,
+                    extra=_with_trim(g.extra, job.trimmed.get(req.case_id)),
+                )
                 for req, g in zip(batch, gens)
             ]
             encoded = [json.dumps(g.to_dict(), ensure_ascii=False) for g in stamped]
@@ -478,6 +492,11 @@ def _generate_todo(job: VariantJob, todo: list[tuple[Request, str]]) -> None:
             result.generated += len(stamped)
             result.errors += sum(1 for g in stamped if not g.ok)
             advance(len(batch))
+
+
+def _with_trim(extra: dict, trimmed: Trimmed | None) -> dict:
+    """A generation's extra facts with what its variant's `trim:` dropped from the case (cached with it)."""
+    return extra if trimmed is None else {**extra, "context_trim": trimmed.record()}
 
 
 def _variant_summary(job: VariantJob, generated: int, cached: int, wall: float, load_s: float) -> dict:

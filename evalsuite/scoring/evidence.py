@@ -10,7 +10,7 @@ functions of their inputs: no files, no models.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 CLIP = 4000  #: characters of a document, schema or test file kept as evidence
@@ -72,9 +72,11 @@ def json_drift_rows(baseline_text: str | None, variant_text: str | None) -> dict
     }
 
 
-def citations_evidence(case: Any, baseline_text: str | None, variant_text: str | None, max_text: int = 600) -> dict | None:
+def citations_evidence(case: Any, baseline_text: str | None, variant_text: str | None, max_text: int = 600, dropped: Sequence[str] = ()) -> dict | None:
     """The case's context documents with the gold citations, what each output cites, and the
-    passages (character spans of the document text) each output's citing sentences rest on."""
+    passages (character spans of the document text) each output's citing sentences rest on.
+    `dropped`: the documents the variant's context trimming left out of its prompt (marked on each,
+    and listed, so a lost citation can be traced to them)."""
     if case is None or not case.context:
         return None
     from .citations import cited_ids, cited_spans
@@ -103,8 +105,12 @@ def citations_evidence(case: Any, baseline_text: str | None, variant_text: str |
                 },
             }
         )
+        if d.id in dropped:
+            docs[-1]["dropped"] = True
     known = {d.id for d in case.context}
+    trimmed = {"dropped": [d.id for d in case.context if d.id in dropped]} if dropped else {}
     return {
+        **trimmed,
         "docs": docs,
         "baseline_cited": cb,
         "variant_cited": cv,
@@ -112,6 +118,17 @@ def citations_evidence(case: Any, baseline_text: str | None, variant_text: str |
         "unknown_variant": [c for c in cv if c not in known],
         "gold": sorted(gold),
     }
+
+
+def trim_drops(generations: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
+    """(variant, case id) -> the documents its context trimming dropped (`extra["context_trim"]`,
+    recorded by the runner), from sample 0 of each case."""
+    out = {}
+    for g in generations:
+        rec = (g.extra or {}).get("context_trim") if g.sample == 0 else None
+        if rec and rec.get("dropped"):
+            out[(g.variant, g.case_id)] = list(rec["dropped"])
+    return out
 
 
 def _code_side(r: Any) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from ..backends.base import Generation
 from ..cases.caseset import Case
@@ -78,14 +79,23 @@ def score_generations(
     return records
 
 
+def as_shown(case: Case, generations: Iterable[Generation]) -> Case:
+    """The case as a context-trimming variant showed it (`extra["context_trim"]`, evalsuite.run.trimming):
+    without the documents it dropped, so `[2]` means the second document the model saw, and a
+    restricted document it never saw cannot count as leaked. Other variants: the case itself."""
+    dropped = {d for g in generations for d in ((g.extra or {}).get("context_trim") or {}).get("dropped", ())}
+    return replace(case, context=tuple(d for d in case.context if d.id not in dropped)) if dropped else case
+
+
 def _work(cases: Sequence[Case], gens: dict, variants: Sequence[str], baseline: str) -> list[tuple[str, Case, list[ScoreInput]]]:
     """(variant, case, one ScoreInput per sample) in scoring order: every case a variant has outputs for."""
     work = []
     for variant in variants:
-        for case in cases:
-            samples = gens.get((variant, case.id))
+        for full in cases:
+            samples = gens.get((variant, full.id))
             if not samples:
                 continue
+            case = as_shown(full, samples.values())
             base_samples = gens.get((baseline, case.id), {})
             inputs = []
             for s in sorted(samples):

@@ -143,6 +143,13 @@ def test_calibration_texts_from_case_sets_are_stable():
     assert a == b and 0 < len(a) <= 16 and all(isinstance(t, str) and t for t in a)
 
 
+def test_calibration_texts_leave_the_long_cases_out_unless_they_are_all_there_is():
+    short = [REPO / "casesets" / n for n in ("brand", "code", "kb_qa")]
+    assert models.calibration_texts(REPO / "casesets") == models.calibration_texts(short)
+    long_only = models.calibration_texts(REPO / "casesets" / "kb_qa_long", limit=200)
+    assert any("Lumora Move" in t for t in long_only)
+
+
 def test_calibration_texts_fall_back_when_no_case_sets(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     texts = models.calibration_texts(None)
