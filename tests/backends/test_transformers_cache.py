@@ -3,13 +3,14 @@ the fingerprint, the library's refusals, and the per-generation cost records."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from backends.test_transformers import _backend, _requests, _save_tiny, _variant  # noqa: E402
-
 from evalsuite.backends.transformers_cache import KVCacheSettings, parse_kv_cache, refusal  # noqa: E402
 from evalsuite.backends.transformers_cost import cache_bytes  # noqa: E402
 from evalsuite.errors import EvalsuiteError  # noqa: E402
@@ -158,3 +159,30 @@ def test_a_missing_cache_library_is_refused_naming_the_backend_field():
     err = refusal(settings, "kv-quanto", ImportError("You need to install optimum-quanto in order to use KV cache quantization"))
     assert str(err).startswith("variant 'kv-quanto': kv_cache.backend = 'quanto' (quantized quanto 2-bit cache) cannot run here: ImportError: You need")
     assert settings.libraries() == ["optimum-quanto"] and KVCacheSettings().libraries() == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (transformers' offloaded cache prefetches layers to a GPU)")
+def test_offloaded_cache_runs_on_cuda_with_the_baseline_greedy_outputs(tiny_dir, cache_dir, monkeypatch):
+    from transformers import DynamicCache
+
+    cuda = {"device": "cuda", "cache_dir": cache_dir}
+    base = _backend(dataclasses.replace(_variant(tiny_dir, cache_dir, batch_size=1), options=cuda))
+    off = _backend(dataclasses.replace(_variant(tiny_dir, cache_dir, kv_cache=OFFLOADED, batch_size=1), options=cuda))
+    off.load()
+    seen = []
+    real = off.model.generate
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        seen.append(out.get("cache") if out.get("cache") is not None else out.get("past_key_values"))
+        return out
+
+    monkeypatch.setattr(off.model, "generate", spy)
+    reqs = _requests(3, 8)
+    got, want = off.generate(reqs), base.generate(reqs)
+    assert isinstance(seen[-1], DynamicCache) and getattr(seen[-1], "offloading", None) is True
+    assert [g.text for g in got] == [g.text for g in want]  # offloading moves the cache, it does not change it
+    assert all(g.extra["cost"]["kv_cache_bytes"] and g.extra["cost"]["peak_memory_mb"] > 0 for g in got)
+    assert off.fingerprint() != base.fingerprint()
+    base.close()
+    off.close()
