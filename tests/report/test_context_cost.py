@@ -70,6 +70,9 @@ def test_report_draws_the_cost_curve_and_lists_the_slopes(cost_run, tmp_path):
     rows = {tr.select_one("td b").text: [td.text for td in tr.select("td")] for tr in soup.select("table#context-cost tbody tr")}
     assert set(rows) == {"baseline", "kv-hqq4"}
     assert rows["baseline"][5] == "16" and rows["kv-hqq4"][5] == "4"  # peak memory MB per 1k tokens
+    md = result.markdown.read_text("utf-8")
+    assert "### Cost against context length" in md
+    assert any(line.startswith("| `kv-hqq4` | 6 |") and "| 4 |" in line for line in md.splitlines())
 
 
 def test_no_curve_without_cost_records(tmp_path):
