@@ -103,7 +103,7 @@ def context_cost_lines(cost: dict) -> list[str]:
 
     def at_len(m: dict, k: str) -> str:
         x = m.get(k) or {}
-        return _f(x.get("measured_at") if x.get("measured_at") is not None else x.get("fitted_at"), ".3g")
+        return _f(x.get("measured_at") if x.get("measured_at") is not None else x.get("fitted_at"), ".4g")
 
     for name, c in cost.items():
         m, lo_hi = c["measures"], c.get("tokens") or ["-", "-"]
