@@ -424,6 +424,7 @@ class Measure:
         from evalsuite.models import ensure_embedded_model
 
         self.tok = AutoTokenizer.from_pretrained(ensure_embedded_model())
+        self._docs: dict[str, int] = {}
 
     def tokens(self, raw: dict, pool: dict[str, Document]) -> int:
         full = {"scenario": "kb_qa", "kind": "grounded", "lang": "en", "user_role": "employee", **raw}
@@ -433,6 +434,11 @@ class Measure:
         return len(self.tok(text, add_special_tokens=False)["input_ids"])  # as the backend encodes it
 
     def doc(self, d: Document) -> int:
+        if d.id not in self._docs:
+            self._docs[d.id] = self._doc(d)
+        return self._docs[d.id]
+
+    def _doc(self, d: Document) -> int:
         return len(self.tok(f"[{d.id}] {d.title} (access: {d.access})\n{d.text.strip()}\n\n", add_special_tokens=False)["input_ids"])
 
 
@@ -489,9 +495,10 @@ HEADER = """\
 """
 
 
-def render(seed: int) -> str:
+def render(seed: int, m: Measure | None = None) -> str:
+    """long.yaml's text for `seed` (`m`: a Measure already loaded, to reuse its tokenizer)."""
     pool = load_pool()
-    m = Measure()
+    m = m or Measure()
     cases, notes = [], []
     for spec in SPECS:
         raw, measured = build_case(spec, pool, m, seed)

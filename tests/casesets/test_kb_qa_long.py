@@ -135,4 +135,4 @@ def test_prompt_sizes_and_depths_measured_with_the_embedded_tokenizer():
         at = c["context"].index(_gold(c))
         depth = sum(sizes[:at]) / sum(sizes)
         assert abs(depth - int(_tag(c, "depth-")[6:]) / 100) <= 0.17, (c["id"], round(depth, 2))
-    assert gen.render(gen.SEED) == (LONG / "long.yaml").read_text("utf-8"), "long.yaml is stale: run scripts/gen_long_cases.py"
+    assert gen.render(gen.SEED, m) == (LONG / "long.yaml").read_text("utf-8"), "long.yaml is stale: run scripts/gen_long_cases.py"
