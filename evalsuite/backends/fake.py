@@ -14,6 +14,9 @@ Options (under a variant's `options`):
 - `call_log`: path of a file that gets one line per generated request (tests count calls with it)
 - `engine_metrics`: a scripted summary of the engine's own counters (as the vllm backend's
   `engine_metrics()` returns it: requests, ttft_mean_s, prefix_cache_hit_rate, ...)
+- `cost`:     scripted cost records, linear in the prompt's words (`extra["cost"]`, as the
+  transformers backend measures them: evalsuite.perf.context): `{prefill_s_per_1k, peak_memory_mb,
+  memory_mb_per_1k, kv_bytes_per_token}`, each optional (0 when left out)
 - `faults`:   {case_id: kind}: fault injection for reliability tests. Kinds that fail the whole
   batch, as a real backend would: `raise` (RuntimeError), `oom` (MemoryError), `cuda_oom` (an
   error shaped like torch's CUDA OutOfMemoryError), `hang` (blocks, ignoring `timeout_s`, until
@@ -165,22 +168,41 @@ class FakeBackend:
                     fh.write(f"{self.variant.name}\t{req.case_id}\t{req.sample}\t{os.getpid()}\n")
             latency = time.perf_counter() - t0
             ntok = len(text.split())
+            prompt_tokens = sum(len(m[1].split()) for m in req.messages)
             out.append(
                 Generation(
                     case_id=req.case_id,
                     variant=self.variant.name,
                     sample=req.sample,
                     text=text,
-                    prompt_tokens=sum(len(m[1].split()) for m in req.messages),
+                    prompt_tokens=prompt_tokens,
                     new_tokens=ntok,
                     latency_s=latency,
                     ttft_s=latency,
                     tokens_per_s=ntok / latency if latency > 0 else None,
                     finish_reason="stop",
                     batch_size=len(requests),
+                    extra=self._cost(prompt_tokens, ntok),
                 )
             )
         return out
+
+    def _cost(self, prompt_tokens: int, new_tokens: int) -> dict:
+        """The scripted cost record of a generation (option `cost`), or none."""
+        c = self.options.get("cost")
+        if not c:
+            return {}
+        k = prompt_tokens / 1000.0
+        kv = c.get("kv_bytes_per_token")
+        return {
+            "cost": {
+                "prefill_s": float(c.get("prefill_s_per_1k", 0.0)) * k,
+                "peak_memory_mb": float(c.get("peak_memory_mb", 0.0)) + float(c.get("memory_mb_per_1k", 0.0)) * k,
+                "kv_cache_bytes": int(kv * (prompt_tokens + new_tokens)) if kv is not None else None,
+                "kv_cache_tokens": prompt_tokens + new_tokens,
+                "context_tokens": prompt_tokens,
+            }
+        }
 
     def close(self) -> None:
         self._released.set()

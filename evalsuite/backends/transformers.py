@@ -8,7 +8,8 @@ Options (under a variant's `options`, usually set once on the baseline and inher
 - `cache_dir`: where converted/quantized models live (default $EVALSUITE_CACHE_DIR or ~/.cache/evalsuite)
 - `trust_remote_code`: not supported (a suite must not run code shipped with a model)
 
-Variant fields used: `model` (a directory, a hub id with `revision`, or "embedded"),
+Variant fields used: `model` (a directory, a hub id with `revision`, or "embedded"), `kv_cache`
+(quantized or offloaded KV cache: evalsuite.backends.transformers_cache),
 `quantization` (bnb 8/4-bit, gptq, awq, compressed-tensors, llm-compressor, torchao, hqq:
 evalsuite.models.formats) and `speculative` (`{method: prompt_lookup, num_tokens: 10}` or
 `{method: draft, model: DIR_OR_ID, revision: REV, draft: {quantization: {...}}, num_tokens: 5}`).
@@ -17,6 +18,9 @@ Sampling (temperature > 0) is done by a per-row logits processor with a torch.Ge
 from `Request.sample_seed()`, so a sample depends on its seed only, not on which other requests
 share its batch. Speculative variants generate one request at a time (transformers' assisted
 generation supports batch size 1 only) and sample with transformers' own sampler under the seed.
+
+Each generation records what its batch cost against its context length under `extra["cost"]`
+(prefill time, peak memory, KV-cache bytes: evalsuite.backends.transformers_cost).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from ..errors import EvalsuiteError, MissingExtraError
 from ..models import formats
 from ..models.quiet import quiet_libraries
 from .base import Generation, Request, check_options
+from .transformers_cache import parse_kv_cache, probe
 from .transformers_loader import ModelLoader, gptq_kernel
 from .transformers_memory import ServingMemory, malloc_trim, weights_mb
 
@@ -141,6 +146,7 @@ class TransformersBackend:
         if self.spec_method not in (None, "prompt_lookup", "draft"):
             raise EvalsuiteError(f"variant {variant.name!r}: unknown speculative method {self.spec_method!r}; available: prompt_lookup, draft")
         self.speculative = spec
+        self.kv_cache = parse_kv_cache(getattr(variant, "kv_cache", None), variant.name)
         self.cache_dir = self.options.get("cache_dir")
         self.device = _resolve_device(self.options.get("device", "auto"))
         self.dtype_name = _resolve_dtype(self.options.get("dtype", "auto"), self.device)
@@ -183,7 +189,7 @@ class TransformersBackend:
     def weights_identity(self) -> dict:
         """What the loaded weights are: file hashes, hub commit, derived checkpoints, device, dtype, libraries."""
         if self._identity is None:
-            libs = ["torch", "transformers"]
+            libs = ["torch", "transformers", *self.kv_cache.libraries()]
             ident: dict = {"model": models.model_dir_identity(self.model_dir, self.cache_dir), "device": self.device.split(":")[0], "dtype": self.dtype_name}
             if self.resolved.source == "hub":  # the commit a branch pointed to: a moved branch is a new variant
                 ident["source"] = self.resolved.identity()
@@ -247,6 +253,7 @@ class TransformersBackend:
             if n:
                 self.draft.generation_config.num_assistant_tokens = int(n)
                 self.draft.generation_config.num_assistant_tokens_schedule = "constant"
+        probe(self.model, self.kv_cache, self.variant.name, tok.pad_token_id)  # refused here, with the library's reason
         self.load_s = time.perf_counter() - t0
         model_mb = round(self.model_memory_mb() or 0.0, 1)
         # the peak is measured from here: serving memory (weights + generation), not the load-time
@@ -296,6 +303,7 @@ class TransformersBackend:
         return self._generate_batch(list(requests))
 
     def _generate_batch(self, requests: list[Request]) -> list[Generation]:
+        from .transformers_cost import BatchCost
         from .transformers_hooks import FirstTokenStreamer
 
         first = requests[0]
@@ -307,11 +315,14 @@ class TransformersBackend:
         streamer = FirstTokenStreamer() if len(requests) == 1 else None
         t0 = time.perf_counter()
         call.start(t0)
-        with torch.inference_mode():
+        with torch.inference_mode(), BatchCost(self.model, self._memory, self.device) as meter:
             out = self.model.generate(**enc, logits_processor=call.processors, stopping_criteria=call.stopping, streamer=streamer, **call.kwargs)
-        if self.device.startswith("cuda"):
-            torch.cuda.synchronize()
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()
         latency = time.perf_counter() - t0
+        cache = out.get("cache") if out.get("cache") is not None else out.get("past_key_values")  # `cache` from transformers 5.x on
+        cost = meter.record(cache, int(enc["input_ids"].numel()))
+        out = out.sequences
         if streamer is not None and streamer.first is not None:
             ttft, ttft_source = streamer.first - t0, "streamer"
         elif call.timer.first is not None:
@@ -329,6 +340,7 @@ class TransformersBackend:
                 "batch_tokens_per_s": round(sum(len(ids) for _, ids, _ in rows) / latency, 3) if latency > 0 else None,
                 "device": self.device,
                 "model_mb": self._memory.model_mb,
+                "cost": cost,
                 **({"speculative": self.spec_method} if self.spec_method else {}),
             },
         )
@@ -344,6 +356,8 @@ class TransformersBackend:
         timer = FirstStepTimer()
         processors = LogitsProcessorList([timer])
         kwargs: dict = {"max_new_tokens": max(r.max_new_tokens for r in requests), "pad_token_id": self.tokenizer.pad_token_id, "do_sample": False}
+        # the cache object comes back with the tokens: its bytes are the KV-cache cost (transformers_cost)
+        kwargs.update(self.kv_cache.generate_kwargs(), return_dict_in_generate=True)
         # neutral values, so a model's generation_config defaults do not leak into greedy decoding
         kwargs.update({"temperature": None, "top_p": None, "top_k": None})
         if not first.greedy:
@@ -396,7 +410,7 @@ class TransformersBackend:
         if self.model is None:
             return None
         if self.device.startswith("cuda"):
-            return torch.cuda.max_memory_allocated() / 2**20
+            return max(self._memory.cuda_seen_mb, torch.cuda.max_memory_allocated() / 2**20)
         return self._memory.cpu_peak_mb()
 
     def model_memory_mb(self) -> float | None:

@@ -21,6 +21,9 @@ class ServingMemory:
         self.model_mb: float | None = None  #: the loaded weights' size, in MB
         self._rss_reset = False
         self._rss_after_load: float | None = None
+        self._rss_batch_start: float | None = None
+        self._seen_peak_mb = 0.0  #: the serving peak before the last batch reset the process's peak
+        self.cuda_seen_mb = 0.0  #: CUDA: the allocator's peak before the last batch reset it
 
     def loaded(self, model_mb: float) -> None:
         """Start measuring: the peak counts serving memory (weights + generation), not the load-time
@@ -34,8 +37,25 @@ class ServingMemory:
     def cpu_peak_mb(self) -> float:
         """The weights plus the rise of the peak RSS since loading (the process peak without /proc)."""
         if self._rss_reset and self._rss_after_load is not None:
-            return (self.model_mb or 0.0) + max(0.0, _rss_peak_mb() - self._rss_after_load)
+            since_load = (self.model_mb or 0.0) + max(0.0, _rss_peak_mb() - self._rss_after_load)
+            return max(self._seen_peak_mb, since_load, self.batch_peak_mb() or 0.0)
         return _rss_peak_mb()
+
+    def batch_start(self) -> None:
+        """Measure one batch's peak from here (the serving peak so far is kept): freed heap is
+        returned first, so a batch's rise is its own, not hidden in an earlier batch's leftovers."""
+        if not self._rss_reset:
+            return
+        self._seen_peak_mb = self.cpu_peak_mb()
+        malloc_trim()
+        self._rss_reset = _reset_rss_peak()
+        self._rss_batch_start = _proc_status_mb("VmRSS")
+
+    def batch_peak_mb(self) -> float | None:
+        """The weights plus how far the peak RSS rose during the batch (None without /proc)."""
+        if not self._rss_reset or self._rss_batch_start is None:
+            return None
+        return (self.model_mb or 0.0) + max(0.0, _rss_peak_mb() - self._rss_batch_start)
 
 
 def weights_mb(*modules: object) -> float:

@@ -1,7 +1,7 @@
 """The suite file: which case sets, which variants (one baseline), how to generate, which rubric.
 
 Variants inherit the baseline's backend, model and options, and state what they change. A variant
-that changes more than one of {quantization, speculative, backend, generation, context} is allowed, with a
+that changes more than one of {quantization, speculative, backend, generation, context, kv_cache} is allowed, with a
 warning: change one variable at a time, or a regression cannot be attributed (unless the variant
 declares exactly those `changes:`, on purpose).
 """
@@ -37,7 +37,9 @@ from .options import (
 
 log = logging.getLogger("evalsuite")
 
-CHANGE_CATEGORIES = ("quantization", "speculative", "backend", "generation", "context")
+CHANGE_CATEGORIES = ("quantization", "speculative", "backend", "generation", "context", "kv_cache")
+#: backends that take a variant's `kv_cache:` (vLLM takes `quantization: {kv_cache_dtype: fp8}` instead)
+KV_CACHE_BACKENDS = ("transformers", "fake")
 _VARIANT_KEYS = {
     "name",
     "baseline",
@@ -48,6 +50,7 @@ _VARIANT_KEYS = {
     "options",
     "quantization",
     "speculative",
+    "kv_cache",
     "generation",
     "changes",
     "description",
@@ -85,6 +88,7 @@ class Variant:
     options: dict = field(default_factory=dict)  #: backend options (device, dtype, scripted outputs...)
     quantization: dict | None = None  #: e.g. {method: bnb, bits: 4, quant_type: nf4}
     speculative: dict | None = None  #: e.g. {method: prompt_lookup, num_tokens: 10}
+    kv_cache: dict | None = None  #: e.g. {implementation: quantized, backend: hqq, nbits: 4} (docs/long-context.md)
     generation: GenerationSettings = field(default_factory=GenerationSettings)  #: effective settings
     baseline: bool = False
     noise: bool = False  #: a rerun of the baseline, used as the noise floor
@@ -98,7 +102,7 @@ class Variant:
         `revision` is not here: the backend's weights identity holds the commit it resolved to, so
         `main` and that commit's hash are the same variant, and a moved `main` is a new one."""
         gen = self.generation
-        return {
+        spec = {
             "backend": self.backend,
             "model": self.model,
             "options": self.options,
@@ -110,6 +114,9 @@ class Variant:
             # only when set: a variant without trimming keeps the fingerprint it always had
             **({"trim": self.trim.to_dict()} if self.trim else {}),
         }
+        if self.kv_cache:  # only when set: every fingerprint made before the field existed stays valid
+            spec["kv_cache"] = self.kv_cache
+        return spec
 
     def fingerprint(self, weights_identity: Any = None) -> str:
         """Hash of the spec plus the backend's weights identity (file hashes, revision...)."""
@@ -129,6 +136,8 @@ class Variant:
             "generation": self.generation.to_dict(),
             "changes": list(self.changes),
         }
+        if self.kv_cache:
+            d["kv_cache"] = self.kv_cache
         if self.degrade:
             d["degrade"] = self.degrade
         if self.trim:
@@ -311,6 +320,8 @@ def compute_changes(variant: Variant, baseline: Variant) -> tuple[str, ...]:
         changed.append("generation")
     if variant.trim != baseline.trim:
         changed.append("context")
+    if (variant.kv_cache or None) != (baseline.kv_cache or None):
+        changed.append("kv_cache")
     return tuple(changed)
 
 
@@ -385,7 +396,7 @@ def _parse_variants(
             problems.append(_variant_problem_at(file, lines, i, name, "name", "duplicate variant name"))
         names.add(name)
         inherit = lambda k, default=None, rv=rv: rv.get(k, base_raw.get(k, default))  # noqa: E731
-        for k in ("options", "quantization", "speculative", "degrade"):
+        for k in ("options", "quantization", "speculative", "kv_cache", "degrade"):
             if rv.get(k) is not None and not isinstance(rv.get(k), dict):
                 problems.append(_variant_problem_at(file, lines, i, name, k, "expected a mapping"))
         if not isinstance(inherit("backend", "fake"), str):
@@ -412,6 +423,7 @@ def _parse_variants(
                 options=dict(inherit("options", {})) if isinstance(inherit("options", {}), dict) else {},
                 quantization=quant,
                 speculative=spec,
+                kv_cache=rv.get("kv_cache") if isinstance(rv.get("kv_cache"), dict) else None,
                 generation=gen,
                 baseline=rv.get("baseline") is True,
                 noise=rv.get("noise") is True,
@@ -424,8 +436,21 @@ def _parse_variants(
 
 
 def _check_backends(variants: list[Variant], file: str, lines: LineMap, problems: list[Problem]) -> None:
-    """An unknown backend name is a problem, with the close matches."""
+    """An unknown backend name is a problem, with the close matches; so is a `kv_cache:` on a
+    backend that does not take one."""
     for i, v in enumerate(variants):
+        if v.kv_cache and v.backend not in KV_CACHE_BACKENDS:
+            hint = " (vLLM's KV-cache dtype is `quantization: {kv_cache_dtype: fp8}`)" if v.backend == "vllm" else ""
+            problems.append(
+                _variant_problem_at(
+                    file,
+                    lines,
+                    i,
+                    v.name,
+                    "kv_cache",
+                    f"the {v.backend} backend does not take `kv_cache`{hint}; backends that do: {', '.join(KV_CACHE_BACKENDS)}",
+                )
+            )
         if isinstance(v.backend, str) and v.backend not in BACKENDS:
             hint = suggest(v.backend, BACKENDS.names(), n=2, quote=False)
             problems.append(

@@ -61,6 +61,7 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
     lines += fault_markdown_lines(getattr(data, "faults", []))
     lines += engine_metrics_lines(data.engine_metrics)
     lines += stability_lines(getattr(data.comparison, "load", None))
+    lines += context_cost_lines(data.context_cost)
     lines += release_lines(data.releases)
     lines += [
         "",
@@ -91,6 +92,36 @@ def perf_lines(data: Any) -> list[str]:
         lines.append(
             f"| `{_cell(p['variant'])}` | {_cell(engines.get(p['variant']) or '-')} | {_cell(matrix.get(p['variant']) or p['changes'])} | {p['errors'] or 0} | {p['timeouts'] or 0} | {_f(p['latency_p50_s'], '.3f')} | {_f(p['latency_p95_s'], '.3f')} "
             f"| {_f(p['ttft_p50_s'], '.3f')} | {_f(p['tokens_per_s'], '.1f')} | {_f(p['peak_memory_mb'], '.0f')} | {_f(p['speedup'], '.2f')} | {_f(None if q is None else 100 * q, '+.1f')} |"
+        )
+    return lines
+
+
+def context_cost_lines(cost: dict) -> list[str]:
+    """How each variant's cost grows with context (evalsuite.perf.context): slopes per 1k tokens and
+    the figures at the summary's length (nothing when no backend measured them)."""
+    if not cost:
+        return []
+    at = next(iter(cost.values()))["at_tokens"]
+    lines = [
+        "",
+        "### Cost against context length",
+        "",
+        f"| variant | points | prompt tokens | prefill s / 1k | TTFT s / 1k | peak MB / 1k | KV cache MB / 1k | prefill s at {at:,} | peak MB at {at:,} |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def per_1k(m: dict, k: str) -> str:
+        return _f((m.get(k) or {}).get("per_1k"), ".3g")
+
+    def at_len(m: dict, k: str) -> str:
+        x = m.get(k) or {}
+        return _f(x.get("measured_at") if x.get("measured_at") is not None else x.get("fitted_at"), ".4g")
+
+    for name, c in cost.items():
+        m, lo_hi = c["measures"], c.get("tokens") or ["-", "-"]
+        lines.append(
+            f"| `{_cell(name)}` | {c['points']} | {lo_hi[0]}-{lo_hi[1]} | {per_1k(m, 'prefill_s')} | {per_1k(m, 'ttft_s')} | {per_1k(m, 'peak_memory_mb')} "
+            f"| {per_1k(m, 'kv_cache_mb')} | {at_len(m, 'prefill_s')} | {at_len(m, 'peak_memory_mb')} |"
         )
     return lines
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..models.describe import matrix_text, variant_matrix
 from ..models.engines import variant_engines
+from ..perf.context import context_cost
 from ..scoring.evidence import citations_evidence, code_evidence, json_drift_rows, trim_drops
 from ..states import CANNOT_JUDGE, CANNOT_JUDGE_WORD
 from .faults import fault_rows
@@ -103,6 +104,7 @@ class ReportData:
     releases: Any = None  #: releases.ReleaseHistory: stages cleared per variant and each stage's rollback target (None: no ledger)
     faults: list[dict] = field(default_factory=list)  #: per served variant, each fault probe's outcome (evalsuite.report.faults.fault_rows)
     engine_metrics: list[dict] = field(default_factory=list)  #: per vLLM variant: what its engine's own counters showed (frames.engine_metrics_rows)
+    context_cost: dict = field(default_factory=dict)  #: variant -> how its cost grows with context (evalsuite.perf.context)
 
     @property
     def status(self) -> str:
@@ -340,6 +342,7 @@ def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None, ledger:
         releases=release_history(judgment, ledger),
         faults=fault_rows(lr.store),
         engine_metrics=engine_metrics_rows(lr.summaries, lr.suite),
+        context_cost=context_cost(lr.generations),
     )
 
 

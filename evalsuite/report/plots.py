@@ -7,6 +7,9 @@
    metric, one marker per variant.
 3. Served variants under load: TTFT p95, end-to-end p95 and aggregate tokens/s against the
    number of requests in flight, one line per variant (the suite's `load:` block).
+4. Cost against context length: prefill time, time to first token, peak memory and KV-cache size
+   against prompt tokens, one colour per variant, each with its fitted line and growth per 1k
+   tokens (evalsuite.perf.context).
 """
 
 from __future__ import annotations
@@ -234,6 +237,44 @@ def _forest_panel(ax, scenario: str, ms: list[str], variants: Sequence[str], ind
     return ax.set_title(scenario, fontsize=9, loc="left")
 
 
+def context_cost_png(points: Sequence[Any], variants: Sequence[str]) -> str | None:
+    """One panel per measure that has points (evalsuite.perf.context.MEASURES): each variant's
+    points against prompt tokens (thousands) and its least-squares line, the legend giving its
+    growth per 1k tokens. None without any point."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from ..perf.context import MEASURES, fit_slope
+
+    panels = [m for m in MEASURES if any(p.value(m) is not None for p in points)]
+    if not panels:
+        return None
+    names = [v for v in dict.fromkeys(variants) if any(p.variant == v for p in points)] + sorted({p.variant for p in points} - set(variants))
+    colors = {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(names)}
+    ncol = min(2, len(panels))
+    nrow = math.ceil(len(panels) / ncol)
+    fig = Figure(figsize=(5.4 * ncol, 3.4 * nrow), layout="constrained", dpi=DPI)
+    FigureCanvasAgg(fig)
+    for i, m in enumerate(panels):
+        ax = fig.add_subplot(nrow, ncol, i + 1)
+        for v in names:
+            mine = [(p.tokens, p.value(m)) for p in points if p.variant == v and p.value(m) is not None]
+            if not mine:
+                continue
+            xs, ys = [t / 1000.0 for t, _ in mine], [float(y) for _, y in mine]
+            slope = fit_slope([float(t) for t, _ in mine], ys)
+            label = v + (f" ({slope.per_1k:+.3g}/1k)" if slope else "")
+            ax.scatter(xs, ys, s=14, color=colors[v], alpha=0.75, label=label)
+            if slope:
+                lo, hi = slope.tokens_low, slope.tokens_high
+                ax.plot([lo / 1000.0, hi / 1000.0], [slope.at(lo), slope.at(hi)], color=colors[v], lw=1.2)
+        ax.set_xlabel("prompt tokens (thousands)")
+        ax.set_ylabel(MEASURES[m])
+        ax.grid(alpha=0.25)
+        ax.legend(fontsize=7, frameon=False, title="growth per 1k tokens", title_fontsize=7)
+    return _png(fig)
+
+
 def report_plots(data: Any) -> dict[str, str]:
     """The figures of a ReportData: name -> data URI (a figure without data is left out), and
     `<name>_boxes` -> its label boxes as JSON."""
@@ -268,6 +309,12 @@ def report_plots(data: Any) -> dict[str, str]:
     curve = load_curve_png(load, boxes["load"]) if load is not None else None
     if curve:
         out["load"] = curve
+    if data.loaded is not None:
+        from ..perf.context import cost_points
+
+        c = context_cost_png(cost_points(data.loaded.generations), [data.baseline, *data.variants])
+        if c:
+            out["context_cost"] = c
     # where each figure's labels, titles and legend sit (PNG pixels): the page carries them, and its
     # browser test checks that none overlaps another
     out.update({f"{name}_boxes": json.dumps(b) for name, b in boxes.items() if name in out})

@@ -28,6 +28,7 @@ from ..errors import EvalsuiteError
 from ..executors import Executor, make_executor
 from ..executors.local import LocalExecutor
 from ..models.describe import weights_summary
+from ..perf.context import context_cost
 from .progress import progress_bar
 from .prompting import PROMPT_VERSION, batches, build_requests, trimmed_cases
 from .store import DEFAULT_CACHE, GenerationCache, RunStore
@@ -566,6 +567,9 @@ def _variant_summary(job: VariantJob, generated: int, cached: int, wall: float, 
             log.debug("variant %s: no engine metrics (%s)", v.name, exc)
     elif previous.get("engine_metrics") is not None:
         summary["engine_metrics"] = previous["engine_metrics"]
+    cost = context_cost(mine).get(v.name)
+    if cost:  # how prefill, memory and the KV cache grow with context (a backend that measures them)
+        summary["context_cost"] = cost
     summary.update(
         {
             "fingerprint": job.fingerprint,

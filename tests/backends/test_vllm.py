@@ -250,6 +250,7 @@ def test_fingerprint_follows_engine_settings(fake_vllm, tmp_path):
     fp = VLLMBackend(_variant(str(tmp_path / "base"))).fingerprint()
     assert fp == VLLMBackend(_variant(str(tmp_path / "base"))).fingerprint()
     assert fp != VLLMBackend(_variant(str(tmp_path / "base"), quantization={"method": "fp8"})).fingerprint()
+    assert fp != VLLMBackend(_variant(str(tmp_path / "base"), quantization={"kv_cache_dtype": "fp8"})).fingerprint()  # the fp8 KV cache (issue 32)
     (tmp_path / "base" / "config.json").write_text('{"name": "changed"}')
     assert fp != VLLMBackend(_variant(str(tmp_path / "base"))).fingerprint()
 
