@@ -82,6 +82,26 @@ class _ServerDied(EvalsuiteError):
     """The server this backend started has exited."""
 
 
+def _local_server(spec: dict, weights: Path) -> LocalServer:
+    """The local server a served variant's `serve:` block asks for (not started yet)."""
+    from .http_serve import LocalServer
+
+    return LocalServer(
+        spec["launcher"], weights, continuous_batching=spec["continuous_batching"], args=spec["args"], startup_timeout_s=spec["startup_timeout_s"]
+    )
+
+
+def _engine_identity(launcher: type[Launcher] | None) -> dict:
+    """The engine column's words for a launcher (None: a server evalsuite did not start)."""
+    if launcher is None:
+        return {"engine": "http"}
+    libs = launcher.library_identity()
+    main = next(iter(libs.values()), None) if libs else None
+    if isinstance(main, dict):  # vLLM's environment reports {dist, version, device}
+        return {"engine": launcher.name, "version": main.get("version"), "device": main.get("device")}
+    return {"engine": launcher.name, "version": main}
+
+
 class HTTPBackend:
     """OpenAI-compatible chat or text completions over HTTP; a batch's requests go out concurrently.
     It composes the checked options (`HTTPOptions`), the transport (client, retries) and, with
@@ -146,16 +166,7 @@ class HTTPBackend:
         if not self.serve_spec:
             return
         if self.server is None:
-            from .http_serve import LocalServer
-
-            spec = self.serve_spec
-            self.server = LocalServer(
-                spec["launcher"],
-                self._serve_model_path(),
-                continuous_batching=spec["continuous_batching"],
-                args=spec["args"],
-                startup_timeout_s=spec["startup_timeout_s"],
-            )
+            self.server = _local_server(self.serve_spec, self._serve_model_path())
         if self.server.proc is not None and not self.server.running:
             # it died under this backend: no silent restart (that would hide a crash in the
             # middle of a variant); the remaining requests fail fast and a resumed run restarts it
@@ -229,13 +240,7 @@ class HTTPBackend:
     def engine_identity(self) -> dict:
         """The engine for the report's engine column: the launcher and its library's version for a
         server evalsuite starts (no server is started to say it), else the server's address."""
-        if self.launcher is None:
-            return {"engine": "http"}
-        libs = self.launcher.library_identity()
-        main = next(iter(libs.values()), None) if libs else None
-        if isinstance(main, dict):  # vLLM's environment reports {dist, version, device}
-            return {"engine": self.launcher.name, "version": main.get("version"), "device": main.get("device")}
-        return {"engine": self.launcher.name, "version": main}
+        return _engine_identity(self.launcher)
 
     def fingerprint(self) -> str:
         core = replace(self.variant, options=self.opts.fingerprint_options())
