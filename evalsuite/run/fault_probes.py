@@ -254,16 +254,14 @@ def probe_burst(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
 # -- the server killed mid-run ------------------------------------------------------------------
 
 
-def _kill_mid_reply(be: Any, folder: Path, variant: str, after: int, deadline: float, events: tuple[threading.Event, threading.Event]) -> None:
-    """SIGKILL the server once the run in `folder` holds `after` finished generations and the
-    next reply has begun (no server log line needed). `events`: (set when killed, set to give up)."""
+def _kill_mid_reply(be: Any, begun_before: int, after: int, deadline: float, events: tuple[threading.Event, threading.Event]) -> None:
+    """SIGKILL the server once reply number `after + 1` of the probe's run has begun (one request per
+    batch: `after` replies are then finished; no server log line needed). Counted from the transport's
+    `responses_begun` as it was before the run (`begun_before`), so a reply that begins before this
+    thread looks is still counted. `events`: (set when killed, set to give up)."""
     killed, stop = events
-    store = RunStore(folder)
-    while not stop.is_set() and time.monotonic() < deadline and sum(1 for g in store.generations() if g.variant == variant and g.ok) < after:
-        time.sleep(0.02)
-    begun = be.transport.responses_begun
     while not stop.is_set() and time.monotonic() < deadline:
-        if be.transport.responses_begun > begun:
+        if be.transport.responses_begun > begun_before + after:
             be.server.kill()
             killed.set()
             return
@@ -281,7 +279,8 @@ def probe_server_killed(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
     variant = replace(ctx.variant, generation=replace(ctx.variant.generation, batch_size=1))
     killed, stop = threading.Event(), threading.Event()
     deadline = time.monotonic() + ctx.settings.timeout_s * (ctx.settings.kill_after + 2)  # the requests before the kill, and the one cut
-    killer = threading.Thread(target=_kill_mid_reply, args=(be, folder, variant.name, ctx.settings.kill_after, deadline, (killed, stop)), daemon=True)
+    begun_before = be.transport.responses_begun
+    killer = threading.Thread(target=_kill_mid_reply, args=(be, begun_before, ctx.settings.kill_after, deadline, (killed, stop)), daemon=True)
     try:
         killer.start()
         ctx.generate(store, cache, variant, ctx.cases, set())
