@@ -22,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import REPO, Row, write_table  # noqa: E402
+from common import BUSY, REPO, Row, core_count, is_busy, load_average, with_load, write_table  # noqa: E402
 
 #: name -> module; cheap ones first, so a short budget still gets a table
 BENCHES = {
@@ -51,10 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in BENCHES]
     if unknown:
         ap.error(f"unknown benchmark(s) {unknown}; known: {', '.join(BENCHES)}")
-    import os
-
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    cpus = core_count()
+    load = load_average()
+    if is_busy(load, cpus):
+        print(f"WARNING: load average {load:.1f} on {cpus} core(s): the machine is busy; every verdict is marked '{BUSY}'", file=sys.stderr)
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     rows: list[Row] = []
     t_all = time.perf_counter()
@@ -66,17 +66,23 @@ def main(argv: list[str] | None = None) -> int:
                 f"Python {platform.python_version()}{', quick sizes' if args.quick else ''}; {state}.\n"
                 "Ratios are A/B of the first and second side, geometric mean of per-round paired ratios with a 95% interval "
                 "(see docs/performance.md). Verdict: met / NOT met when the whole interval is on one side of the target, "
-                "within noise otherwise.")
+                f"within noise otherwise; '{BUSY}' when the 1-minute load average before or after the benchmark was above "
+                f"the {cpus} core(s) (such a row never reads met). Each row gives the load average before / after its benchmark.")
 
     for name in names:
         t0 = time.perf_counter()
         print(f"== {name}", flush=True)
+        before = load_average()
         try:
             mod = importlib.import_module(BENCHES[name])
-            rows.extend(mod.run(quick=args.quick))
+            got = list(mod.run(quick=args.quick))
         except Exception as exc:  # noqa: BLE001 - one broken benchmark must not lose the others' figures
             traceback.print_exc()
-            rows.append(Row(name, "error", f"{type(exc).__name__}: {str(exc)[:160]}", verdict="error"))
+            got = [Row(name, "error", f"{type(exc).__name__}: {str(exc)[:160]}", verdict="error")]
+        after = load_average()
+        if is_busy(after, cpus):
+            print(f"WARNING: load average {after:.1f} after {name}: its verdicts are marked '{BUSY}'", file=sys.stderr)
+        rows.extend(with_load(got, before, after, cpus))
         print(f"== {name}: {time.perf_counter() - t0:.0f}s", flush=True)
         write_table(rows, out, header(False))
     write_table(rows, out, header(True))

@@ -35,9 +35,46 @@ class Row:
     ratio: RatioCI | None = None  #: A/B, paired over rounds
     target: str = ""  #: e.g. "<= 1.05"
     verdict: str = ""  #: met / not met / not judged / error
+    load_before: float | None = None  #: 1-minute load average when the row's benchmark started
+    load_after: float | None = None  #: ... and when it ended
 
     def cells(self) -> list[str]:
-        return [self.bench, self.measure, self.figures, self.ratio.text() if self.ratio else "-", self.target or "-", self.verdict or "-"]
+        load = "-" if self.load_before is None else f"{self.load_before:.1f} / {self.load_after:.1f}"
+        return [self.bench, self.measure, self.figures, self.ratio.text() if self.ratio else "-", self.target or "-", self.verdict or "-", load]
+
+
+#: the verdict a busy row gets in place of "met" (a figure taken while other jobs share the cores is not a result)
+BUSY = "busy machine"
+
+
+def load_average() -> float:
+    """The 1-minute load average (nan where the platform has none)."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+def core_count() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def is_busy(load: float, cores: int) -> bool:
+    """A machine whose 1-minute load average is above its core count is busy."""
+    return load == load and load > cores  # nan (no load average) is not busy
+
+
+def with_load(rows: list[Row], before: float, after: float, cores: int) -> list[Row]:
+    """`rows` with the load averages before and after recorded; on a busy machine (either reading above the
+    core count) every verdict is prefixed "busy machine", and a busy row never reads "met"."""
+    from dataclasses import replace
+
+    busy = is_busy(before, cores) or is_busy(after, cores)
+    out = []
+    for r in rows:
+        verdict = r.verdict
+        if busy and verdict not in ("", "-", "error"):
+            verdict = BUSY if verdict == "met" else f"{BUSY} ({verdict})"
+        out.append(replace(r, verdict=verdict, load_before=before, load_after=after))
+    return out
 
 
 def judge(ci: RatioCI, limit: float, kind: str = "max") -> str:
@@ -78,7 +115,7 @@ def write_table(rows: list[Row], path: Path, header: str) -> None:
     """The markdown table (written atomically: a killed run leaves the last complete table)."""
     from evalsuite.yamlio import atomic_write_text
 
-    cols = ["benchmark", "measure", "figures", "ratio [95% CI]", "target", "verdict"]
+    cols = ["benchmark", "measure", "figures", "ratio [95% CI]", "target", "verdict", "load before / after"]
     lines = [header, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(c.replace("|", "/") for c in r.cells()) + " |")
