@@ -123,6 +123,7 @@ def _verdict(run, text):
         sys.stdout.flush()
     except _BaseException:
         pass
+    text = " ".join(text.splitlines()) or "FAIL the harness has no verdict"  # one line, never blank
     run.write(run.out, ("\n" + run.token + " " + text + "\n").encode())
 
 
@@ -549,8 +550,8 @@ class _Program:
         except wire["WireError"] as exc:
             run.failure = f"the program's interpreter sent a bad reply during {what}: {exc}"
             raise _Stop() from None
-        except MemoryError:
-            run.error = f"the harness ran out of memory reading the reply to {what}"
+        except MemoryError:  # the reply's doing (`_wire` bounds what it decodes to): not an error
+            run.failure = f"the program's interpreter sent a reply to {what} that the harness has no memory for"
             raise _Stop() from None
         finally:
             self.forward()
@@ -598,7 +599,9 @@ class _Program:
             return reply[1]
         if kind == "raise" and _len(reply) == 3:
             self.raised(reply[1], reply[2], f"{name}()")
-        self.run.failure = reply[1] if kind == "object" and _len(reply) == 2 and _type(reply[1]) is str else f"bad reply to {name}()"
+        ok = kind == "object" and _len(reply) == 2 and _type(reply[1]) is str
+        # the program's words, quoted: its reason is never the verdict line's own text
+        self.run.failure = f"the program's interpreter said: {reply[1]!r}" if ok else f"bad reply to {name}()"
         raise _Stop()
 
     def close(self):
@@ -919,7 +922,7 @@ def _judge_report(run, report, kinds, tests):
         return "FAIL " + run.failure
     n, why = report
     if why is not None or _type(n) is not int:
-        return "FAIL " + (" ".join(why.split("\n")) if _type(why) is str else "the tests' interpreter sent a bad report")
+        return "FAIL " + (f"the tests' interpreter said: {why!r}" if _type(why) is str else "the tests' interpreter sent a bad report")
     if n <= 0:
         return "FAIL no test ran"
     if run.hits[0] == 0 and ("call",) in kinds.values():

@@ -3,7 +3,8 @@
 Only None, bool, int, float, complex, str, bytes, list, tuple, dict, set and frozenset cross, recursively,
 and only their exact types: a subclass (an `int` whose `__eq__` lies) or any other object is refused
 when encoded and cannot be produced when decoded, so nothing the program wrote reaches the tests'
-interpreter as code. Messages are bounded (`MAX_BYTES`, `MAX_DEPTH`). Both interpreters run this
+interpreter as code. Messages are bounded on the wire (`MAX_BYTES`, `MAX_DEPTH`) and once decoded
+(`MAX_DECODED`: 15 MB of empty sets would be over 600 MB of objects in the reader). Both interpreters run this
 module's code (`harness.build_harness` ships it); the suite imports it only for tests.
 
 Format: one tag byte per value; lengths and counts as 4-byte big-endian unsigned ints.
@@ -14,6 +15,11 @@ import struct
 
 MAX_DEPTH = 100  #: nesting levels a message may have
 MAX_BYTES = 64 * 1024 * 1024  #: bytes one message may take
+MAX_DECODED = 128 * 1024 * 1024  #: bytes of objects one message may decode to (CPython's sizes, estimated)
+
+# estimated bytes of each decoded container: a fixed part and a part per item (a float takes 24, a
+# complex 32, and an int, str or bytes about 40 and one per byte, counted as they are read)
+_COST = {b"l": (56, 8), b"t": (40, 8), b"S": (216, 64), b"Z": (216, 64), b"d": (64, 64)}
 
 _F = struct.Struct(">d")
 _C = struct.Struct(">dd")
@@ -81,10 +87,10 @@ def encode(x):
 
 
 class _Reader:
-    __slots__ = ("data", "pos")
+    __slots__ = ("data", "pos", "left")
 
     def __init__(self, data):
-        self.data, self.pos = data, 0
+        self.data, self.pos, self.left = data, 0, MAX_DECODED
 
     def take(self, n):
         p = self.pos
@@ -95,6 +101,16 @@ class _Reader:
 
     def count(self):
         return int.from_bytes(self.take(4), "big")
+
+    def sized(self, fixed, per):
+        """The next length or item count, once the object it makes fits in what is left of `MAX_DECODED`."""
+        n = self.count()
+        self.left -= fixed + per * n
+        if self.left < 0:
+            raise WireError(f"message decodes to over {MAX_DECODED} bytes of objects")
+        if n > len(self.data) - self.pos:  # every item or byte takes at least one byte
+            raise WireError("truncated message")
+        return n
 
 
 def _dec(r, depth):
@@ -108,25 +124,27 @@ def _dec(r, depth):
     if tag == b"F":
         return False
     if tag == b"i":
-        return int.from_bytes(r.take(r.count()), "big", signed=True)
+        return int.from_bytes(r.take(r.sized(32, 1)), "big", signed=True)
     if tag == b"f":
+        r.left -= 24
         return _F.unpack(r.take(8))[0]
     if tag == b"c":
+        r.left -= 32
         re_, im = _C.unpack(r.take(16))
         return complex(re_, im)
     if tag == b"s":
-        return r.take(r.count()).decode("utf-8", "surrogatepass")
+        return r.take(r.sized(56, 1)).decode("utf-8", "surrogatepass")
     if tag == b"b":
-        return bytes(r.take(r.count()))
+        return bytes(r.take(r.sized(40, 1)))
     if tag in (b"l", b"t", b"S", b"Z"):
-        n = r.count()
+        n = r.sized(*_COST[bytes(tag)])
         items = [_dec(r, depth + 1) for _ in range(n)]
         try:
             return items if tag == b"l" else tuple(items) if tag == b"t" else set(items) if tag == b"S" else frozenset(items)
         except TypeError as exc:
             raise WireError(f"unhashable set member: {exc}") from None
     if tag == b"d":
-        n = r.count()
+        n = r.sized(64, 64)
         d = {}
         for _ in range(n):
             k = _dec(r, depth + 1)

@@ -114,3 +114,18 @@ def test_messages_cross_a_pipe_and_eof_is_seen():
         os.close(r)
         if w >= 0:
             os.close(w)
+
+
+def test_what_a_message_decodes_to_is_bounded_as_well_as_its_size():
+    """15 MB of empty sets would be over 600 MB of objects in the reader: refused before it builds them (issue 40)."""
+    n = 3_000_000
+    flood = b"l" + n.to_bytes(4, "big") + b"S\x00\x00\x00\x00" * n
+    assert len(flood) < _wire.MAX_BYTES
+    with pytest.raises(_wire.WireError, match="decodes to over"):
+        _wire.decode(flood)
+    assert _wire.decode(_wire.encode([set()] * 1000)) == [set()] * 1000  # a modest one still crosses
+
+
+def test_a_count_longer_than_the_message_is_refused_before_it_is_built():
+    with pytest.raises(_wire.WireError, match="truncated"):
+        _wire.decode(b"l" + (10_000).to_bytes(4, "big") + b"N")

@@ -175,7 +175,12 @@ def _forged_in_process_mode(name: str, tests: str) -> bool:
 @pytest.mark.parametrize(("name", "tests"), ATTACKS, ids=[a[0] for a in ATTACKS])
 def test_process_mode_was_forgeable(name, tests):
     """The record of the harness before this change, kept true: the tests in the verdict's interpreter."""
-    assert _forged_in_process_mode(name, tests) == (name in PROCESS_FORGES), name
+    assert _forged_in_process_mode(name, tests) == (name in PROCESS_FORGES - JUDGE_STOPS), name
+
+
+#: forged in process mode before issue 40, stopped there since by the judge alone: the hunt writes
+#: the token on fd 1 and on the harness's copy of it, and a token on two lines is a failure
+JUDGE_STOPS = {"token hunt on every descriptor"}
 
 
 # the tests' own interpreter is theirs: what they claim there is their verdict. A file that writes its
