@@ -258,7 +258,9 @@ def test_outcomes_match_the_process_mode(program, tests):
     and `raises` tests end alike with the tests isolated and with the tests in the verdict's interpreter."""
     isolated = sandbox.run_tests(program, tests, "clamp", isolation="tests", **LIMITS)
     before = sandbox.run_tests(program, tests, "clamp", **LIMITS)
-    assert (isolated.status, isolated.reason, isolated.tests_run) == (before.status, before.reason, before.tests_run)
+    assert (isolated.status, isolated.tests_run) == (before.status, before.tests_run)
+    # what the tests' interpreter reports is theirs: the harness quotes it (issue 40)
+    assert isolated.reason in (before.reason, f"the tests' interpreter said: {before.reason!r}"), (isolated.reason, before.reason)
 
 
 def test_tests_past_their_cpu_limit_time_out():
