@@ -390,14 +390,36 @@ def _run_tests(run, tests_code, tns, ns):
     return n
 
 
+def _run_uids():
+    """(harness, program, tests): the uids this run's interpreters take, where the harness started as
+    root (`isolation._exec_program` passes them as arguments); None where it started as its own uid."""
+    args = sys.argv[1:4]
+    return _tuple(int(a) for a in args) if _len(args) == 3 else None
+
+
+def _become(uids, which):
+    """Take the run's uid number `which` for good (dropping root's capabilities with it): the harness
+    once it has forked the other interpreters, each of those before anything of the run is in it."""
+    if uids is not None:
+        uid = uids[which]
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+
+
 def main(payload):
     """Run the program, then its tests; the verdict line comes last, and only if the harness got there."""
     program, tests, tests_code, version, ep, shim, use_unittest, isolated = payload
+    uids = _run_uids()
+    if isolated is None:
+        _become(uids, 0)  # the program runs here: nothing of root may be left to it
     # the program's interpreter first, so that it never holds the token or the verdict's way out
-    prog = _start_program(isolated, version) if isolated is not None else None
+    prog = _start_program(isolated, version, uids) if isolated is not None else None
     if isolated is not None and isolated[4]:
-        _main_untrusted_tests(payload, prog)
+        _main_untrusted_tests(payload, prog, uids)
         return
+    if isolated is not None:
+        _become(uids, 0)
     channel = (_read_token(), os.dup(1), os.write)  # then the verdict's token and way out
     unittest = None
     if use_unittest:
@@ -455,18 +477,20 @@ def _raise_as(name, msg):
     raise exc
 
 
-def _program_child(req_r, resp_w, close, wire, codes):
+def _program_child(req_r, resp_w, close, wire, codes, uids):
     """The forked child that becomes the program's interpreter (`_program_main`); never returns.
 
     Forked before the run's token is read and before any test runs: it holds no way to the verdict
     (its stdin and stdout become the channel, the run's stdout is never in it) and nothing of the
-    tests' interpreter that the program could change."""
+    tests' interpreter that the program could change. It runs as a uid of its own, not the harness's."""
     code = 1
     try:
+        _child_signals()
         os.dup2(req_r, 0)
         os.dup2(resp_w, 1)
-        for fd in (req_r, resp_w, *close):
+        for fd in (req_r, resp_w, *close, *_wake):
             os.close(fd)
+        _become(uids, 1)
         g = {"__name__": "__evalsuite_program__"}
         exec(marshal.loads(codes)[1], g)
         g["main"](wire)
@@ -479,13 +503,15 @@ class _Program:
     """An interpreter forked by the harness, as the harness holds it: a pid, the channel, its stdout
     file. The program's (`_program_child`), or the tests' where they are untrusted (`_tests_child`)."""
 
-    __slots__ = ("run", "wire", "pid", "wout", "rin", "outfd", "poller", "pidfd", "label")
+    __slots__ = ("run", "wire", "pid", "wout", "rin", "outfd", "poller", "label")
 
-    def __init__(self, wire, child, out_file=_OUT_FILE, label="program's"):
+    def __init__(self, wire, child, out_file=_OUT_FILE, label="program's", uid=None):
         self.run, self.wire, self.label = None, wire, label
         req_r, self.wout = os.pipe()
         self.rin, resp_w = os.pipe()
         os.close(os.open(out_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        if uid is not None:
+            os.chown(out_file, uid, uid)  # the child writes it as its own uid
         self.outfd = os.open(out_file, os.O_RDONLY)
         self.pid = os.fork()
         if self.pid == 0:
@@ -495,16 +521,14 @@ class _Program:
         self._watch(self.pid)
 
     def _watch(self, pid):
-        """Poll the channel and, where the kernel has pidfds, the other side's end."""
+        """Poll the channel and, where the other side is our child, the SIGCHLD wake-up pipe (pidfds
+        are among the calls the sandbox's filter denies)."""
         import select
 
-        self.poller, self.pidfd = select.poll(), -1
+        self.poller = select.poll()
         self.poller.register(self.rin, select.POLLIN)
-        try:
-            self.pidfd = os.pidfd_open(pid)
-            self.poller.register(self.pidfd, select.POLLIN)
-        except (AttributeError, OSError):
-            pass  # no pidfds: a daemon the program leaves holding the channel ends as a timeout
+        if _wake:
+            self.poller.register(_wake[0], select.POLLIN)
 
     def wait_reply(self):
         """Until a reply starts or the program's interpreter has ended (EOFError), whoever else holds the channel."""
@@ -512,8 +536,10 @@ class _Program:
             ready = [fd for fd, _ in self.poller.poll()]
             if self.rin in ready:
                 return
-            if self.pidfd in ready:
-                raise EOFError("the program's interpreter ended")
+            if _wake and _wake[0] in ready:
+                os.read(_wake[0], 512)
+                if os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    raise EOFError("the program's interpreter ended")
 
     def forward(self):
         """What the program printed since the last look, into the run's stdout (in order with the tests')."""
@@ -672,17 +698,40 @@ def _isolated_names(program, kinds):
     return ns
 
 
-def _start_program(isolated, version):
+_wake: list = []  #: the pipe a SIGCHLD writes to (read end, write end), once the harness forks
+
+
+def _watch_children():
+    """Wake the harness's polls when one of its children ends (`_signal`: no enum import)."""
+    import _signal
+
+    _wake.extend(os.pipe())
+    os.set_blocking(_wake[1], False)
+    _signal.set_wakeup_fd(_wake[1])
+    _signal.signal(_signal.SIGCHLD, lambda *_: None)
+
+
+def _child_signals():
+    """In a forked child: the harness's SIGCHLD handling is not its own."""
+    import _signal
+
+    _signal.set_wakeup_fd(-1)
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
+
+
+def _start_program(isolated, version, uids):
     """The program's interpreter, forked (its code compiled here on another interpreter version);
     the OSError that stopped it, if it could not start."""
     codes, wire_src, prog_src, names, _ = isolated
+    _watch_children()
     if version != sys.hexversion:
         w = compile(wire_src, "<evalsuite-wire>", "exec", dont_inherit=True)
         codes = marshal.dumps((w, compile(prog_src, "<evalsuite-program>", "exec", dont_inherit=True)))
     wire = {"__name__": "_wire"}
     exec(marshal.loads(codes)[0], wire)
     try:
-        return _Program(wire, lambda req_r, resp_w, close: _program_child(req_r, resp_w, close, wire, codes)), names
+        uid = uids[1] if uids is not None else None
+        return _Program(wire, lambda req_r, resp_w, close: _program_child(req_r, resp_w, close, wire, codes, uids), uid=uid), names
     except OSError as exc:
         return exc, names
 
@@ -750,7 +799,7 @@ class _Relay(_Program):
     def __init__(self, wire, rin, wout):
         self.run, self.wire, self.label = None, wire, "harness's"
         self.rin, self.wout, self.outfd, self.pid = rin, wout, -1, os.getppid()
-        self._watch(self.pid)
+        self._watch(self.pid)  # not our child: its end is the channel's end
 
     def exchange(self, msg, what):
         _flush_stdout()  # what the tests printed before the call comes before what the program prints
@@ -799,7 +848,7 @@ def _tests_side(payload, wire, rin, wout):
     return 0
 
 
-def _tests_child(req_r, resp_w, payload, wire):
+def _tests_child(req_r, resp_w, payload, wire, uids):
     """The forked child that runs the untrusted tests; never returns. Forked before the harness reads
     the token and the program: it holds neither, nor the run's stdout (its own goes to a file the
     harness copies), nor any way to the program's interpreter but through the harness."""
@@ -809,7 +858,10 @@ def _tests_child(req_r, resp_w, payload, wire):
         os.dup2(fd, 0)
         fd = os.open(_TESTS_OUT, os.O_WRONLY | os.O_APPEND)
         os.dup2(fd, 1)
+        _child_signals()
         _close_all_but((0, 1, 2, req_r, resp_w))
+        _wake.clear()
+        _become(uids, 2)
         code = _tests_side(payload, wire, req_r, resp_w)
     except SystemExit as exc:
         code = exc.code if _type(exc.code) is int else 0 if exc.code is None else 1
@@ -930,7 +982,7 @@ def _judge_report(run, report, kinds, tests):
     return str(n)
 
 
-def _main_untrusted_tests(payload, started):
+def _main_untrusted_tests(payload, started, uids):
     """Untrusted tests: they run in an interpreter of their own, forked before the harness reads the
     token and the program, and call the program through the harness; the verdict is this process's,
     from their report and what it saw pass between them."""
@@ -940,9 +992,11 @@ def _main_untrusted_tests(payload, started):
     if not _isinstance(prog, OSError):
         wire = prog.wire
         try:
-            tproc = _Program(wire, lambda req_r, resp_w, close: _tests_child(req_r, resp_w, payload, wire), _TESTS_OUT, "tests'")
+            uid = uids[2] if uids is not None else None
+            tproc = _Program(wire, lambda req_r, resp_w, close: _tests_child(req_r, resp_w, payload, wire, uids), _TESTS_OUT, "tests'", uid)
         except OSError as exc:
             tproc = exc
+    _become(uids, 0)
     token, program = _read_stdin()  # only now: the tests' interpreter holds neither
     run = _Run((token, os.dup(1), os.write), None, ep)
     if _isinstance(tproc, OSError):

@@ -163,6 +163,14 @@ def _judge(out: _Outcome, boot: dict, setup_error: str | None, verdict: _Verdict
     return "passed", ""
 
 
+def _isolation_label(plan: _Plan, boot: dict) -> str:
+    """E.g. "namespaces(mount,net,pid)+uids 1100000/1100001/1100002+seccomp": the mode, the uids
+    (harness/program/tests where each has its own) and the system-call filter where it was loaded."""
+    uids = "/".join(map(str, plan.uids()))
+    label = plan.mode.label + (f"+uid{'s' if plan.harness else ''} {uids}" if uids else "")
+    return label + ("+seccomp" if boot.get("seccomp") else "")
+
+
 def _result(plan: _Plan, out: _Outcome, token: str | None, hostdir: str) -> SandboxResult:
     """The run's result: its status and reason, output (verdict line taken off, truncated) and records."""
     boot, setup_error = _parse_status(out.status_lines)
@@ -178,7 +186,7 @@ def _result(plan: _Plan, out: _Outcome, token: str | None, hostdir: str) -> Sand
         verdict_seen=verdict.seen,
         reason=reason,
         warnings=warnings,
-        isolation=plan.mode.label + (f"+uid {plan.uid}" if plan.uid is not None else ""),
+        isolation=_isolation_label(plan, boot),
         workdir=hostdir,
         tests_run=verdict.tests_run,
         uid=plan.uid,

@@ -116,19 +116,26 @@ class _Plan:
     mode: _Mode
     limits: Limits
     python: str
-    uid: int | None
+    uid: int | None  #: main.py's uid; where it is the harness, the program's is uid + 1 and the tests' uid + 2
     warnings: tuple[str, ...]
+    harness: bool = False  #: main.py is the suite's harness (`build_harness`): it gives each interpreter its own uid
+
+    def uids(self) -> tuple[int, ...]:
+        """Every uid the run's processes may have."""
+        if self.uid is None:
+            return ()
+        return (self.uid, self.uid + 1, self.uid + 2) if self.harness else (self.uid,)
 
 
-def _plan(lim: Limits) -> _Plan:
-    """The strongest isolation available, the interpreter the program can reach, a fresh uid as root."""
+def _plan(lim: Limits, *, harness: bool = False) -> _Plan:
+    """The strongest isolation available, the interpreter the program can reach, fresh uids as root."""
     mode = _mode(lim.network)
     warnings = list(mode.warnings)
     python, pywarn = _program_python(mode)
     if pywarn:
         warnings.append(pywarn)
     uid = _claim_uid() if mode.root else None
-    return _Plan(mode, lim, python, uid, tuple(warnings))
+    return _Plan(mode, lim, python, uid, tuple(warnings), harness)
 
 
 _uids_in_use: set[int] = set()
@@ -136,11 +143,12 @@ _uids_lock = threading.Lock()
 
 
 def _claim_uid() -> int:
-    """A random uid of the range that no run of this process holds now: runs in flight never share
-    one (a kill by uid, or a process limit per uid, must reach one run only). `_release_uid` frees it."""
+    """A random uid of the range that no run of this process holds now, with the three after it: runs
+    in flight never share one (a kill by uid, or a process limit per uid, must reach one run only).
+    Claimed in blocks of four (the harness, the program, the tests); `_release_uid` frees it."""
     with _uids_lock:
         while True:
-            uid = secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0]) + _UID_RANGE[0]
+            uid = 4 * secrets.randbelow((_UID_RANGE[1] - _UID_RANGE[0]) // 4) + _UID_RANGE[0]
             if uid not in _uids_in_use:
                 _uids_in_use.add(uid)
                 return uid
