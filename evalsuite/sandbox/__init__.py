@@ -74,7 +74,7 @@ from .harness import build_harness
 from .judge import OUTPUT_LIMIT, STATUSES, SandboxResult
 
 # the private names (_cache, _UID_RANGE, _mode...) are re-exported for the tests
-from .mode import _UID_RANGE, Limits, _Mode, _mode, isolation_summary  # noqa: F401
+from .mode import _UID_RANGE, Limits, _Mode, _mode, forgeable, isolation_summary  # noqa: F401
 from .pool import POOL_SIZE, _cache, _cache_lock, _look_up_run_tests_in, cache_key, clear_cache, run_tests, run_tests_cached, run_tests_many  # noqa: F401
 from .process import USE_ZYGOTE, run_python
 from .zygote import helper_pids
@@ -92,6 +92,7 @@ __all__ = [
     "build_harness",
     "cache_key",
     "clear_cache",
+    "forgeable",
     "helper_pids",
     "isolation_summary",
     "run_python",

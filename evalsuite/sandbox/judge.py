@@ -33,7 +33,8 @@ class SandboxResult:
     workdir: str = ""  #: the host temp dir (already deleted)
     tests_run: int | None = None  #: tests that ran and executed an assertion (run_tests only)
     cpu_s: float | None = None  #: CPU seconds the program used
-    uid: int | None = None  #: the uid the program ran as (None: the caller's)
+    uid: int | None = None  #: the uid main.py ran as (None: the caller's); the harness's in `run_tests`
+    uids: tuple[int, ...] = ()  #: every uid the run's processes had: in `run_tests` the harness's, the program's and the tests'
     pgid: int | None = None  #: the run's process group and session (all killed when it ends)
 
     @property
@@ -190,6 +191,7 @@ def _result(plan: _Plan, out: _Outcome, token: str | None, hostdir: str) -> Sand
         workdir=hostdir,
         tests_run=verdict.tests_run,
         uid=plan.uid,
+        uids=plan.uids(),
         cpu_s=None if boot.get("cpu_s") is None else round(boot["cpu_s"], 4),
         pgid=out.pgid,
     )

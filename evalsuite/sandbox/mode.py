@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .isolation import _blocking_ancestor
+from .isolation import SECCOMP_DENIED, _blocking_ancestor, _libseccomp
 
 _UID_RANGE = (1_100_000, 1_900_000)  #: unprivileged uids nobody else uses (see the package docstring)
+#: the warning that starts with this says a run's verdict can be forged where it ran (`forgeable`)
+FORGEABLE = "verdict forgeable"
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,33 @@ def _mode(network: bool) -> _Mode:
 def isolation_summary() -> dict:
     """What this machine gives the sandbox, for run signatures and reports."""
     m = _mode(False)
-    return {"isolation": m.label, "root": m.root, "warnings": list(m.warnings)}
+    warnings = list(m.warnings) + _forgeable(m)
+    return {"isolation": m.label, "root": m.root, "seccomp": list(_seccomp_denied()), "warnings": warnings}
+
+
+@lru_cache(maxsize=1)
+def _seccomp_denied() -> tuple[str, ...]:
+    """The calls the sandbox's filter denies here: none where libseccomp is missing."""
+    import ctypes
+
+    return SECCOMP_DENIED if _libseccomp(ctypes) is not None else ()
+
+
+def _forgeable(mode: _Mode) -> list[str]:
+    """Where the program's interpreter can reach the harness's memory: no uids of their own (not root)
+    and either /proc in sight (no namespaces: /proc/<harness>/mem is the same uid's) or no filter."""
+    if mode.root:
+        return []
+    if not mode.namespaces:
+        return [f"{FORGEABLE}: rlimits only, not root: the program runs as the harness's uid and /proc/<harness>/mem is open to it"]
+    if not _seccomp_denied():
+        return [f"{FORGEABLE}: not root and no seccomp filter: the program runs as the harness's uid, unfiltered"]
+    return []
+
+
+def forgeable(warnings: Sequence[str]) -> str | None:
+    """The warning that says the verdict could be forged where the run ran, if one does."""
+    return next((w for w in warnings if w.startswith(FORGEABLE)), None)
 
 
 def _reachable_by_others(path: str) -> bool:
@@ -134,6 +162,7 @@ def _plan(lim: Limits, *, harness: bool = False) -> _Plan:
     python, pywarn = _program_python(mode)
     if pywarn:
         warnings.append(pywarn)
+    warnings += _forgeable(mode)
     uid = _claim_uid() if mode.root else None
     return _Plan(mode, lim, python, uid, tuple(warnings), harness)
 

@@ -183,3 +183,76 @@ def test_code_pass_scores_the_attack_zero(name, built):
         pytest.skip("gcc is not on this machine: the native helpers cannot be built")
     score = _score(_program(name, built))
     assert score.value == 0.0 and score.details["status"] in ("failed", "timeout"), (name, score.details)
+
+
+# ---------------------------------------------------------------------------------------------
+# each layer on its own
+# ---------------------------------------------------------------------------------------------
+
+ROOT_NS = sandbox.isolation_summary()["root"] and sandbox.isolation_summary()["isolation"].startswith("namespaces")
+FILTERED = bool(sandbox.isolation_summary()["seccomp"])
+
+
+@pytest.mark.skipif(not sandbox.isolation_summary()["root"], reason="only root gives the program and the tests uids of their own")
+def test_the_program_and_the_tests_run_under_uids_of_their_own():
+    """The harness, the program's interpreter and the tests' each have their own uid (SandboxResult.uids)."""
+    prog = "import os\ndef add(a, b):\n    print('program', os.getuid(), os.getgid(), os.getgroups())\n    return a + b\n"
+    tests = "import os\nprint('tests', os.getuid(), os.getgid())\ndef test_add():\n    assert add(1, 2) == 3\n"
+    res = sandbox.run_tests(prog, tests, ENTRY, isolation="tests", **LIMITS)
+    harness, program, tested = res.uids
+    assert res.status == "passed" and res.uid == harness and len({harness, program, tested}) == 3, res
+    assert f"program {program} {program} []" in res.stdout and f"tests {tested} {tested}" in res.stdout, res.stdout
+    assert f"+uids {harness}/{program}/{tested}" in res.isolation
+
+
+@pytest.mark.skipif(not FILTERED, reason="libseccomp is not on this machine")
+def test_a_denied_call_fails_with_eperm_and_the_program_goes_on():
+    """The filter refuses, it does not kill: honest code that probes for a call still runs."""
+    code = (
+        "import os\nfor name, call in [('pidfd_open', lambda: os.pidfd_open(os.getpid()))]:\n"
+        "    try:\n        call()\n        print(name, 'ok')\n    except OSError as exc:\n        print(name, exc.errno)\nprint('still here')\n"
+    )
+    res = sandbox.run_python(code, timeout_s=10)
+    assert res.status == "passed" and res.stdout.split("\n")[:2] == ["pidfd_open 1", "still here"], (res.stdout, res.stderr)
+    assert res.isolation.endswith("+seccomp") and "seccomp" not in " ".join(res.warnings)
+
+
+@needs_gcc
+@pytest.mark.skipif(not FILTERED, reason="libseccomp is not on this machine")
+def test_the_filter_alone_refuses_the_primitives_on_a_process_of_the_same_uid(built):
+    """Without the uid layer (the target is the program's own child, same uid, dumpable), the filter
+    still refuses ptrace, process_vm_readv and pidfds; a signal, which it allows, gets through."""
+    code = (
+        f"import base64, os, sys\n_BIN = {base64.b64encode(built['exe']).decode()!r}\n"
+        "child = os.fork()\nif child == 0:\n    os.read(os.pipe()[0], 1)\n"
+        "fd = os.memfd_create('h', 0)\nos.write(fd, base64.b64decode(_BIN))\npid = os.fork()\nif pid == 0:\n"
+        "    os.execve(fd, ['helper', 'probe', str(child), hex(id(sys))], {})\nos.waitpid(pid, 0)\nos.kill(child, 9)\n"
+    )
+    res = sandbox.run_python(code, timeout_s=20)
+    seen = dict(line.split(": ", 1) for line in res.stdout.splitlines() if ": " in line)
+    assert seen.get("kill_0") == "ok", (seen, res.stderr[-500:])
+    for primitive in ("process_vm_readv", "pidfd_open", "pidfd_getfd", "ptrace_seize", "ptrace_attach"):
+        assert seen.get(primitive) == "EPERM", (primitive, seen)
+
+
+@pytest.mark.skipif(not ROOT_NS, reason="the private /tmp/work needs namespaces")
+def test_nothing_written_in_the_work_directory_can_be_executed():
+    code = (
+        "import os\nwith open('x', 'w') as fh:\n    fh.write('#!/bin/sh\\necho ran\\n')\nos.chmod('x', 0o755)\n"
+        "try:\n    os.execv(os.path.abspath('x'), ['x'])\nexcept OSError as exc:\n    print('refused', exc.errno)\n"
+    )
+    res = sandbox.run_python(code, timeout_s=10)
+    assert res.stdout.strip() == "refused 13", (res.stdout, res.stderr)  # EACCES: /tmp/work is noexec
+
+
+def test_rlimits_only_without_root_says_the_verdict_is_forgeable(monkeypatch):
+    """No uids of their own and /proc in sight: every run says so in its warnings, and the score in its details."""
+    from evalsuite.sandbox import mode
+
+    plain = mode._Mode(prefix=(), namespaces=False, pidns=False, root=False, warnings=(), label="rlimits only")
+    monkeypatch.setattr(mode, "_mode", lambda network: plain)
+    res = sandbox.run_tests("def add(a, b):\n    return a + b\n", TESTS, ENTRY, **LIMITS)
+    assert sandbox.forgeable(res.warnings) and "/proc/<harness>/mem" in sandbox.forgeable(res.warnings), res.warnings
+    assert sandbox.forgeable(mode._plan(mode.Limits()).warnings)
+    score = _score("def add(a, b):\n    return a + b\n")
+    assert score.details["verdict"].startswith("verdict forgeable"), score.details
