@@ -36,13 +36,7 @@ needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc is not on this machine: 
 
 #: what forged a pass (status "passed") on the code before this change, recorded by running each there:
 #: the three native forgers also scored 1.0 in `code.pass`; the memory flood ended `error` (unscored)
-FORGED_BEFORE = {
-    "compiled helper",
-    "memfd helper",
-    "extension module",
-    "blank reason",
-    "newline reason",
-}
+FORGED_BEFORE = {"compiled helper", "memfd helper", "extension module", "blank reason", "newline reason"}
 
 # the program's prelude: run the attack once, on the first call, then answer wrongly
 _ONCE = (
@@ -98,8 +92,7 @@ def _reason_reply(reason: str) -> str:
 
 # ("ok", [set()] * 3_000_000): 15 MB on the wire, over 600 MB once decoded
 _FLOOD = _OWN_REPLY + (
-    "def add(a, b):\n    n = 3_000_000\n"
-    "    _send(b't' + (2).to_bytes(4, 'big') + _s('ok') + b'l' + n.to_bytes(4, 'big') + b'S\\x00\\x00\\x00\\x00' * n)\n"
+    "def add(a, b):\n    n = 3_000_000\n    _send(b't' + (2).to_bytes(4, 'big') + _s('ok') + b'l' + n.to_bytes(4, 'big') + b'S\\x00\\x00\\x00\\x00' * n)\n"
 )
 
 
@@ -256,3 +249,8 @@ def test_rlimits_only_without_root_says_the_verdict_is_forgeable(monkeypatch):
     assert sandbox.forgeable(mode._plan(mode.Limits()).warnings)
     score = _score("def add(a, b):\n    return a + b\n")
     assert score.details["verdict"].startswith("verdict forgeable"), score.details
+
+
+def test_the_record_of_what_forged_before_names_attacks_above():
+    """`FORGED_BEFORE` (docs/security.md's "before" column) names only attacks this file runs."""
+    assert FORGED_BEFORE <= set(NATIVE + REPLIES)
