@@ -409,13 +409,14 @@ def _become(uids, which):
 
 def main(payload):
     """Run the program, then its tests; the verdict line comes last, and only if the harness got there."""
-    program, tests, tests_code, version, ep, shim, use_unittest, isolated = payload
+    program, tests, tests_code, version = payload["program"], payload["tests"], payload["tests_code"], payload["version"]
+    ep, shim, use_unittest, isolated = payload["entry_point"], payload["shim"], payload["unittest"], payload["isolated"]
     uids = _run_uids()
     if isolated is None:
         _become(uids, 0)  # the program runs here: nothing of root may be left to it
     # the program's interpreter first, so that it never holds the token or the verdict's way out
     prog = _start_program(isolated, version, uids) if isolated is not None else None
-    if isolated is not None and isolated[4]:
+    if isolated is not None and isolated["untrusted_tests"]:
         _main_untrusted_tests(payload, prog, uids)
         return
     if isolated is not None:
@@ -581,7 +582,7 @@ class _Program:
             raise _Stop() from None
         finally:
             self.forward()
-        if _type(reply) is not tuple or not reply or _type(reply[0]) is not str:
+        if _type(reply) is not wire["Message"]:
             run.failure = f"the program's interpreter sent a bad reply during {what}"
             raise _Stop()
         return reply
@@ -615,19 +616,19 @@ class _Program:
         _raise_as(name, msg)
 
     def call(self, name, args, kw):
-        reply = self.exchange((name, args, kw), f"{name}()")
-        kind = reply[0]
-        if kind == "ok" and _len(reply) == 2:
-            return reply[1]
-        if kind == "ok" and _len(reply) == 4 and _type(reply[2]) is tuple and _type(reply[3]) is dict:
-            _sync(_list(args), _list(reply[2]))
-            _sync(kw, reply[3])
-            return reply[1]
-        if kind == "raise" and _len(reply) == 3:
-            self.raised(reply[1], reply[2], f"{name}()")
-        ok = kind == "object" and _len(reply) == 2 and _type(reply[1]) is str
+        reply = self.exchange(self.wire["Message"]("call", name=name, args=args, kw=kw), f"{name}()")
+        kind = reply.kind
+        if kind == "ok" and _type(reply.args) is tuple and _type(reply.kw) is dict:
+            _sync(_list(args), _list(reply.args))
+            _sync(kw, reply.kw)
+            return reply.value
+        if kind == "ok":
+            return reply.value
+        if kind == "raise":
+            self.raised(reply.type, reply.message, f"{name}()")
+        ok = kind == "object" and _type(reply.why) is str
         # the program's words, quoted: its reason is never the verdict line's own text
-        self.run.failure = f"the program's interpreter said: {reply[1]!r}" if ok else f"bad reply to {name}()"
+        self.run.failure = f"the program's interpreter said: {reply.why!r}" if ok else f"bad reply to {name}(): a {kind!r} message"
         raise _Stop()
 
     def close(self):
@@ -722,7 +723,7 @@ def _child_signals():
 def _start_program(isolated, version, uids):
     """The program's interpreter, forked (its code compiled here on another interpreter version);
     the OSError that stopped it, if it could not start."""
-    codes, wire_src, prog_src, names, _ = isolated
+    codes, wire_src, prog_src, names = isolated["codes"], isolated["wire_source"], isolated["program_source"], isolated["names"]
     _watch_children()
     if version != sys.hexversion:
         w = compile(wire_src, "<evalsuite-wire>", "exec", dont_inherit=True)
@@ -745,15 +746,7 @@ def _main_isolated(run, program, tests_code, shim, started):
     prog.run = run
     n = 0
     try:
-        reply = prog.exchange((program, names), "loading")
-        if reply[0] == "load_error" and _len(reply) == 3:
-            prog.close()
-            prog.raised(reply[1], reply[2], "loading")
-        kinds = reply[1] if reply[0] == "ready" and _len(reply) == 2 and _type(reply[1]) is dict else {}
-        ep = run.entry_point
-        if ep is not None and ep not in kinds:
-            run.failure = f"entry point {ep!r} not defined"
-            raise _Stop()
+        kinds = _load(run, prog, program, names)
         if shim:
             exec(compile(shim, "pytest_shim.py", "exec"), {})
         ns = _isolated_names(prog, kinds)
@@ -825,16 +818,16 @@ def _flush_stdout():
 def _tests_side(payload, wire, rin, wout):
     """The untrusted tests' run: the program's names from the harness, the tests, then a report of
     (tests run, why not passed) for the harness to judge. Returns the exit status."""
-    _, tests, tests_code, version, ep, shim, use_unittest, _ = payload
+    tests, tests_code, version, ep, shim = payload["tests"], payload["tests_code"], payload["version"], payload["entry_point"], payload["shim"]
     unittest = None
-    if use_unittest:
+    if payload["unittest"]:
         import unittest
     run = _Run((None, -1, None), unittest, ep)
     relay = _Relay(wire, rin, wout)
     relay.run = run
     tests_code = _load_tests(tests, tests_code, version)
     ready = wire["recv"](rin)
-    kinds = ready[1] if _type(ready) is tuple and _len(ready) == 2 and _type(ready[1]) is dict else {}
+    kinds = ready.kinds if _type(ready) is wire["Message"] and ready.kind == "ready" and _type(ready.kinds) is dict else {}
     if shim:
         exec(compile(shim, "pytest_shim.py", "exec"), {})
     ns = _isolated_names(relay, kinds)
@@ -844,7 +837,7 @@ def _tests_side(payload, wire, rin, wout):
     except _Stop:
         pass
     _flush_stdout()  # before the report: the harness stops this interpreter once it has it
-    wire["send"](wout, ("done", (n, run.failure or run.error or run.timeout)))
+    wire["send"](wout, wire["Message"]("done", tests_run=n, why=run.failure or run.error or run.timeout))
     return 0
 
 
@@ -869,7 +862,7 @@ def _tests_child(req_r, resp_w, payload, wire, uids):
         import linecache
         import traceback
 
-        tests = payload[1]
+        tests = payload["tests"]
         linecache.cache["tests.py"] = (_len(tests), None, tests.splitlines(True), "tests.py")
         traceback.print_exc()
     finally:
@@ -896,8 +889,8 @@ def _read_stdin():
     return token.decode().strip(), program.decode("utf-8", "surrogatepass")
 
 
-def _is_call(msg):
-    return _type(msg) is tuple and _len(msg) == 3 and _type(msg[0]) is str and _type(msg[1]) is tuple and _type(msg[2]) is dict
+def _is_call(msg, wire):
+    return _type(msg) is wire["Message"] and msg.kind == "call" and _type(msg.name) is str and _type(msg.args) is tuple and _type(msg.kw) is dict
 
 
 def _relay(run, prog, tests, kinds):
@@ -916,34 +909,41 @@ def _relay(run, prog, tests, kinds):
             raise _Stop() from None
         finally:
             tests.forward()
-        if _is_call(msg):
-            if kinds.get(msg[0]) == ("call",):
+        if _is_call(msg, wire):
+            if kinds.get(msg.name) == ("call",):
                 run.hits[0] += 1
-            reply = prog.exchange(msg, f"{msg[0]}()")
+            reply = prog.exchange(msg, f"{msg.name}()")
             try:
                 wire["send"](tests.wout, reply)
             except OSError:
                 pass  # the tests' interpreter is gone: the next read says so
-        elif _type(msg) is tuple and _len(msg) == 2 and msg[0] == "done" and _type(msg[1]) is tuple and _len(msg[1]) == 2:
-            return msg[1]
+        elif _type(msg) is wire["Message"] and msg.kind == "done":
+            return (msg.tests_run, msg.why)
         else:
             run.failure = "the tests' interpreter sent a message the harness does not know"
             raise _Stop()
 
 
-def _load_for_tests(run, prog, program, names, tests):
-    """Load the program in its interpreter and tell the tests its names; {name: kind}."""
-    reply = prog.exchange((program, names), "loading")
-    if reply[0] == "load_error" and _len(reply) == 3:
+def _load(run, prog, program, names):
+    """Load the program in its interpreter: {name: kind} of the names the tests reference. Raises
+    what the program raised while loading, or stops the run where the entry point is missing."""
+    reply = prog.exchange(prog.wire["Message"]("load", program=program, names=names), "loading")
+    if reply.kind == "load_error":
         prog.close()
-        prog.raised(reply[1], reply[2], "loading")
-    kinds = reply[1] if reply[0] == "ready" and _len(reply) == 2 and _type(reply[1]) is dict else {}
+        prog.raised(reply.type, reply.message, "loading")
+    kinds = reply.kinds if reply.kind == "ready" and _type(reply.kinds) is dict else {}
     ep = run.entry_point
     if ep is not None and ep not in kinds:
         run.failure = f"entry point {ep!r} not defined"
         raise _Stop()
+    return kinds
+
+
+def _load_for_tests(run, prog, program, names, tests):
+    """Load the program in its interpreter and tell the tests its names; {name: kind}."""
+    kinds = _load(run, prog, program, names)
     try:
-        tests.wire["send"](tests.wout, ("ready", kinds))
+        tests.wire["send"](tests.wout, tests.wire["Message"]("ready", kinds=kinds))
     except OSError:
         pass  # the tests' interpreter is gone: the relay says so
     return kinds
@@ -986,7 +986,7 @@ def _main_untrusted_tests(payload, started, uids):
     """Untrusted tests: they run in an interpreter of their own, forked before the harness reads the
     token and the program, and call the program through the harness; the verdict is this process's,
     from their report and what it saw pass between them."""
-    ep = payload[4]
+    ep = payload["entry_point"]
     prog, names = started
     tproc = prog
     if not _isinstance(prog, OSError):

@@ -7,7 +7,11 @@ interpreter as code. Messages are bounded on the wire (`MAX_BYTES`, `MAX_DEPTH`)
 (`MAX_DECODED`: 15 MB of empty sets would be over 600 MB of objects in the reader). Both interpreters run this
 module's code (`harness.build_harness` ships it); the suite imports it only for tests.
 
-Format: one tag byte per value; lengths and counts as 4-byte big-endian unsigned ints.
+Every message is a `Message`: a kind (`KINDS`) and its fields by name, never told apart by its
+length or read by position. Values inside it are plain data.
+
+Format: one tag byte per value; lengths and counts as 4-byte big-endian unsigned ints; a message is
+"M", its kind as a string, then its fields' values in the order `KINDS` gives.
 """
 
 import os
@@ -27,6 +31,43 @@ _C = struct.Struct(">dd")
 
 class WireError(ValueError):
     """A value that cannot cross: not plain data, too deep, too large or malformed."""
+
+
+#: every kind of message and its fields, in their order on the wire
+KINDS = {
+    "load": ("program", "names"),  # harness -> program: the program's source, the names the tests reference
+    "ready": ("kinds",),  # program -> harness -> tests: {name: how the tests see it}
+    "load_error": ("type", "message"),  # program -> harness: the program raised while loading
+    "call": ("name", "args", "kw"),  # tests -> (harness ->) program
+    "ok": ("value", "args", "kw"),  # program -> tests: the result; args and kw as the call left them, or None
+    "raise": ("type", "message"),  # program -> tests: the call raised
+    "object": ("why",),  # program -> tests: the result cannot cross, and why (the program's words)
+    "done": ("tests_run", "why"),  # tests -> harness: their report (why: None, or why they stopped)
+}
+
+
+class Message:
+    """One message: its `kind` and its fields (`KINDS`), read by name; read-only."""
+
+    __slots__ = ("kind", "fields")
+
+    def __init__(self, kind, **fields):
+        if KINDS.get(kind) != tuple(fields):
+            raise WireError(f"a {kind!r} message has the fields {KINDS.get(kind)}, not {tuple(fields)}")
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "fields", fields)
+
+    def __getattr__(self, name):
+        try:
+            return object.__getattribute__(self, "fields")[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        raise AttributeError("a Message is read-only")
+
+    def __repr__(self):
+        return f"Message({self.kind!r}, {self.fields!r})"
 
 
 def _len4(n):
@@ -75,10 +116,16 @@ _SEQ_TAG = {list: b"l", tuple: b"t", set: b"S", frozenset: b"Z"}
 
 
 def encode(x):
-    """`x` as bytes; WireError when it is not plain data or is over the bounds."""
+    """`x` as bytes; WireError when it is not plain data (or a Message of plain data) or is over the bounds."""
     out = bytearray()
     try:
-        _enc(x, out, 0)
+        if type(x) is Message:
+            out += b"M"
+            _enc(x.kind, out, 0)
+            for v in x.fields.values():
+                _enc(v, out, 1)
+        else:
+            _enc(x, out, 0)
     except RecursionError:
         raise WireError(f"nested deeper than {MAX_DEPTH} levels") from None
     if len(out) > MAX_BYTES:
@@ -156,13 +203,22 @@ def _dec(r, depth):
     raise WireError(f"unknown tag {tag!r}")
 
 
+def _message(r):
+    """The Message at the reader's position (after its "M")."""
+    kind = _dec(r, 1)
+    names = KINDS.get(kind) if type(kind) is str else None
+    if names is None:
+        raise WireError(f"unknown message kind {kind!r}"[:200])
+    return Message(kind, **{n: _dec(r, 1) for n in names})
+
+
 def decode(data):
     """The value `encode` made of `data`; WireError on anything else."""
     if len(data) > MAX_BYTES:
         raise WireError(f"message of {len(data)} bytes (limit {MAX_BYTES})")
     r = _Reader(data)
     try:
-        x = _dec(r, 0)
+        x = _message(r) if data[:1] == b"M" and r.take(1) else _dec(r, 0)
     except RecursionError:
         raise WireError(f"nested deeper than {MAX_DEPTH} levels") from None
     if r.pos != len(data):

@@ -187,7 +187,7 @@ JUDGE_STOPS = {"token hunt on every descriptor"}
 # own report claims a pass whatever the program does, on the reference and on every mutant alike
 _OWN_REPORT = (
     "import gc, os\nclamp(5, 0, 10)\nfor _o in gc.get_objects():\n    if type(_o).__name__ == '_Relay':\n"
-    "        _o.wire['send'](_o.wout, ('done', (3, None)))\n        os._exit(0)\n" + WRONG
+    "        _o.wire['send'](_o.wout, _o.wire['Message']('done', tests_run=3, why=None))\n        os._exit(0)\n" + WRONG
 )
 
 

@@ -35,7 +35,8 @@ GCC = shutil.which("gcc")
 needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc is not on this machine: the native helpers cannot be built")
 
 #: what forged a pass (status "passed") on the code before this change, recorded by running each there:
-#: the three native forgers also scored 1.0 in `code.pass`; the memory flood ended `error` (unscored)
+#: the three native forgers also scored 1.0 in `code.pass`; the memory flood ended `error` (unscored).
+#: (The replies were then tuples, `("object", " ")`; they are `Message`s now, sent the same way.)
 FORGED_BEFORE = {"compiled helper", "memfd helper", "extension module", "blank reason", "newline reason"}
 
 # the program's prelude: run the attack once, on the first call, then answer wrongly
@@ -87,13 +88,11 @@ _OWN_REPLY = (
 
 
 def _reason_reply(reason: str) -> str:
-    return _OWN_REPLY + f"def add(a, b):\n    _send(b't' + (2).to_bytes(4, 'big') + _s('object') + _s({reason!r}))\n"
+    return _OWN_REPLY + f"def add(a, b):\n    _send(b'M' + _s('object') + _s({reason!r}))\n"
 
 
-# ("ok", [set()] * 3_000_000): 15 MB on the wire, over 600 MB once decoded
-_FLOOD = _OWN_REPLY + (
-    "def add(a, b):\n    n = 3_000_000\n    _send(b't' + (2).to_bytes(4, 'big') + _s('ok') + b'l' + n.to_bytes(4, 'big') + b'S\\x00\\x00\\x00\\x00' * n)\n"
-)
+# Message("ok", value=[set()] * 3_000_000, args=None, kw=None): 15 MB on the wire, over 600 MB once decoded
+_FLOOD = _OWN_REPLY + ("def add(a, b):\n    n = 3_000_000\n    _send(b'M' + _s('ok') + b'l' + n.to_bytes(4, 'big') + b'S\\x00\\x00\\x00\\x00' * n + b'NN')\n")
 
 
 @pytest.fixture(scope="module")
