@@ -399,12 +399,17 @@ def _run_uids():
 
 def _become(uids, which):
     """Take the run's uid number `which` for good (dropping root's capabilities with it): the harness
-    once it has forked the other interpreters, each of those before anything of the run is in it."""
+    once it has forked the other interpreters, each of those before anything of the run is in it.
+
+    The real and saved uid (and gid) are the interpreter's own: they decide who may signal, trace or
+    read it, and none of the three may touch another (the harness may signal the program, to stop
+    it). The effective uid, the one files are made and opened with, is the program's in all three:
+    a file the tests make for the program is the program's to read, as in one interpreter."""
     if uids is not None:
-        uid = uids[which]
+        uid, files = uids[which], uids[1]
         os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)
+        os.setresgid(uid, files, uid)
+        os.setresuid(uid, files, uid)
 
 
 def main(payload):

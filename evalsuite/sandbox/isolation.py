@@ -349,10 +349,10 @@ def _prepare_workdir(cfg: dict, warnings: list) -> str:
         with open(os.path.join(workdir, _MAIN), "wb") as fh:
             fh.write(program)
     if uid is not None:
-        os.chown(workdir, uid, uid)
+        # a harness's three interpreters make and open files as the program's uid (`_harness_main._become`)
+        owner = uid + 1 if cfg["harness"] else uid
+        os.chown(workdir, owner, owner)
         os.chown(os.path.join(workdir, _MAIN), uid, uid)
-        if cfg["harness"]:
-            os.chmod(workdir, 0o1777)  # the program's and the tests' uids write here too; sticky: none removes another's files
     return workdir
 
 

@@ -253,3 +253,16 @@ def test_rlimits_only_without_root_says_the_verdict_is_forgeable(monkeypatch):
 def test_the_record_of_what_forged_before_names_attacks_above():
     """`FORGED_BEFORE` (docs/security.md's "before" column) names only attacks this file runs."""
     assert FORGED_BEFORE <= set(NATIVE + REPLIES)
+
+
+@pytest.mark.parametrize("isolation", ["process", "tests"])
+def test_a_private_file_the_tests_make_is_the_programs_to_read(isolation):
+    """The three interpreters make files as the program's uid: a 0700 temp dir of the tests is readable
+    by the program, as in one interpreter (code-refac-with-open does this)."""
+    prog = "def first(path):\n    with open(path) as fh:\n        return fh.readline().strip()\n"
+    tests = (
+        "import os, tempfile\ndef test_first():\n    d = tempfile.mkdtemp()\n    p = os.path.join(d, 'a.txt')\n"
+        "    with open(p, 'w') as fh:\n        fh.write('one\\ntwo\\n')\n    assert first(p) == 'one'\n"
+    )
+    res = sandbox.run_tests(prog, tests, "first", isolation=isolation, **LIMITS)
+    assert res.status == "passed", (res.reason, res.stderr[-800:])
