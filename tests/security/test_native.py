@@ -266,3 +266,13 @@ def test_a_private_file_the_tests_make_is_the_programs_to_read(isolation):
     )
     res = sandbox.run_tests(prog, tests, "first", isolation=isolation, **LIMITS)
     assert res.status == "passed", (res.reason, res.stderr[-800:])
+
+
+@pytest.mark.skipif(not FILTERED, reason="libseccomp is not on this machine")
+def test_the_filter_holds_in_the_program_and_in_the_tests_interpreter():
+    """Loaded before the harness's `execve`, the filter is inherited by the interpreters it forks."""
+    denied = "def _denied():\n    try:\n        os.pidfd_open(os.getppid())\n    except PermissionError:\n        return True\n    return False\n"
+    prog = "import os\n" + denied + "def add(a, b):\n    return a + b if _denied() else 0\n"
+    tests = "import os\n" + denied + "def test_add():\n    assert _denied()\n    assert add(1, 2) == 3\n"
+    res = sandbox.run_tests(prog, tests, ENTRY, isolation="tests", **LIMITS)
+    assert res.status == "passed", (res.reason, res.stderr[-800:])
