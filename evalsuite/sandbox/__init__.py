@@ -29,9 +29,14 @@ here as root, and needs no extra package; bubblewrap would do the same but is no
    (not `nobody`: RLIMIT_NPROC counts every process of a uid host-wide, so runs in parallel, or a
    fork bomb in one, would starve each other; a fresh uid also lets cleanup kill "every process of
    this uid"). Without root (user namespace) it drops every capability instead and RLIMIT_NPROC binds
-   the caller's uid. `PR_SET_NO_NEW_PRIVS` stops setuid binaries from regaining privileges. It then
-   execs `python -I -S -B main.py` with a scrubbed environment (PATH, HOME=workdir, LANG, no
-   bytecode) and cwd `/tmp/work`.
+   the caller's uid. `PR_SET_NO_NEW_PRIVS` stops setuid binaries from regaining privileges. A
+   seccomp filter (libseccomp, `isolation.SECCOMP_DENIED`) then makes every call that reaches
+   another process (ptrace, process_vm_*, pidfd_*, kcmp), and mount, namespace, module, keyring,
+   bpf, perf and userfaultfd calls, fail with EPERM. It then execs `python -I -S -B main.py` with a
+   scrubbed environment (PATH, HOME=workdir, LANG, no bytecode) and cwd `/tmp/work` (noexec).
+   A `run_tests` harness (`run_python(..., harness=True)`) is the exception to the uid drop: it
+   starts as root and gives itself, the program's interpreter and the tests' one fresh uid each
+   (`uid`, `uid+1`, `uid+2`) once it has forked them, so none can trace, read or signal another.
 4. The new network namespace has only a down loopback: `connect()` fails, even to 127.0.0.1.
 5. When the program ends, PID 1 kills and reaps every process left in the namespace (daemonised
    grandchildren included), reports, and exits; the tmpfs goes with the mount namespace. A wall
@@ -74,7 +79,7 @@ from .harness import build_harness
 from .judge import OUTPUT_LIMIT, STATUSES, SandboxResult
 
 # the private names (_cache, _UID_RANGE, _mode...) are re-exported for the tests
-from .mode import _UID_RANGE, Limits, _Mode, _mode, isolation_summary  # noqa: F401
+from .mode import _UID_RANGE, Limits, _Mode, _mode, forgeable, isolation_summary  # noqa: F401
 from .pool import POOL_SIZE, _cache, _cache_lock, _look_up_run_tests_in, cache_key, clear_cache, run_tests, run_tests_cached, run_tests_many  # noqa: F401
 from .process import USE_ZYGOTE, run_python
 from .zygote import helper_pids
@@ -92,6 +97,7 @@ __all__ = [
     "build_harness",
     "cache_key",
     "clear_cache",
+    "forgeable",
     "helper_pids",
     "isolation_summary",
     "run_python",

@@ -123,6 +123,7 @@ def _verdict(run, text):
         sys.stdout.flush()
     except _BaseException:
         pass
+    text = " ".join(text.splitlines()) or "FAIL the harness has no verdict"  # one line, never blank
     run.write(run.out, ("\n" + run.token + " " + text + "\n").encode())
 
 
@@ -389,14 +390,42 @@ def _run_tests(run, tests_code, tns, ns):
     return n
 
 
+def _run_uids():
+    """(harness, program, tests): the uids this run's interpreters take, where the harness started as
+    root (`isolation._exec_program` passes them as arguments); None where it started as its own uid."""
+    args = sys.argv[1:4]
+    return _tuple(int(a) for a in args) if _len(args) == 3 else None
+
+
+def _become(uids, which):
+    """Take the run's uid number `which` for good (dropping root's capabilities with it): the harness
+    once it has forked the other interpreters, each of those before anything of the run is in it.
+
+    The real and saved uid (and gid) are the interpreter's own: they decide who may signal, trace or
+    read it, and none of the three may touch another (the harness may signal the program, to stop
+    it). The effective uid, the one files are made and opened with, is the program's in all three:
+    a file the tests make for the program is the program's to read, as in one interpreter."""
+    if uids is not None:
+        uid, files = uids[which], uids[1]
+        os.setgroups([])
+        os.setresgid(uid, files, uid)
+        os.setresuid(uid, files, uid)
+
+
 def main(payload):
     """Run the program, then its tests; the verdict line comes last, and only if the harness got there."""
-    program, tests, tests_code, version, ep, shim, use_unittest, isolated = payload
+    program, tests, tests_code, version = payload["program"], payload["tests"], payload["tests_code"], payload["version"]
+    ep, shim, use_unittest, isolated = payload["entry_point"], payload["shim"], payload["unittest"], payload["isolated"]
+    uids = _run_uids()
+    if isolated is None:
+        _become(uids, 0)  # the program runs here: nothing of root may be left to it
     # the program's interpreter first, so that it never holds the token or the verdict's way out
-    prog = _start_program(isolated, version) if isolated is not None else None
-    if isolated is not None and isolated[4]:
-        _main_untrusted_tests(payload, prog)
+    prog = _start_program(isolated, version, uids) if isolated is not None else None
+    if isolated is not None and isolated["untrusted_tests"]:
+        _main_untrusted_tests(payload, prog, uids)
         return
+    if isolated is not None:
+        _become(uids, 0)
     channel = (_read_token(), os.dup(1), os.write)  # then the verdict's token and way out
     unittest = None
     if use_unittest:
@@ -454,18 +483,20 @@ def _raise_as(name, msg):
     raise exc
 
 
-def _program_child(req_r, resp_w, close, wire, codes):
+def _program_child(req_r, resp_w, close, wire, codes, uids):
     """The forked child that becomes the program's interpreter (`_program_main`); never returns.
 
     Forked before the run's token is read and before any test runs: it holds no way to the verdict
     (its stdin and stdout become the channel, the run's stdout is never in it) and nothing of the
-    tests' interpreter that the program could change."""
+    tests' interpreter that the program could change. It runs as a uid of its own, not the harness's."""
     code = 1
     try:
+        _child_signals()
         os.dup2(req_r, 0)
         os.dup2(resp_w, 1)
-        for fd in (req_r, resp_w, *close):
+        for fd in (req_r, resp_w, *close, *_wake):
             os.close(fd)
+        _become(uids, 1)
         g = {"__name__": "__evalsuite_program__"}
         exec(marshal.loads(codes)[1], g)
         g["main"](wire)
@@ -478,13 +509,15 @@ class _Program:
     """An interpreter forked by the harness, as the harness holds it: a pid, the channel, its stdout
     file. The program's (`_program_child`), or the tests' where they are untrusted (`_tests_child`)."""
 
-    __slots__ = ("run", "wire", "pid", "wout", "rin", "outfd", "poller", "pidfd", "label")
+    __slots__ = ("run", "wire", "pid", "wout", "rin", "outfd", "poller", "label")
 
-    def __init__(self, wire, child, out_file=_OUT_FILE, label="program's"):
+    def __init__(self, wire, child, out_file=_OUT_FILE, label="program's", uid=None):
         self.run, self.wire, self.label = None, wire, label
         req_r, self.wout = os.pipe()
         self.rin, resp_w = os.pipe()
         os.close(os.open(out_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        if uid is not None:
+            os.chown(out_file, uid, uid)  # the child writes it as its own uid
         self.outfd = os.open(out_file, os.O_RDONLY)
         self.pid = os.fork()
         if self.pid == 0:
@@ -494,16 +527,14 @@ class _Program:
         self._watch(self.pid)
 
     def _watch(self, pid):
-        """Poll the channel and, where the kernel has pidfds, the other side's end."""
+        """Poll the channel and, where the other side is our child, the SIGCHLD wake-up pipe (pidfds
+        are among the calls the sandbox's filter denies)."""
         import select
 
-        self.poller, self.pidfd = select.poll(), -1
+        self.poller = select.poll()
         self.poller.register(self.rin, select.POLLIN)
-        try:
-            self.pidfd = os.pidfd_open(pid)
-            self.poller.register(self.pidfd, select.POLLIN)
-        except (AttributeError, OSError):
-            pass  # no pidfds: a daemon the program leaves holding the channel ends as a timeout
+        if _wake:
+            self.poller.register(_wake[0], select.POLLIN)
 
     def wait_reply(self):
         """Until a reply starts or the program's interpreter has ended (EOFError), whoever else holds the channel."""
@@ -511,8 +542,10 @@ class _Program:
             ready = [fd for fd, _ in self.poller.poll()]
             if self.rin in ready:
                 return
-            if self.pidfd in ready:
-                raise EOFError("the program's interpreter ended")
+            if _wake and _wake[0] in ready:
+                os.read(_wake[0], 512)
+                if os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    raise EOFError("the program's interpreter ended")
 
     def forward(self):
         """What the program printed since the last look, into the run's stdout (in order with the tests')."""
@@ -549,12 +582,12 @@ class _Program:
         except wire["WireError"] as exc:
             run.failure = f"the program's interpreter sent a bad reply during {what}: {exc}"
             raise _Stop() from None
-        except MemoryError:
-            run.error = f"the harness ran out of memory reading the reply to {what}"
+        except MemoryError:  # the reply's doing (`_wire` bounds what it decodes to): not an error
+            run.failure = f"the program's interpreter sent a reply to {what} that the harness has no memory for"
             raise _Stop() from None
         finally:
             self.forward()
-        if _type(reply) is not tuple or not reply or _type(reply[0]) is not str:
+        if _type(reply) is not wire["Message"]:
             run.failure = f"the program's interpreter sent a bad reply during {what}"
             raise _Stop()
         return reply
@@ -588,17 +621,19 @@ class _Program:
         _raise_as(name, msg)
 
     def call(self, name, args, kw):
-        reply = self.exchange((name, args, kw), f"{name}()")
-        kind = reply[0]
-        if kind == "ok" and _len(reply) == 2:
-            return reply[1]
-        if kind == "ok" and _len(reply) == 4 and _type(reply[2]) is tuple and _type(reply[3]) is dict:
-            _sync(_list(args), _list(reply[2]))
-            _sync(kw, reply[3])
-            return reply[1]
-        if kind == "raise" and _len(reply) == 3:
-            self.raised(reply[1], reply[2], f"{name}()")
-        self.run.failure = reply[1] if kind == "object" and _len(reply) == 2 and _type(reply[1]) is str else f"bad reply to {name}()"
+        reply = self.exchange(self.wire["Message"]("call", name=name, args=args, kw=kw), f"{name}()")
+        kind = reply.kind
+        if kind == "ok" and _type(reply.args) is tuple and _type(reply.kw) is dict:
+            _sync(_list(args), _list(reply.args))
+            _sync(kw, reply.kw)
+            return reply.value
+        if kind == "ok":
+            return reply.value
+        if kind == "raise":
+            self.raised(reply.type, reply.message, f"{name}()")
+        ok = kind == "object" and _type(reply.why) is str
+        # the program's words, quoted: its reason is never the verdict line's own text
+        self.run.failure = f"the program's interpreter said: {reply.why!r}" if ok else f"bad reply to {name}(): a {kind!r} message"
         raise _Stop()
 
     def close(self):
@@ -669,17 +704,40 @@ def _isolated_names(program, kinds):
     return ns
 
 
-def _start_program(isolated, version):
+_wake: list = []  #: the pipe a SIGCHLD writes to (read end, write end), once the harness forks
+
+
+def _watch_children():
+    """Wake the harness's polls when one of its children ends (`_signal`: no enum import)."""
+    import _signal
+
+    _wake.extend(os.pipe())
+    os.set_blocking(_wake[1], False)
+    _signal.set_wakeup_fd(_wake[1])
+    _signal.signal(_signal.SIGCHLD, lambda *_: None)
+
+
+def _child_signals():
+    """In a forked child: the harness's SIGCHLD handling is not its own."""
+    import _signal
+
+    _signal.set_wakeup_fd(-1)
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
+
+
+def _start_program(isolated, version, uids):
     """The program's interpreter, forked (its code compiled here on another interpreter version);
     the OSError that stopped it, if it could not start."""
-    codes, wire_src, prog_src, names, _ = isolated
+    codes, wire_src, prog_src, names = isolated["codes"], isolated["wire_source"], isolated["program_source"], isolated["names"]
+    _watch_children()
     if version != sys.hexversion:
         w = compile(wire_src, "<evalsuite-wire>", "exec", dont_inherit=True)
         codes = marshal.dumps((w, compile(prog_src, "<evalsuite-program>", "exec", dont_inherit=True)))
     wire = {"__name__": "_wire"}
     exec(marshal.loads(codes)[0], wire)
     try:
-        return _Program(wire, lambda req_r, resp_w, close: _program_child(req_r, resp_w, close, wire, codes)), names
+        uid = uids[1] if uids is not None else None
+        return _Program(wire, lambda req_r, resp_w, close: _program_child(req_r, resp_w, close, wire, codes, uids), uid=uid), names
     except OSError as exc:
         return exc, names
 
@@ -693,15 +751,7 @@ def _main_isolated(run, program, tests_code, shim, started):
     prog.run = run
     n = 0
     try:
-        reply = prog.exchange((program, names), "loading")
-        if reply[0] == "load_error" and _len(reply) == 3:
-            prog.close()
-            prog.raised(reply[1], reply[2], "loading")
-        kinds = reply[1] if reply[0] == "ready" and _len(reply) == 2 and _type(reply[1]) is dict else {}
-        ep = run.entry_point
-        if ep is not None and ep not in kinds:
-            run.failure = f"entry point {ep!r} not defined"
-            raise _Stop()
+        kinds = _load(run, prog, program, names)
         if shim:
             exec(compile(shim, "pytest_shim.py", "exec"), {})
         ns = _isolated_names(prog, kinds)
@@ -747,7 +797,7 @@ class _Relay(_Program):
     def __init__(self, wire, rin, wout):
         self.run, self.wire, self.label = None, wire, "harness's"
         self.rin, self.wout, self.outfd, self.pid = rin, wout, -1, os.getppid()
-        self._watch(self.pid)
+        self._watch(self.pid)  # not our child: its end is the channel's end
 
     def exchange(self, msg, what):
         _flush_stdout()  # what the tests printed before the call comes before what the program prints
@@ -773,16 +823,16 @@ def _flush_stdout():
 def _tests_side(payload, wire, rin, wout):
     """The untrusted tests' run: the program's names from the harness, the tests, then a report of
     (tests run, why not passed) for the harness to judge. Returns the exit status."""
-    _, tests, tests_code, version, ep, shim, use_unittest, _ = payload
+    tests, tests_code, version, ep, shim = payload["tests"], payload["tests_code"], payload["version"], payload["entry_point"], payload["shim"]
     unittest = None
-    if use_unittest:
+    if payload["unittest"]:
         import unittest
     run = _Run((None, -1, None), unittest, ep)
     relay = _Relay(wire, rin, wout)
     relay.run = run
     tests_code = _load_tests(tests, tests_code, version)
     ready = wire["recv"](rin)
-    kinds = ready[1] if _type(ready) is tuple and _len(ready) == 2 and _type(ready[1]) is dict else {}
+    kinds = ready.kinds if _type(ready) is wire["Message"] and ready.kind == "ready" and _type(ready.kinds) is dict else {}
     if shim:
         exec(compile(shim, "pytest_shim.py", "exec"), {})
     ns = _isolated_names(relay, kinds)
@@ -792,11 +842,11 @@ def _tests_side(payload, wire, rin, wout):
     except _Stop:
         pass
     _flush_stdout()  # before the report: the harness stops this interpreter once it has it
-    wire["send"](wout, ("done", (n, run.failure or run.error or run.timeout)))
+    wire["send"](wout, wire["Message"]("done", tests_run=n, why=run.failure or run.error or run.timeout))
     return 0
 
 
-def _tests_child(req_r, resp_w, payload, wire):
+def _tests_child(req_r, resp_w, payload, wire, uids):
     """The forked child that runs the untrusted tests; never returns. Forked before the harness reads
     the token and the program: it holds neither, nor the run's stdout (its own goes to a file the
     harness copies), nor any way to the program's interpreter but through the harness."""
@@ -806,7 +856,10 @@ def _tests_child(req_r, resp_w, payload, wire):
         os.dup2(fd, 0)
         fd = os.open(_TESTS_OUT, os.O_WRONLY | os.O_APPEND)
         os.dup2(fd, 1)
+        _child_signals()
         _close_all_but((0, 1, 2, req_r, resp_w))
+        _wake.clear()
+        _become(uids, 2)
         code = _tests_side(payload, wire, req_r, resp_w)
     except SystemExit as exc:
         code = exc.code if _type(exc.code) is int else 0 if exc.code is None else 1
@@ -814,7 +867,7 @@ def _tests_child(req_r, resp_w, payload, wire):
         import linecache
         import traceback
 
-        tests = payload[1]
+        tests = payload["tests"]
         linecache.cache["tests.py"] = (_len(tests), None, tests.splitlines(True), "tests.py")
         traceback.print_exc()
     finally:
@@ -841,8 +894,8 @@ def _read_stdin():
     return token.decode().strip(), program.decode("utf-8", "surrogatepass")
 
 
-def _is_call(msg):
-    return _type(msg) is tuple and _len(msg) == 3 and _type(msg[0]) is str and _type(msg[1]) is tuple and _type(msg[2]) is dict
+def _is_call(msg, wire):
+    return _type(msg) is wire["Message"] and msg.kind == "call" and _type(msg.name) is str and _type(msg.args) is tuple and _type(msg.kw) is dict
 
 
 def _relay(run, prog, tests, kinds):
@@ -861,34 +914,41 @@ def _relay(run, prog, tests, kinds):
             raise _Stop() from None
         finally:
             tests.forward()
-        if _is_call(msg):
-            if kinds.get(msg[0]) == ("call",):
+        if _is_call(msg, wire):
+            if kinds.get(msg.name) == ("call",):
                 run.hits[0] += 1
-            reply = prog.exchange(msg, f"{msg[0]}()")
+            reply = prog.exchange(msg, f"{msg.name}()")
             try:
                 wire["send"](tests.wout, reply)
             except OSError:
                 pass  # the tests' interpreter is gone: the next read says so
-        elif _type(msg) is tuple and _len(msg) == 2 and msg[0] == "done" and _type(msg[1]) is tuple and _len(msg[1]) == 2:
-            return msg[1]
+        elif _type(msg) is wire["Message"] and msg.kind == "done":
+            return (msg.tests_run, msg.why)
         else:
             run.failure = "the tests' interpreter sent a message the harness does not know"
             raise _Stop()
 
 
-def _load_for_tests(run, prog, program, names, tests):
-    """Load the program in its interpreter and tell the tests its names; {name: kind}."""
-    reply = prog.exchange((program, names), "loading")
-    if reply[0] == "load_error" and _len(reply) == 3:
+def _load(run, prog, program, names):
+    """Load the program in its interpreter: {name: kind} of the names the tests reference. Raises
+    what the program raised while loading, or stops the run where the entry point is missing."""
+    reply = prog.exchange(prog.wire["Message"]("load", program=program, names=names), "loading")
+    if reply.kind == "load_error":
         prog.close()
-        prog.raised(reply[1], reply[2], "loading")
-    kinds = reply[1] if reply[0] == "ready" and _len(reply) == 2 and _type(reply[1]) is dict else {}
+        prog.raised(reply.type, reply.message, "loading")
+    kinds = reply.kinds if reply.kind == "ready" and _type(reply.kinds) is dict else {}
     ep = run.entry_point
     if ep is not None and ep not in kinds:
         run.failure = f"entry point {ep!r} not defined"
         raise _Stop()
+    return kinds
+
+
+def _load_for_tests(run, prog, program, names, tests):
+    """Load the program in its interpreter and tell the tests its names; {name: kind}."""
+    kinds = _load(run, prog, program, names)
     try:
-        tests.wire["send"](tests.wout, ("ready", kinds))
+        tests.wire["send"](tests.wout, tests.wire["Message"]("ready", kinds=kinds))
     except OSError:
         pass  # the tests' interpreter is gone: the relay says so
     return kinds
@@ -919,7 +979,7 @@ def _judge_report(run, report, kinds, tests):
         return "FAIL " + run.failure
     n, why = report
     if why is not None or _type(n) is not int:
-        return "FAIL " + (" ".join(why.split("\n")) if _type(why) is str else "the tests' interpreter sent a bad report")
+        return "FAIL " + (f"the tests' interpreter said: {why!r}" if _type(why) is str else "the tests' interpreter sent a bad report")
     if n <= 0:
         return "FAIL no test ran"
     if run.hits[0] == 0 and ("call",) in kinds.values():
@@ -927,19 +987,21 @@ def _judge_report(run, report, kinds, tests):
     return str(n)
 
 
-def _main_untrusted_tests(payload, started):
+def _main_untrusted_tests(payload, started, uids):
     """Untrusted tests: they run in an interpreter of their own, forked before the harness reads the
     token and the program, and call the program through the harness; the verdict is this process's,
     from their report and what it saw pass between them."""
-    ep = payload[4]
+    ep = payload["entry_point"]
     prog, names = started
     tproc = prog
     if not _isinstance(prog, OSError):
         wire = prog.wire
         try:
-            tproc = _Program(wire, lambda req_r, resp_w, close: _tests_child(req_r, resp_w, payload, wire), _TESTS_OUT, "tests'")
+            uid = uids[2] if uids is not None else None
+            tproc = _Program(wire, lambda req_r, resp_w, close: _tests_child(req_r, resp_w, payload, wire, uids), _TESTS_OUT, "tests'", uid)
         except OSError as exc:
             tproc = exc
+    _become(uids, 0)
     token, program = _read_stdin()  # only now: the tests' interpreter holds neither
     run = _Run((token, os.dup(1), os.write), None, ep)
     if _isinstance(tproc, OSError):

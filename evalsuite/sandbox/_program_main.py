@@ -42,35 +42,37 @@ def _describe(names, ns, wire):
     return out
 
 
-def _exc_reply(exc):
+def _exc_reply(exc, kind, wire):
+    """A "raise" or "load_error" message: the exception's type name and message."""
     t = type(exc)
     try:
         msg = str(exc)
     except BaseException:  # noqa: BLE001 - a program's __str__ may raise anything
         msg = "<unprintable>"
-    return ("raise", str(t.__name__), msg if type(msg) is str else "<unprintable>")
+    return wire["Message"](kind, type=str(t.__name__), message=msg if type(msg) is str else "<unprintable>")
 
 
 def _call(ns, req, wire):
-    """One request, (name, args, kwargs), answered: ("ok", value), ("raise", type, message) or ("object", why)."""
-    name, args, kw = req
+    """One "call" answered: "ok" (the value, and the arguments where the call may have changed
+    them), "raise" (type and message) or, when sent, "object" (why the value cannot cross)."""
+    name, args, kw = req.name, req.args, req.kw
     try:
         result = ns[name](*args, **kw)
     except BaseException as exc:  # noqa: BLE001 - every exception crosses by name
-        return _exc_reply(exc)
+        return _exc_reply(exc, "raise", wire)
     if any(type(a) in _MUTABLE for a in args) or any(type(v) in _MUTABLE for v in kw.values()):
-        return ("ok", result, args, kw)  # the arguments as the call left them: the tests may look at them
-    return ("ok", result)
+        return wire["Message"]("ok", value=result, args=args, kw=kw)  # as the call left them: the tests may look at them
+    return wire["Message"]("ok", value=result, args=None, kw=None)
 
 
 def _reply(rout, reply, name, wire):
-    """Send `reply`; a value that is not plain data goes back as ("object", why) instead."""
+    """Send `reply`; a value that is not plain data goes back as an "object" message instead."""
     try:
         wire["send"](rout, reply)
     except wire["WireError"] as exc:
-        wire["send"](rout, ("object", f"{name}() returned what cannot leave the program's interpreter: {exc}"))
+        wire["send"](rout, wire["Message"]("object", why=f"{name}() returned what cannot leave the program's interpreter: {exc}"))
     except MemoryError:
-        wire["send"](rout, ("object", f"{name}() returned more than the program's memory limit lets it send"))
+        wire["send"](rout, wire["Message"]("object", why=f"{name}() returned more than the program's memory limit lets it send"))
 
 
 def _flush():
@@ -91,7 +93,8 @@ def main(wire):
     os.dup2(fd, 1)
     os.close(fd)
     send, recv = wire["send"], wire["recv"]
-    program, names = recv(rin)
+    load = recv(rin)
+    program, names = load.program, load.names
     ns = {"__name__": "__solution__"}
     try:
         exec(compile(program, "solution.py", "exec"), ns)
@@ -100,10 +103,10 @@ def main(wire):
 
         traceback.print_exc()
         _flush()
-        send(rout, ("load_error",) + _exc_reply(exc)[1:])
+        send(rout, _exc_reply(exc, "load_error", wire))
         return
     _flush()
-    send(rout, ("ready", _describe(names, ns, wire)))
+    send(rout, wire["Message"]("ready", kinds=_describe(names, ns, wire)))
     while True:
         try:
             req = recv(rin)
@@ -111,4 +114,4 @@ def main(wire):
             return
         reply = _call(ns, req, wire)
         _flush()
-        _reply(rout, reply, req[0], wire)
+        _reply(rout, reply, req.name, wire)

@@ -165,10 +165,25 @@ def build_harness(program: str, tests: str, entry_point: str | None = None, isol
     isolated = None
     if isolation != "shared":
         codes, wire_src, prog_src = _program_side()
-        isolated = (codes, wire_src, prog_src, _referenced_names(tests, entry_point), isolation == "tests")
+        isolated = {
+            "codes": codes,  #: the wire's and the program's interpreter's code, marshalled
+            "wire_source": wire_src,  #: their sources, for another interpreter version
+            "program_source": prog_src,
+            "names": _referenced_names(tests, entry_point),  #: the names the tests may take from the program
+            "untrusted_tests": isolation == "tests",  #: the tests run in an interpreter of their own too
+        }
     if isolation == "tests":
         program = ""  # it comes on stdin, after the token (`run_tests`): the tests can read main.py
-    payload = (program, tests, _compiled_tests(tests), sys.hexversion, entry_point, shim, _uses_unittest(tests), isolated)
+    payload = {
+        "program": program,
+        "tests": tests,
+        "tests_code": _compiled_tests(tests),  #: the tests instrumented, marshalled (None: the harness instruments them)
+        "version": sys.hexversion,  #: the interpreter version that compiled the code objects
+        "entry_point": entry_point,
+        "shim": shim,  #: the pytest stand-in, where the tests name pytest
+        "unittest": _uses_unittest(tests),
+        "isolated": isolated,  #: None: the program runs in the harness's interpreter (isolation "shared")
+    }
     src, code = _harness_code()
     # the literals on lines of their own: a traceback shows the short `exec` line, not 60 KB of them;
     # the harness gets a namespace of its own (the program can `import __main__`, not reach into it)

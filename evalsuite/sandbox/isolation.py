@@ -79,7 +79,8 @@ def _isolate_fs(cfg: dict, warnings: list) -> None:
         warnings.append(f"interpreter prefix not exposed: {exc}")
     # the working directory is its own tmpfs so /tmp itself can be read-only, even for a uid-0 program
     os.mkdir(_WORK, 0o700)
-    _mount(libc, ctypes, "evalsuite-work", _WORK, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size_mb}m,nr_inodes=4096,mode=700")
+    # noexec: nothing the program writes can be executed or mapped executable (a compiled helper, an extension module)
+    _mount(libc, ctypes, "evalsuite-work", _WORK, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, f"size={size_mb}m,nr_inodes=4096,mode=700")
     _mount(libc, ctypes, None, "/tmp", None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     with open("/proc/self/mountinfo") as fh:
         mounts = [line.split() for line in fh]
@@ -190,6 +191,78 @@ def _drop_all_caps() -> None:
         raise OSError(ctypes.get_errno(), "capset")
 
 
+#: system calls the program, the harness and the tests' interpreter never need: each fails with EPERM
+#: (a program that probes for one still runs). Reaching another process (ptrace, process_vm_*,
+#: pidfd_*, kcmp), the kernel's larger surfaces (bpf, perf events, userfaultfd, keyrings, modules)
+#: and the namespaces and mounts the sandbox set up.
+SECCOMP_DENIED = (
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_open",
+    "pidfd_getfd",
+    "pidfd_send_signal",
+    "kcmp",
+    "perf_event_open",
+    "bpf",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "mount",
+    "umount2",
+    "move_mount",
+    "fsopen",
+    "open_tree",
+    "pivot_root",
+    "unshare",
+    "setns",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "open_by_handle_at",
+)
+_SCMP_ACT_ALLOW, _SCMP_ACT_EPERM = 0x7FFF0000, 0x00050000 | 1  # SCMP_ACT_ERRNO(EPERM)
+_seccomp: list = []  #: libseccomp, loaded once per process (the zygote loads it before any run)
+
+
+def _libseccomp(ctypes):
+    """libseccomp.so.2 through ctypes, or None where it is missing."""
+    if not _seccomp:
+        try:
+            lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+            lib.seccomp_init.restype = ctypes.c_void_p
+            lib.seccomp_init.argtypes = [ctypes.c_uint32]
+            lib.seccomp_rule_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint]
+            lib.seccomp_load.argtypes = [ctypes.c_void_p]
+            lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+        except (OSError, AttributeError):
+            lib = None
+        _seccomp.append(lib)
+    return _seccomp[0]
+
+
+def _seccomp_filter(ctypes, warnings: list):
+    """The filter, built (not loaded): a libseccomp context, or None with a warning."""
+    lib = _libseccomp(ctypes)
+    ctx = lib.seccomp_init(_SCMP_ACT_ALLOW) if lib is not None else None
+    if not ctx:
+        warnings.append("no seccomp filter (libseccomp.so.2 not found): nothing but the uids keeps the program from the harness's memory")
+        return None
+    for name in SECCOMP_DENIED:
+        nr = lib.seccomp_syscall_resolve_name(name.encode())
+        if nr >= 0 and lib.seccomp_rule_add(ctx, _SCMP_ACT_EPERM, nr, 0) != 0:
+            warnings.append(f"seccomp: {name} not filtered")
+    return ctx
+
+
+def _load_filter(ctypes, ctx) -> None:
+    """Load the filter into this process (inherited by every fork and exec after it); no return on failure."""
+    if ctx is not None and _libseccomp(ctypes).seccomp_load(ctx) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp_load")
+
+
 def _set_limits(cfg: dict) -> None:
     import resource
 
@@ -232,17 +305,26 @@ def _boot(argv: list, status_fd: int | None = None) -> int:
     os.set_inheritable(status_fd, False)
     warnings: list = []
     workdir = _prepare_workdir(cfg, warnings)
-    pid = _fork_program(cfg, workdir, status_fd)
+    pid, seccomp = _fork_program(cfg, workdir, status_fd, warnings)
     # We are PID 1 of the namespace (or a plain parent): reap everything, remember the program's status.
     status, cpu_used = _reap_until(pid)
     uid = cfg["uid"]
     if uid is not None and not cfg["pidns"]:
-        _kill_uid(uid)  # no PID namespace to take leftovers down with us
+        for u in _run_uids(cfg):
+            _kill_uid(u)  # no PID namespace to take leftovers down with us
     elif cfg["pidns"] and os.getpid() == 1:
         _kill_namespace()
     rc = os.waitstatus_to_exitcode(status) if status is not None else None
-    _report(status_fd, {"returncode": rc, "workdir": workdir, "cpu_s": cpu_used, "warnings": warnings})
+    _report(status_fd, {"returncode": rc, "workdir": workdir, "cpu_s": cpu_used, "warnings": warnings, "seccomp": seccomp})
     return 0
+
+
+def _run_uids(cfg: dict) -> tuple:
+    """The run's uids: main.py's, and where main.py is the harness, the program's and the tests' after it."""
+    uid = cfg["uid"]
+    if uid is None:
+        return ()
+    return (uid, uid + 1, uid + 2) if cfg["harness"] else (uid,)
 
 
 def _report(status_fd: int, report: dict) -> None:
@@ -267,7 +349,9 @@ def _prepare_workdir(cfg: dict, warnings: list) -> str:
         with open(os.path.join(workdir, _MAIN), "wb") as fh:
             fh.write(program)
     if uid is not None:
-        os.chown(workdir, uid, uid)
+        # a harness's three interpreters make and open files as the program's uid (`_harness_main._become`)
+        owner = uid + 1 if cfg["harness"] else uid
+        os.chown(workdir, owner, owner)
         os.chown(os.path.join(workdir, _MAIN), uid, uid)
     return workdir
 
@@ -285,42 +369,49 @@ def _program_env(workdir: str) -> dict:
     }
 
 
-def _fork_program(cfg: dict, workdir: str, status_fd: int) -> int:
-    """Fork the program's process (limits, no new privileges, the uid drop, then `execve`); its pid.
-    The child never returns: what stops the exec goes to the status fd as a setup error."""
+def _fork_program(cfg: dict, workdir: str, status_fd: int, warnings: list) -> tuple:
+    """Fork the program's process (limits, no new privileges, the uid drop, the seccomp filter, then
+    `execve`); its pid and the names of the calls the filter denies. The child never returns: what
+    stops the exec goes to the status fd as a setup error."""
     env = _program_env(workdir)
     ctypes, libc = _libc()
     import resource  # noqa: F401 - imported while the interpreter's files are still readable
 
+    ctx = _seccomp_filter(ctypes, warnings)
     pid = os.fork()
     if pid == 0:
         try:
-            _exec_program(cfg, workdir, env, (ctypes, libc))
+            _exec_program(cfg, workdir, env, (ctypes, libc, ctx))
         except BaseException as exc:  # noqa: BLE001 - report anything that stops the exec
             try:
                 _report(status_fd, {"setup_error": f"{type(exc).__name__}: {exc}"})
             finally:
                 os._exit(126)
-    return pid
+    return pid, SECCOMP_DENIED if ctx is not None else ()
 
 
 def _exec_program(cfg: dict, workdir: str, env: dict, ctypes_libc: tuple) -> None:
-    """In the program's process: its limits and identity, then `python -I -S -B main.py` (no return)."""
-    ctypes, libc = ctypes_libc
+    """In the program's process: its limits, identity and filter, then `python -I -S -B main.py` (no return).
+
+    Where main.py is the harness and the run has uids, it starts as root and gives itself, the
+    program's interpreter and the tests' their own uids (`_harness_main._become`) once it has forked
+    them: it gets the uids as its arguments. Everything else runs as the run's uid from the start."""
+    ctypes, libc, ctx = ctypes_libc
     os.chdir(workdir)
     _set_limits(cfg)
     # before the uid drop: the interpreter's own files may be unreadable afterwards
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
     uid = cfg["uid"]
-    if uid is not None:
+    if uid is not None and not cfg["harness"]:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-    elif cfg["drop_caps"]:
+    elif uid is None and cfg["drop_caps"]:
         _drop_all_caps()
+    _load_filter(ctypes, ctx)
     py = cfg["python"]
-    os.execve(py, [py, "-I", "-S", "-B", _MAIN], env)
+    os.execve(py, [py, "-I", "-S", "-B", _MAIN, *map(str, _run_uids(cfg) if cfg["harness"] else ())], env)
 
 
 def _reap_until(pid: int) -> tuple:
@@ -384,6 +475,7 @@ def zygote(sock_fd: int) -> int:
     import socket
 
     ctypes, libc = _libc()
+    _libseccomp(ctypes)  # once here, not in every run
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     wake_r, wake_w = _wake_on_sigchld()
     pending: dict = {}  # run pid -> its status fd

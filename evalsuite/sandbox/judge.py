@@ -33,7 +33,8 @@ class SandboxResult:
     workdir: str = ""  #: the host temp dir (already deleted)
     tests_run: int | None = None  #: tests that ran and executed an assertion (run_tests only)
     cpu_s: float | None = None  #: CPU seconds the program used
-    uid: int | None = None  #: the uid the program ran as (None: the caller's)
+    uid: int | None = None  #: the uid main.py ran as (None: the caller's); the harness's in `run_tests`
+    uids: tuple[int, ...] = ()  #: every uid the run's processes had: in `run_tests` the harness's, the program's and the tests'
     pgid: int | None = None  #: the run's process group and session (all killed when it ends)
 
     @property
@@ -59,7 +60,7 @@ class _Outcome:
     pgid: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Verdict:
     seen: bool = False  #: the token was the last line
     tests_run: int | None = None
@@ -95,21 +96,34 @@ def _parse_status(lines: list[str]) -> tuple[dict, str | None]:
 
 
 def _split_verdict(stdout: bytes, token: str | None) -> tuple[bytes, _Verdict]:
-    """Take the harness's last line ("<token> <tests run>" or "<token> FAIL <reason>") off stdout."""
+    """Take the harness's last line ("<token> <tests run>" or "<token> FAIL|ERROR|TIMEOUT <reason>")
+    off stdout. Only a positive count is a pass: anything else on that line, or the token on more
+    than one line, fails the run and names what was seen."""
     if token is None:
         return stdout, _Verdict()
     text = stdout.decode("utf-8", "replace")
     body, _, last = text.rstrip("\n").rpartition("\n")
-    if not (last.startswith(token + " ") or last == token):
+    seen = text.count(token)
+    if seen > 1:
+        return stdout, _Verdict(failure=f"the verdict token appears {seen} times in stdout (the harness writes it once)")
+    if not last.startswith(token + " "):
         return stdout, _Verdict()  # absent, or something was printed after it: it was not last
-    rest = last[len(token) :].strip()
-    if rest.startswith("FAIL "):
-        return body.encode(), _Verdict(False, None, rest[5:])
-    if rest.startswith("ERROR "):
-        return body.encode(), _Verdict(False, None, None, rest[6:])
-    if rest.startswith("TIMEOUT "):
-        return body.encode(), _Verdict(False, None, None, None, rest[8:])
-    return body.encode(), _Verdict(True, int(rest) if rest.isdigit() else None)
+    return body.encode(), _read_verdict(last[len(token) + 1 :])
+
+
+def _read_verdict(rest: str) -> _Verdict:
+    """The verdict from the token line's remainder: digits only (a positive count) pass."""
+    word, _, why = rest.partition(" ")
+    why = why.strip() or f"the harness's {word} line gave no reason"
+    if word == "FAIL":
+        return _Verdict(failure=why)
+    if word == "ERROR":
+        return _Verdict(error=why)
+    if word == "TIMEOUT":
+        return _Verdict(timeout=why)
+    if rest.isascii() and rest.isdigit() and int(rest) > 0:
+        return _Verdict(seen=True, tests_run=int(rest))
+    return _Verdict(failure=f"the verdict line is not a count of tests: {rest[:200]!r}")
 
 
 def _signal_name(rc: int) -> str:
@@ -150,6 +164,14 @@ def _judge(out: _Outcome, boot: dict, setup_error: str | None, verdict: _Verdict
     return "passed", ""
 
 
+def _isolation_label(plan: _Plan, boot: dict) -> str:
+    """E.g. "namespaces(mount,net,pid)+uids 1100000/1100001/1100002+seccomp": the mode, the uids
+    (harness/program/tests where each has its own) and the system-call filter where it was loaded."""
+    uids = "/".join(map(str, plan.uids()))
+    label = plan.mode.label + (f"+uid{'s' if plan.harness else ''} {uids}" if uids else "")
+    return label + ("+seccomp" if boot.get("seccomp") else "")
+
+
 def _result(plan: _Plan, out: _Outcome, token: str | None, hostdir: str) -> SandboxResult:
     """The run's result: its status and reason, output (verdict line taken off, truncated) and records."""
     boot, setup_error = _parse_status(out.status_lines)
@@ -165,10 +187,11 @@ def _result(plan: _Plan, out: _Outcome, token: str | None, hostdir: str) -> Sand
         verdict_seen=verdict.seen,
         reason=reason,
         warnings=warnings,
-        isolation=plan.mode.label + (f"+uid {plan.uid}" if plan.uid is not None else ""),
+        isolation=_isolation_label(plan, boot),
         workdir=hostdir,
         tests_run=verdict.tests_run,
         uid=plan.uid,
+        uids=plan.uids(),
         cpu_s=None if boot.get("cpu_s") is None else round(boot["cpu_s"], 4),
         pgid=out.pgid,
     )

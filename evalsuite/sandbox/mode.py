@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .isolation import _blocking_ancestor
+from .isolation import SECCOMP_DENIED, _blocking_ancestor, _libseccomp
 
 _UID_RANGE = (1_100_000, 1_900_000)  #: unprivileged uids nobody else uses (see the package docstring)
+#: the warning that starts with this says a run's verdict can be forged where it ran (`forgeable`)
+FORGEABLE = "verdict forgeable"
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,33 @@ def _mode(network: bool) -> _Mode:
 def isolation_summary() -> dict:
     """What this machine gives the sandbox, for run signatures and reports."""
     m = _mode(False)
-    return {"isolation": m.label, "root": m.root, "warnings": list(m.warnings)}
+    warnings = list(m.warnings) + _forgeable(m)
+    return {"isolation": m.label, "root": m.root, "seccomp": list(_seccomp_denied()), "warnings": warnings}
+
+
+@lru_cache(maxsize=1)
+def _seccomp_denied() -> tuple[str, ...]:
+    """The calls the sandbox's filter denies here: none where libseccomp is missing."""
+    import ctypes
+
+    return SECCOMP_DENIED if _libseccomp(ctypes) is not None else ()
+
+
+def _forgeable(mode: _Mode) -> list[str]:
+    """Where the program's interpreter can reach the harness's memory: no uids of their own (not root)
+    and either /proc in sight (no namespaces: /proc/<harness>/mem is the same uid's) or no filter."""
+    if mode.root:
+        return []
+    if not mode.namespaces:
+        return [f"{FORGEABLE}: rlimits only, not root: the program runs as the harness's uid and /proc/<harness>/mem is open to it"]
+    if not _seccomp_denied():
+        return [f"{FORGEABLE}: not root and no seccomp filter: the program runs as the harness's uid, unfiltered"]
+    return []
+
+
+def forgeable(warnings: Sequence[str]) -> str | None:
+    """The warning that says the verdict could be forged where the run ran, if one does."""
+    return next((w for w in warnings if w.startswith(FORGEABLE)), None)
 
 
 def _reachable_by_others(path: str) -> bool:
@@ -116,19 +144,27 @@ class _Plan:
     mode: _Mode
     limits: Limits
     python: str
-    uid: int | None
+    uid: int | None  #: main.py's uid; where it is the harness, the program's is uid + 1 and the tests' uid + 2
     warnings: tuple[str, ...]
+    harness: bool = False  #: main.py is the suite's harness (`build_harness`): it gives each interpreter its own uid
+
+    def uids(self) -> tuple[int, ...]:
+        """Every uid the run's processes may have."""
+        if self.uid is None:
+            return ()
+        return (self.uid, self.uid + 1, self.uid + 2) if self.harness else (self.uid,)
 
 
-def _plan(lim: Limits) -> _Plan:
-    """The strongest isolation available, the interpreter the program can reach, a fresh uid as root."""
+def _plan(lim: Limits, *, harness: bool = False) -> _Plan:
+    """The strongest isolation available, the interpreter the program can reach, fresh uids as root."""
     mode = _mode(lim.network)
     warnings = list(mode.warnings)
     python, pywarn = _program_python(mode)
     if pywarn:
         warnings.append(pywarn)
+    warnings += _forgeable(mode)
     uid = _claim_uid() if mode.root else None
-    return _Plan(mode, lim, python, uid, tuple(warnings))
+    return _Plan(mode, lim, python, uid, tuple(warnings), harness)
 
 
 _uids_in_use: set[int] = set()
@@ -136,11 +172,12 @@ _uids_lock = threading.Lock()
 
 
 def _claim_uid() -> int:
-    """A random uid of the range that no run of this process holds now: runs in flight never share
-    one (a kill by uid, or a process limit per uid, must reach one run only). `_release_uid` frees it."""
+    """A random uid of the range that no run of this process holds now, with the three after it: runs
+    in flight never share one (a kill by uid, or a process limit per uid, must reach one run only).
+    Claimed in blocks of four (the harness, the program, the tests); `_release_uid` frees it."""
     with _uids_lock:
         while True:
-            uid = secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0]) + _UID_RANGE[0]
+            uid = 4 * secrets.randbelow((_UID_RANGE[1] - _UID_RANGE[0]) // 4) + _UID_RANGE[0]
             if uid not in _uids_in_use:
                 _uids_in_use.add(uid)
                 return uid

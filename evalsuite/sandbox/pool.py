@@ -54,7 +54,7 @@ def run_tests(program: str, tests: str, entry_point: str | None = None, *, isola
     token = "EVALSUITE-VERDICT-" + secrets.token_hex(16)
     harness = build_harness(program, tests, entry_point, isolation)
     stdin = (token + "\n").encode() + (program.encode("utf-8", "surrogatepass") if isolation == "tests" else b"")
-    return run_python(harness, verdict_token=token, stdin=stdin, **limits)
+    return run_python(harness, verdict_token=token, stdin=stdin, harness=True, **limits)
 
 
 #: where `run_tests_cached` finds `run_tests`, at each call: the package registers itself here

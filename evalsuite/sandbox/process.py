@@ -51,14 +51,16 @@ def _log_new(warnings: Sequence[str]) -> None:
             log.warning("sandbox: %s", w)
 
 
-def run_python(code: str, *, verdict_token: str | None = None, stdin: bytes = b"", **limits: Any) -> SandboxResult:
+def run_python(code: str, *, verdict_token: str | None = None, stdin: bytes = b"", harness: bool = False, **limits: Any) -> SandboxResult:
     """Run `code` as `main.py` in the sandbox, under `Limits(**limits)` (timeout_s, memory_mb, cpu_s,
     max_procs, max_file_mb, network).
 
     Passed means exit status 0 and, when `verdict_token` is given, that token as the last line of
-    stdout (followed by a test count that is not 0, when the harness gives one).
+    stdout, followed by a positive count of the tests that ran. `harness=True` only for `main.py`s
+    that `build_harness` wrote: as root, such a run starts main.py as root and it gives itself, the
+    program and the tests uids of their own once it has forked them.
     """
-    plan = _plan(Limits(**limits))
+    plan = _plan(Limits(**limits), harness=harness)
     try:
         hostdir = tempfile.mkdtemp(prefix="evalsuite-sbx-")
         try:

@@ -52,6 +52,7 @@ def _write_inputs(plan: _Plan, hostdir: str, code: str, status_fd: int) -> str:
         "pidns": plan.mode.pidns,
         "drop_caps": plan.mode.namespaces and not plan.mode.root,
         "uid": plan.uid,
+        "harness": plan.harness,
         "python": plan.python,
         "prefix": os.path.realpath(sys.base_prefix),
         "cpu_s": lim.resolved_cpu_s(),
@@ -225,8 +226,9 @@ def _execute_unshare(plan: _Plan, hostdir: str, code: str, stdin: bytes) -> _Out
             r_in = w_status = -1
             wall_timeout = _wait_or_kill(proc, plan.limits.timeout_s, feed)
             feed.close()
-            if plan.uid is not None and not plan.mode.pidns:
-                _kill_uid_from_host(plan.uid, plan.python)  # stragglers outside the process group
+            if not plan.mode.pidns:
+                for uid in plan.uids():
+                    _kill_uid_from_host(uid, plan.python)  # stragglers outside the process group
             duration = time.monotonic() - start
             status_lines = _read_all(r_status).decode("utf-8", "replace").splitlines()
             out.seek(0)

@@ -238,6 +238,8 @@ def _run_details(res: sandbox.SandboxResult, isolation: str = "process") -> dict
         d["sandbox_warnings"] = list(res.warnings)
     if isolation == "shared":
         d["verdict"] = SHARED_VERDICT
+    elif sandbox.forgeable(res.warnings):
+        d["verdict"] = sandbox.forgeable(res.warnings)
     return d
 
 

@@ -114,3 +114,43 @@ def test_messages_cross_a_pipe_and_eof_is_seen():
         os.close(r)
         if w >= 0:
             os.close(w)
+
+
+def test_what_a_message_decodes_to_is_bounded_as_well_as_its_size():
+    """15 MB of empty sets would be over 600 MB of objects in the reader: refused before it builds them (issue 40)."""
+    n = 3_000_000
+    flood = b"l" + n.to_bytes(4, "big") + b"S\x00\x00\x00\x00" * n
+    assert len(flood) < _wire.MAX_BYTES
+    with pytest.raises(_wire.WireError, match="decodes to over"):
+        _wire.decode(flood)
+    assert _wire.decode(_wire.encode([set()] * 1000)) == [set()] * 1000  # a modest one still crosses
+
+
+def test_a_count_longer_than_the_message_is_refused_before_it_is_built():
+    with pytest.raises(_wire.WireError, match="truncated"):
+        _wire.decode(b"l" + (10_000).to_bytes(4, "big") + b"N")
+
+
+def test_messages_are_tagged_records_read_by_name():
+    """Every message is a `Message` of a known kind with its fields by name (issue 40: no tuple told apart by its length)."""
+    m = _wire.Message("ok", value=[1, {2}], args=None, kw=None)
+    back = _wire.decode(_wire.encode(m))
+    assert (type(back), back.kind, back.value, back.args, back.kw) == (_wire.Message, "ok", [1, {2}], None, None)
+    with pytest.raises(AttributeError):
+        back.kind = "raise"
+
+
+@pytest.mark.parametrize(
+    ("build", "match"),
+    [
+        (lambda: _wire.Message("ok", value=1), "fields"),
+        (lambda: _wire.Message("nosuch"), "fields"),
+        (lambda: _wire.encode([_wire.Message("object", why="x")]), "not plain data"),
+        (lambda: _wire.decode(b"M" + bytes(_wire.encode("nosuch"))), "unknown message kind"),
+        (lambda: _wire.decode(b"M" + bytes(_wire.encode("object"))), "truncated"),
+    ],
+    ids=["missing field", "unknown kind", "nested", "unknown kind on the wire", "missing field on the wire"],
+)
+def test_a_malformed_message_is_refused(build, match):
+    with pytest.raises(_wire.WireError, match=match):
+        build()

@@ -175,14 +175,19 @@ def _forged_in_process_mode(name: str, tests: str) -> bool:
 @pytest.mark.parametrize(("name", "tests"), ATTACKS, ids=[a[0] for a in ATTACKS])
 def test_process_mode_was_forgeable(name, tests):
     """The record of the harness before this change, kept true: the tests in the verdict's interpreter."""
-    assert _forged_in_process_mode(name, tests) == (name in PROCESS_FORGES), name
+    assert _forged_in_process_mode(name, tests) == (name in PROCESS_FORGES - JUDGE_STOPS), name
+
+
+#: forged in process mode before issue 40, stopped there since by the judge alone: the hunt writes
+#: the token on fd 1 and on the harness's copy of it, and a token on two lines is a failure
+JUDGE_STOPS = {"token hunt on every descriptor"}
 
 
 # the tests' own interpreter is theirs: what they claim there is their verdict. A file that writes its
 # own report claims a pass whatever the program does, on the reference and on every mutant alike
 _OWN_REPORT = (
     "import gc, os\nclamp(5, 0, 10)\nfor _o in gc.get_objects():\n    if type(_o).__name__ == '_Relay':\n"
-    "        _o.wire['send'](_o.wout, ('done', (3, None)))\n        os._exit(0)\n" + WRONG
+    "        _o.wire['send'](_o.wout, _o.wire['Message']('done', tests_run=3, why=None))\n        os._exit(0)\n" + WRONG
 )
 
 
@@ -253,7 +258,9 @@ def test_outcomes_match_the_process_mode(program, tests):
     and `raises` tests end alike with the tests isolated and with the tests in the verdict's interpreter."""
     isolated = sandbox.run_tests(program, tests, "clamp", isolation="tests", **LIMITS)
     before = sandbox.run_tests(program, tests, "clamp", **LIMITS)
-    assert (isolated.status, isolated.reason, isolated.tests_run) == (before.status, before.reason, before.tests_run)
+    assert (isolated.status, isolated.tests_run) == (before.status, before.tests_run)
+    # what the tests' interpreter reports is theirs: the harness quotes it (issue 40)
+    assert isolated.reason in (before.reason, f"the tests' interpreter said: {before.reason!r}"), (isolated.reason, before.reason)
 
 
 def test_tests_past_their_cpu_limit_time_out():
