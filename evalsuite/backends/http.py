@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import EvalsuiteError
-from .base import Generation, Request
+from .base import Backend, Generation, Request
 from .http_options import DEFAULT_TIMEOUT_S, ENDPOINTS, SERVED_MODEL, SETTINGS, HTTPOptions
 from .http_transport import Transport
 
@@ -102,7 +102,7 @@ def _engine_identity(launcher: type[Launcher] | None) -> dict:
     return {"engine": launcher.name, "version": main}
 
 
-class HTTPBackend:
+class HTTPBackend(Backend):
     """OpenAI-compatible chat or text completions over HTTP; a batch's requests go out concurrently.
     It composes the checked options (`HTTPOptions`), the transport (client, retries) and, with
     `serve`, a `LocalServer` run by a registered launcher."""
@@ -125,7 +125,7 @@ class HTTPBackend:
             self.transport.counts_tokens_by_chunks = self.launcher.counts_tokens_by_chunks
         self.settings_check: dict | None = None  #: the verdict of the settings check, once made
         self.load_error: str | None = None  #: why the server evalsuite started did not come up (its log's last lines)
-        self.restarts = 0  #: times `restart_server` started it again
+        self.restarts = 0  #: times `restart` started it again
         self._probes = 0
         self._warned_max_tokens = False
         self._model = self.opts.model
@@ -137,6 +137,10 @@ class HTTPBackend:
     @property
     def timeout_s(self) -> float:
         return self.opts.timeout_s
+
+    def deadline_s(self) -> float:
+        """One request's own bound: its per-attempt timeout, and its retries' overall deadline."""
+        return max(self.opts.timeout_s, self.opts.retry.deadline_s)
 
     @property
     def base_url(self) -> str:
@@ -183,7 +187,7 @@ class HTTPBackend:
                 raise _ServerDied(self.load_error) from exc
             self._model = self.server.model_name
 
-    def restart_server(self) -> str:
+    def restart(self) -> str:
         """Start the server again through its launcher (on its port when free): after it died, or
         to replace one a fault left wedged. Returns its URL. The runner never calls this: a crash
         in the middle of a run is recorded, and the fault probe (evalsuite.run.faults) restarts."""

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
-from ..backends.base import Generation, Request
+from ..backends.base import Backend, Generation, Request
 from ..backends.http_options import ENDPOINTS
 from ..backends.http_stream import choice_text, error_message, read_stream
 from ..errors import EvalsuiteError
@@ -130,7 +130,7 @@ def probe_overlong(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
     timings = {"answer_s": took}
     if (timed_out or not up) and be.server is not None:  # a wedged or dead server: the next probes need a working one
         t1 = time.perf_counter()
-        be.restart_server()
+        be.restart()
         timings["restart_s"] = time.perf_counter() - t1
         verdict = (verdict[0], f"{verdict[1]} (a prompt of {words} words; the server was restarted for the next probes)")
     else:
@@ -291,7 +291,7 @@ def probe_server_killed(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
         t0 = time.perf_counter()
         restarted: str | None = None
         try:
-            be.restart_server()
+            be.restart()
         except EvalsuiteError as exc:
             restarted = str(exc)[:300]
         restart_s = time.perf_counter() - t0
@@ -370,12 +370,12 @@ PROBES: dict[str, Probe] = {
 
 
 def probe_variant(
-    store: RunStore, variant: Variant, backend: object, cases: Sequence[Case], settings: FaultSettings | None, *, generate: Generate
+    store: RunStore, variant: Variant, backend: Backend, cases: Sequence[Case], settings: FaultSettings | None, *, generate: Generate
 ) -> list[FaultResult]:
     """Run the fault probes `settings` selects for `variant` that the run has not recorded yet, each
     outcome stored as soon as it is known. A variant whose server did not come up gets its
     load failure recorded ("cannot judge"), with or without `settings`. Returns the new results."""
-    load_error = getattr(backend, "load_error", None)
+    load_error = backend.load_error
     out: list[FaultResult] = []
     if load_error and LOAD_FAILURE not in read_faults(store).get(variant.name, {}):
         out.append(FaultResult(variant=variant.name, kind=LOAD_FAILURE, outcome=CANNOT_JUDGE_WORD, evidence=f"its model did not load: {load_error}"))

@@ -138,12 +138,12 @@ class HardTimeout(Exception):
     """The backend did not return within the runner's hard limit (it ignored `timeout_s`)."""
 
 
-def hard_limit_s(timeout_s: float, batch_size: int, backend: Any = None) -> float:
+def hard_limit_s(timeout_s: float, batch_size: int, backend: Backend | None = None) -> float:
     """The runner's backstop for a batch: generous, because backends enforce `timeout_s` themselves
     (per request or per batch) and report partial work; this only stops one that hangs. A backend's
-    own longer per-request bound (its `timeout_s`, the `retry.deadline_s` of http's retries) counts."""
-    own = [getattr(backend, "timeout_s", None), getattr(getattr(backend, "retry", None), "deadline_s", None)]
-    per_request = max([timeout_s] + [float(x) for x in own if isinstance(x, (int, float)) and not isinstance(x, bool)])
+    own longer per-request bound (`Backend.deadline_s`: http's timeout and its retries' deadline) counts."""
+    own = backend.deadline_s() if backend is not None else None
+    per_request = max(timeout_s, float(own)) if own is not None else timeout_s
     return 1.5 * per_request * batch_size + 0.5
 
 
@@ -309,23 +309,24 @@ def _weights(backends: dict[str, Backend]) -> dict[str, dict]:
     library versions); variants whose backend has no weights identity (a server, the fake) are left out."""
     out = {}
     for name, be in backends.items():
-        identity = getattr(be, "weights_identity", None)
-        if callable(identity) and (summary := weights_summary(identity())):
+        identity = be.weights_identity()
+        if identity is not None and (summary := weights_summary(identity)):
             out[name] = summary
     return out
 
 
 def engine_identities(backends: dict[str, Backend]) -> dict[str, dict]:
     """Per variant, what its backend reports of its engine (name, version, device, settings: the
-    report's engine column); a backend without `engine_identity` is described from its spec alone."""
+    report's engine column); a backend whose `engine_identity` is None is described from its spec alone."""
     out = {}
     for name, be in backends.items():
-        identity = getattr(be, "engine_identity", None)
-        if callable(identity):
-            try:
-                out[name] = identity()
-            except Exception as exc:  # noqa: BLE001 - a description, never a reason to stop the run
-                log.debug("variant %s: no engine identity (%s)", name, exc)
+        try:
+            identity = be.engine_identity()
+        except Exception as exc:  # noqa: BLE001 - a description, never a reason to stop the run
+            log.debug("variant %s: no engine identity (%s)", name, exc)
+            continue
+        if identity is not None:
+            out[name] = identity
     return out
 
 
@@ -425,7 +426,7 @@ def _probe_faults(run: _SuiteRun, v: Variant) -> None:
     """A served variant's fault probes, on its own server before it stops (evalsuite.run.faults);
     a variant whose server did not come up is recorded "cannot judge" and the run goes on."""
     backend = run.backends[v.name]
-    if run.faults is None and not getattr(backend, "load_error", None):
+    if run.faults is None and not backend.load_error:
         return
     from .fault_probes import probe_variant
 
@@ -505,12 +506,11 @@ def _load_before_clock(job: VariantJob, todo: Sequence[Any]) -> float:
     """Load the model before the clock starts: wall_s (and the throughput read from it) is generation
     time, as in a plain generate loop; the load is its own figure. A load that fails is left to the
     first batch, whose error handling records it against the cases. Returns the load's seconds."""
-    loader = getattr(job.backend, "load", None)
-    if not (todo and callable(loader) and isinstance(job.executor or LocalExecutor(), LocalExecutor)):
+    if not (todo and isinstance(job.executor or LocalExecutor(), LocalExecutor)):
         return 0.0
     t_load = time.perf_counter()
     try:
-        loader()
+        job.backend.load()
     except Exception as exc:  # noqa: BLE001 - recorded per case by the first batch's own attempt
         log.debug("variant %s: loading before generation failed (%s); the first batch will record it", job.variant.name, exc)
     return time.perf_counter() - t_load
@@ -554,15 +554,12 @@ def _variant_summary(job: VariantJob, generated: int, cached: int, wall: float, 
     """The variant's performance summary (variants.json) over every output the run holds for it."""
     v, backend, previous = job.variant, job.backend, job.previous or {}
     mine = [g for g in job.store.generations() if g.variant == v.name]
-    peak = getattr(backend, "peak_memory_mb", None)
-    peak = peak() if callable(peak) else peak
-    weights = getattr(backend, "model_memory_mb", None)
-    weights = weights() if callable(weights) else weights
+    peak = backend.peak_memory_mb()
+    weights = backend.model_memory_mb()
     summary = summarize_generations(mine)
-    engine_metrics = getattr(backend, "engine_metrics", None)
-    if callable(engine_metrics) and generated:  # the engine's own counters over this generation (vLLM's)
+    if generated:  # the engine's own counters over this generation (vLLM's); None where it exposes none
         try:
-            summary["engine_metrics"] = engine_metrics()
+            summary["engine_metrics"] = backend.engine_metrics()
         except Exception as exc:  # noqa: BLE001 - a figure, never a reason to fail the variant
             log.debug("variant %s: no engine metrics (%s)", v.name, exc)
     elif previous.get("engine_metrics") is not None:
