@@ -29,6 +29,7 @@ from ..executors import Executor, make_executor
 from ..executors.local import LocalExecutor
 from ..models.describe import weights_summary
 from ..perf.context import context_cost
+from ..quantiles import FIGURE_DEFINITIONS, percentile
 from .progress import progress_bar
 from .prompting import PROMPT_VERSION, batches, build_requests, trimmed_cases
 from .store import DEFAULT_CACHE, GenerationCache, RunStore
@@ -595,12 +596,6 @@ def summarize_generations(gens: Sequence[Generation]) -> dict:
     ttft = sorted(g.ttft_s for g in fresh if g.ttft_s is not None)
     tps = [g.tokens_per_s for g in fresh if g.tokens_per_s]
 
-    def pct(xs: list[float], q: float) -> float | None:
-        if not xs:
-            return None
-        idx = min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))
-        return xs[idx]
-
     total_tokens = sum(g.new_tokens or 0 for g in fresh)
     return {
         "generations": len(gens),
@@ -608,7 +603,7 @@ def summarize_generations(gens: Sequence[Generation]) -> dict:
         "timeouts": sum(1 for g in gens if g.timeout),
         "cached": sum(1 for g in gens if g.cached),
         "latency_median_s": statistics.median(lat) if lat else None,
-        "latency_p95_s": pct(lat, 0.95),
+        "latency_p95_s": percentile(lat, 95, FIGURE_DEFINITIONS["latency_p95_s"]),
         "ttft_median_s": statistics.median(ttft) if ttft else None,
         "tokens_per_s_median": statistics.median(tps) if tps else None,
         "new_tokens": total_tokens,

@@ -21,7 +21,6 @@ of the intervals only, never at where they lie against a rubric's limits.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..cases.options import TimingSettings
 from ..errors import EvalsuiteError
 from ..perf.stats import paired_figures, paired_ratio
+from ..quantiles import FIGURE_DEFINITIONS, percentile
 from .progress import progress_bar
 from .prompting import batches, build_requests
 
@@ -68,7 +68,7 @@ def _time_block(backend: Any, reqs: Sequence[Any], batch_size: int) -> dict:
         "requests": len(reqs),
         "errors": len(reqs) - len(ok),
         "new_tokens": sum(g.new_tokens or 0 for g in ok),
-        "latency_p95_s": lat[min(len(lat) - 1, int(math.ceil(0.95 * len(lat))) - 1)] if lat else None,
+        "latency_p95_s": percentile(lat, 95, FIGURE_DEFINITIONS["latency_p95_s"]),
     }
 
 
