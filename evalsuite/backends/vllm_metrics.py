@@ -12,8 +12,9 @@ acceptance rate. A series the engine does not expose is left out of the summary 
 from __future__ import annotations
 
 import contextlib
-import re
 from typing import Any
+
+from .wire import prometheus_samples
 
 #: Prometheus series read: our name -> vLLM's sample name (summed over its labels)
 SERIES = {
@@ -43,12 +44,11 @@ FIGURES = {
     "spec_draft_tokens": "spec drafted tokens",
 }
 NOT_EXPOSED = "not exposed"
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
 
 
 def parse_metrics(text: str) -> dict[str, float]:
     """The `SERIES` from Prometheus text (each summed over its label sets; absent ones left out)."""
-    return from_samples((m.group(1), m.group(3)) for line in text.splitlines() if (m := _SAMPLE.match(line)))
+    return from_samples(prometheus_samples(text))
 
 
 def from_samples(samples: Any) -> dict[str, float]:

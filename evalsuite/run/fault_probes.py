@@ -141,21 +141,17 @@ def probe_overlong(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
 # -- client disconnect mid-stream ---------------------------------------------------------------
 
 
-def _drop_after_first_token(client: httpx.Client, url: str, body: dict, endpoint: str) -> bool:
+async def _drop_after_first_token(url: str, body: dict, endpoint: str, timeout_s: float) -> bool:
     """Stream `body` and close the connection as soon as the first content arrives; whether it did."""
+    t0 = time.perf_counter()
     try:
-        with client.stream("POST", url, json=body) as resp:
+        async with httpx.AsyncClient(timeout=timeout_s) as client, client.stream("POST", url, json=body) as resp:
             if resp.status_code != 200:
                 return False
-            for line in resp.iter_lines():
-                if not line.startswith("data:") or line[5:].strip() == "[DONE]":
-                    continue
-                for choice in json.loads(line[5:]).get("choices") or []:
-                    if choice_text(choice, endpoint=endpoint, delta=True):
-                        return True  # leaving the block closes the unread response: the client is gone
+            att = await read_stream(resp.aiter_lines(), t0, endpoint=endpoint, redact=str, until_first_content=True)
+            return bool(att.stamps)  # leaving the block closes the unread response: the client is gone
     except (httpx.HTTPError, ValueError):
         return False
-    return False
 
 
 def probe_disconnect(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
@@ -167,7 +163,7 @@ def probe_disconnect(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
         before = [_answer(client, url, be.request_body(r, stream=False), be.endpoint, why) for r in reqs]
         longest = replace(reqs[0], max_new_tokens=max(64, reqs[0].max_new_tokens))
         t0 = time.perf_counter()
-        streamed = _drop_after_first_token(client, url, be.request_body(longest, stream=True), be.endpoint)
+        streamed = asyncio.run(_drop_after_first_token(url, be.request_body(longest, stream=True), be.endpoint, ctx.settings.timeout_s))
         dropped_s = time.perf_counter() - t0
         up = alive(be)
         after = [_answer(client, url, be.request_body(r, stream=False), be.endpoint, why) for r in reqs] if up else [None] * len(reqs)

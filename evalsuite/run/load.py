@@ -33,13 +33,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from ..backends.http_stream import read_stream
+from ..backends.wire import metrics_url, prometheus_samples
 from ..cases.options import LoadSettings, is_loopback
 from ..errors import EvalsuiteError
 from ..quantiles import percentile, percentiles
@@ -110,58 +111,35 @@ async def _exchange(client: httpx.AsyncClient, url: str, body: dict, t0: float, 
 
 
 async def _read_stream(resp: httpx.Response, t0: float, base: dict) -> Outcome:
-    parts: list[str] = []
-    stamps: list[float] = []
-    usage: dict = {}
-    async for line in resp.aiter_lines():
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            break
-        event = json.loads(data)
-        if event.get("error"):
-            return Outcome(**base, ok=False, error=f"server error: {json.dumps(event['error'])[:200]}", latency_s=time.perf_counter() - t0)
-        usage = event.get("usage") or usage
-        for choice in event.get("choices") or []:
-            content = choice.get("text") or (choice.get("delta") or {}).get("content") or ""
-            if content:
-                stamps.append(time.perf_counter() - t0)
-                parts.append(content)
-    tokens = usage.get("completion_tokens", len(stamps) if stamps else None)
+    att = await read_stream(resp.aiter_lines(), t0, endpoint="chat", redact=str)
+    if att.kind != "ok":
+        return Outcome(**base, ok=False, error=att.reason[:300], latency_s=time.perf_counter() - t0)
+    stamps = att.stamps
+    tokens = (att.usage or {}).get("completion_tokens", len(stamps) if stamps else None)
     gaps = tuple(b - a for a, b in zip(stamps, stamps[1:]))
-    return Outcome(
-        **base, ok=True, text="".join(parts), ttft_s=stamps[0] if stamps else None, gaps_s=gaps, latency_s=time.perf_counter() - t0, new_tokens=tokens
-    )
+    return Outcome(**base, ok=True, text=att.text, ttft_s=att.ttft, gaps_s=gaps, latency_s=time.perf_counter() - t0, new_tokens=tokens)
 
 
 # -- server metrics ----------------------------------------------------------------------------
-
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
 
 
 def queue_totals(text: str) -> tuple[float, float] | None:
     """(seconds waited, requests) summed over a Prometheus page's queue-time series; None when absent."""
     total = count = 0.0
     seen = False
-    for line in text.splitlines():
-        m = _SAMPLE.match(line)
-        if not m:
-            continue
-        name = m.group(1)
+    for name, value in prometheus_samples(text):
         for metric in QUEUE_METRICS:
             if name == f"{metric}_sum":
-                total += float(m.group(3))
+                total += value
                 seen = True
             elif name == f"{metric}_count":
-                count += float(m.group(3))
+                count += value
     return (total, count) if seen else None
 
 
 async def _read_queue(client: httpx.AsyncClient, base_url: str) -> tuple[float, float] | None:
-    root = base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
     try:
-        resp = await client.get(f"{root}/metrics", timeout=_METRICS_TIMEOUT_S)
+        resp = await client.get(metrics_url(base_url), timeout=_METRICS_TIMEOUT_S)
     except httpx.HTTPError:
         return None
     return queue_totals(resp.text) if resp.status_code == 200 else None
