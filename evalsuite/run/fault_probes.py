@@ -17,13 +17,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import httpx
 
 from ..backends.base import Backend, Generation, Request
-from ..backends.http_options import ENDPOINTS
 from ..backends.http_stream import choice_text, error_message, read_stream
+from ..backends.served import ServedBackend
 from ..errors import EvalsuiteError
 from ..states import CANNOT_JUDGE_WORD, FaultOutcome
 from .faults import (
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("evalsuite")
 
-ALIVE_TIMEOUT_S = 10.0  #: how long a server may take to answer `GET /models` and still count as alive
 DEFAULT_CONTEXT = 32768  #: the context assumed when the served weights do not say theirs
 
 Probe = Callable[[ProbeContext], tuple[Verdict, dict[str, float]]]
@@ -62,20 +61,23 @@ def _requests(ctx: ProbeContext) -> list[Request]:
     return build_requests(ctx.cases, ctx.variant)[: ctx.settings.cases]
 
 
+def _served(ctx: ProbeContext) -> ServedBackend:
+    """The probed variant's backend, as the served interface (a probe's own failure when it is not one)."""
+    be = ctx.backend
+    if not isinstance(be, ServedBackend):
+        raise EvalsuiteError(f"variant {ctx.variant.name!r}: fault probes need a served backend, not {be.name!r}")
+    return be
+
+
 def _url(ctx: ProbeContext) -> str:
-    be: Any = ctx.backend
-    _ = be.model  # starts the server if it is not up
-    return f"{be.base_url}{ENDPOINTS[be.endpoint]}"
+    be = _served(ctx)
+    be.start()  # the server up (started if it is not), the model name known
+    return be.endpoint()
 
 
-def alive(be: Any) -> bool:
+def alive(be: ServedBackend) -> bool:
     """The backend's server is running and answers `GET /models` within ALIVE_TIMEOUT_S."""
-    if be.server is not None and not be.server.running:
-        return False
-    try:
-        return httpx.get(f"{be.base_url}/models", timeout=ALIVE_TIMEOUT_S).status_code == 200
-    except httpx.HTTPError:
-        return False
+    return be.alive()
 
 
 def _answer(client: httpx.Client, url: str, body: dict, endpoint: str, why: list[str] | None = None) -> str | None:
@@ -109,9 +111,10 @@ def context_length(weights: Path) -> int:
 
 
 def probe_overlong(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
-    be: Any = ctx.backend
+    be = _served(ctx)
     timeout = ctx.settings.timeout_s
-    words = ctx.settings.overlong_tokens or int(context_length(be.launcher.weights(be.serve_spec, ctx.variant)) * 1.25) + 16
+    weights = be.served_weights()
+    words = ctx.settings.overlong_tokens or int((context_length(weights) if weights is not None else DEFAULT_CONTEXT) * 1.25) + 16
     req = replace(_requests(ctx)[0], messages=(("user", "word " * words),), max_new_tokens=4)
     url = _url(ctx)
     body = be.request_body(req, stream=False)
@@ -128,7 +131,7 @@ def probe_overlong(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
     up = alive(be)
     verdict = classify_overlong(status=status, timed_out=timed_out, alive=up, message=message, timeout_s=timeout)
     timings = {"answer_s": took}
-    if (timed_out or not up) and be.server is not None:  # a wedged or dead server: the next probes need a working one
+    if (timed_out or not up) and be.runs_server():  # a wedged or dead server: the next probes need a working one
         t1 = time.perf_counter()
         be.restart()
         timings["restart_s"] = time.perf_counter() - t1
@@ -155,18 +158,18 @@ async def _drop_after_first_token(url: str, body: dict, endpoint: str, timeout_s
 
 
 def probe_disconnect(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
-    be: Any = ctx.backend
+    be = _served(ctx)
     reqs = _requests(ctx)
     url = _url(ctx)
     why: list[str] = []
     with httpx.Client(timeout=ctx.settings.timeout_s) as client:
-        before = [_answer(client, url, be.request_body(r, stream=False), be.endpoint, why) for r in reqs]
+        before = [_answer(client, url, be.request_body(r, stream=False), be.endpoint_kind, why) for r in reqs]
         longest = replace(reqs[0], max_new_tokens=max(64, reqs[0].max_new_tokens))
         t0 = time.perf_counter()
-        streamed = asyncio.run(_drop_after_first_token(url, be.request_body(longest, stream=True), be.endpoint, ctx.settings.timeout_s))
+        streamed = asyncio.run(_drop_after_first_token(url, be.request_body(longest, stream=True), be.endpoint_kind, ctx.settings.timeout_s))
         dropped_s = time.perf_counter() - t0
         up = alive(be)
-        after = [_answer(client, url, be.request_body(r, stream=False), be.endpoint, why) for r in reqs] if up else [None] * len(reqs)
+        after = [_answer(client, url, be.request_body(r, stream=False), be.endpoint_kind, why) for r in reqs] if up else [None] * len(reqs)
     outcome, evidence = classify_disconnect(streamed=streamed, alive=up, before=before, after=after)
     return (outcome, f"{evidence} ({'; '.join(why)})" if why else evidence), {"first_token_s": dropped_s}
 
@@ -181,7 +184,7 @@ def _stamped(gens: list[Generation], reqs: list[Request], ctx: ProbeContext, fin
 def probe_retry(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
     """Each request sent twice, one after the other, as a caller retrying it; both answers recorded
     the way the runner does (cache first, then the run), in stores of the probe's own."""
-    be: Any = ctx.backend
+    be = _served(ctx)
     reqs = _requests(ctx)
     fp = be.fingerprint()
     folder = ctx.scratch / "retry"
@@ -232,12 +235,12 @@ async def _send_all(url: str, bodies: list[dict], endpoint: str, timeout_s: floa
 
 
 def probe_burst(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
-    be: Any = ctx.backend
+    be = _served(ctx)
     reqs = _requests(ctx)
     url = _url(ctx)
     bodies = [be.request_body(reqs[i % len(reqs)], stream=True) for i in range(ctx.settings.burst)]
-    solo = asyncio.run(_send_all(url, bodies[:1], be.endpoint, ctx.settings.timeout_s))[0]
-    results = asyncio.run(_send_all(url, bodies, be.endpoint, ctx.settings.timeout_s))
+    solo = asyncio.run(_send_all(url, bodies[:1], be.endpoint_kind, ctx.settings.timeout_s))[0]
+    results = asyncio.run(_send_all(url, bodies, be.endpoint_kind, ctx.settings.timeout_s))
     errors = [e for _, e in results if e is not None]
     base = solo[0] or 0.0
     waits = [max(0.0, t - base) for t, _ in results if t is not None]
@@ -250,15 +253,15 @@ def probe_burst(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
 # -- the server killed mid-run ------------------------------------------------------------------
 
 
-def _kill_mid_reply(be: Any, begun_before: int, after: int, deadline: float, events: tuple[threading.Event, threading.Event]) -> None:
+def _kill_mid_reply(be: ServedBackend, begun_before: int, after: int, deadline: float, events: tuple[threading.Event, threading.Event]) -> None:
     """SIGKILL the server once reply number `after + 1` of the probe's run has begun (one request per
     batch: `after` replies are then finished; no server log line needed). Counted from the transport's
     `responses_begun` as it was before the run (`begun_before`), so a reply that begins before this
     thread looks is still counted. `events`: (set when killed, set to give up)."""
     killed, stop = events
     while not stop.is_set() and time.monotonic() < deadline:
-        if be.transport.responses_begun > begun_before + after:
-            be.server.kill()
+        if be.responses_begun > begun_before + after:
+            be.kill()
             killed.set()
             return
         time.sleep(0.005)
@@ -267,7 +270,7 @@ def _kill_mid_reply(be: Any, begun_before: int, after: int, deadline: float, eve
 def probe_server_killed(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
     """The runner's own loop (`ctx.generate`: evalsuite.run.runner.generate_into), one request per batch, in a run of
     the probe's own: killed mid-reply, then restarted through the launcher and resumed."""
-    be: Any = ctx.backend
+    be = _served(ctx)
     _url(ctx)
     folder = ctx.scratch / "killed"
     folder.mkdir(parents=True, exist_ok=True)
@@ -275,7 +278,7 @@ def probe_server_killed(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
     variant = replace(ctx.variant, generation=replace(ctx.variant.generation, batch_size=1))
     killed, stop = threading.Event(), threading.Event()
     deadline = time.monotonic() + ctx.settings.timeout_s * (ctx.settings.kill_after + 2)  # the requests before the kill, and the one cut
-    begun_before = be.transport.responses_begun
+    begun_before = be.responses_begun
     killer = threading.Thread(target=_kill_mid_reply, args=(be, begun_before, ctx.settings.kill_after, deadline, (killed, stop)), daemon=True)
     try:
         killer.start()
@@ -324,13 +327,12 @@ def broken_copy(weights: Path, folder: Path) -> Path:
 
 
 def probe_load_failure(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
-    from ..backends.http_serve import LocalServer
-
-    be: Any = ctx.backend
-    spec = be.serve_spec
-    broken = broken_copy(be.launcher.weights(spec, ctx.variant), ctx.scratch / "load_failure")
-    timeout = min(ctx.settings.timeout_s, spec["startup_timeout_s"])
-    server = LocalServer(spec["launcher"], broken, continuous_batching=spec["continuous_batching"], args=spec["args"], startup_timeout_s=timeout)
+    be = _served(ctx)
+    weights = be.served_weights()
+    if weights is None:
+        raise EvalsuiteError(f"variant {ctx.variant.name!r}: no server of its own to start on broken weights")
+    server = be.server_like_its_own(broken_copy(weights, ctx.scratch / "load_failure"), ctx.settings.timeout_s)
+    timeout = server.startup_timeout_s
     error: str | None = None
     hung = False
     tail = ""

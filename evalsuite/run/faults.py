@@ -40,6 +40,7 @@ from ..schemalib import check_schema_version
 from ..states import CANNOT_JUDGE_WORD, FAILED, REJECTED_AS_DESIGNED, SURVIVED, FaultOutcome
 
 if TYPE_CHECKING:
+    from ..backends.base import Backend
     from ..cases.caseset import Case
     from ..cases.fault_options import FaultSettings
     from ..cases.suite import Variant
@@ -207,7 +208,7 @@ class ProbeContext:
     """What a probe works with: the variant, its backend (and server), the cases it replays."""
 
     variant: Variant
-    backend: object  #: the variant's HTTPBackend (typed loosely: the run layer does not import it)
+    backend: Backend  #: the variant's backend (a `ServedBackend` for the probes that talk to its server)
     cases: Sequence[Case]  #: the first `settings.cases` cases
     settings: FaultSettings
     scratch: Path  #: a folder of the run for the probes' own stores

@@ -35,11 +35,13 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 import httpx
 
+from ..backends.base import Backend
 from ..backends.http_stream import read_stream
+from ..backends.served import ServedBackend
 from ..backends.wire import metrics_url, prometheus_samples
 from ..cases.options import LoadSettings, is_loopback
 from ..errors import EvalsuiteError
@@ -85,8 +87,16 @@ _METRICS_TIMEOUT_S = 5.0
 # -- one request -------------------------------------------------------------------------------
 
 
+class _Sent(TypedDict):
+    """What an outcome says of its request: its kind, case, and whether it was streamed."""
+
+    kind: str
+    case_id: str
+    stream: bool
+
+
 async def _send(client: httpx.AsyncClient, url: str, item: TrafficItem, body: dict, timeout_s: float) -> Outcome:
-    base: dict[str, Any] = {"kind": item.kind, "case_id": item.request.case_id, "stream": item.stream}
+    base: _Sent = {"kind": item.kind, "case_id": item.request.case_id, "stream": item.stream}
     t0 = time.perf_counter()
     try:
         return await asyncio.wait_for(_exchange(client, url, body, t0, base), timeout=timeout_s)
@@ -96,7 +106,7 @@ async def _send(client: httpx.AsyncClient, url: str, item: TrafficItem, body: di
         return Outcome(**base, ok=False, error=f"{type(exc).__name__}: {exc}"[:300], latency_s=time.perf_counter() - t0)
 
 
-async def _exchange(client: httpx.AsyncClient, url: str, body: dict, t0: float, base: dict) -> Outcome:
+async def _exchange(client: httpx.AsyncClient, url: str, body: dict, t0: float, base: _Sent) -> Outcome:
     async with client.stream("POST", url, json=body) as resp:
         if resp.status_code >= 400:
             raw = (await resp.aread()).decode("utf-8", "replace")
@@ -110,7 +120,7 @@ async def _exchange(client: httpx.AsyncClient, url: str, body: dict, t0: float, 
         return Outcome(**base, ok=True, text=text, latency_s=time.perf_counter() - t0, new_tokens=usage.get("completion_tokens"))
 
 
-async def _read_stream(resp: httpx.Response, t0: float, base: dict) -> Outcome:
+async def _read_stream(resp: httpx.Response, t0: float, base: _Sent) -> Outcome:
     att = await read_stream(resp.aiter_lines(), t0, endpoint="chat", redact=str)
     if att.kind != "ok":
         return Outcome(**base, ok=False, error=att.reason[:300], latency_s=time.perf_counter() - t0)
@@ -165,7 +175,9 @@ async def _pool(client: httpx.AsyncClient, target: LoadTarget, items: Sequence[T
     return results
 
 
-async def run_window(target: LoadTarget, items: Sequence[TrafficItem], level: int, rnd: int, settings: LoadSettings, *, transport: Any = None) -> LoadWindow:
+async def run_window(
+    target: LoadTarget, items: Sequence[TrafficItem], level: int, rnd: int, settings: LoadSettings, *, transport: httpx.AsyncBaseTransport | None = None
+) -> LoadWindow:
     """Send one window's traffic to one variant's server and record what it gave."""
     if not is_loopback(target.base_url):
         raise EvalsuiteError(f"variant {target.name!r}: load traffic goes only to a server on this machine; {target.base_url!r} is not on loopback")
@@ -189,11 +201,11 @@ def _queue_wait(before: tuple[float, float] | None, after: tuple[float, float] |
 # -- the runner's hook -------------------------------------------------------------------------
 
 
-def target_of(variant: Variant, backend: Any) -> LoadTarget:
-    """A served variant's load target, from its http backend (its server started if need be)."""
-    if not callable(getattr(backend, "request_body", None)):
+def target_of(variant: Variant, backend: Backend) -> LoadTarget:
+    """A served variant's load target, from its served backend (its server started if need be)."""
+    if not isinstance(backend, ServedBackend):
         raise EvalsuiteError(f"variant {variant.name!r}: load needs a served variant (`backend: http`), not backend {variant.backend!r}")
-    url = backend.served_url()
+    url = backend.start()
     if not is_loopback(url):
         raise EvalsuiteError(f"variant {variant.name!r}: load traffic goes only to a server on this machine; {url!r} is not on loopback")
     return LoadTarget(name=variant.name, base_url=url, body=lambda req, stream: backend.request_body(req, stream=stream), headers=backend.headers)
@@ -218,12 +230,12 @@ def _open_doc(store: RunStore, settings: LoadSettings) -> dict:
 def run_load(
     store: RunStore,
     variants: Sequence[Variant],
-    backends: Mapping[str, Any],
+    backends: Mapping[str, Backend],
     cases: Sequence[Case],
     settings: LoadSettings,
     *,
     progress: bool = False,
-    transport: Any = None,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> dict:
     """Put the loaded variants under load, window by window, and keep `load.json` current after each
     (a resumed run skips the windows it holds). Returns the document."""

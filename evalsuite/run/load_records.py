@@ -8,7 +8,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from ..backends.base import Request
 from ..schemalib import check_schema_version
@@ -86,7 +85,7 @@ class LoadWindow:
     @classmethod
     def from_dict(cls, d: Mapping) -> LoadWindow:
         known = set(cls.__dataclass_fields__)
-        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in known}
+        fields: dict = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in known}
         return cls(**fields)
 
 
