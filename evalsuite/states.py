@@ -59,3 +59,8 @@ class ExitCode(IntEnum):
     USAGE = 2  #: a bad option value (click's own usage errors exit 2 too)
     NEEDS_REVIEW = 3  #: gate: nothing failed, but more flagged outputs await review than `max_open`
     INTERRUPTED = 130  #: Ctrl-C (finished generations are kept)
+
+
+# --- one try of one served request (evalsuite.backends.http_stream.Attempt.kind) -----------------------
+AttemptKind = Literal["ok", "retry", "fail", "timeout"]  #: an answer | transient (try again) | an answer to record as an error | no answer in time
+ATTEMPT_KINDS: Final[tuple[str, ...]] = get_args(AttemptKind)

@@ -12,12 +12,14 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
+from ..states import AttemptKind
+
 
 @dataclass
 class Attempt:
     """The outcome of one try of one request."""
 
-    kind: str  #: ok, retry (transient: try again), fail (an answer: record it), timeout
+    kind: AttemptKind  #: ok, retry (transient: try again), fail (an answer: record it), timeout (states.AttemptKind)
     reason: str = ""
     latency: float = 0.0
     status: int | None = None

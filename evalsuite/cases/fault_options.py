@@ -19,8 +19,62 @@ from typing import Any
 from ..errors import Problem, suggest
 from .options import LineOf
 
-#: the fault probes, in the order they run (the ones that restart the server come last)
-FAULT_KINDS: tuple[str, ...] = ("retry", "disconnect", "burst", "server_killed", "overlong_input", "load_failure")
+
+@dataclass(frozen=True, kw_only=True)
+class FaultKind:
+    """One fault probe, every fact about it in one place: adding a kind is one entry here and its probe."""
+
+    name: str  #: its name in a suite's `faults.kinds`, in faults.json and in the report
+    title: str  #: how the report names it for people
+    options: tuple[str, ...]  #: the `faults:` settings its probe reads
+    probe: str  #: "module:attr" of its probe (the run layer; resolved lazily, as registry entries are)
+    classifier: str  #: "module:attr" of the pure function that turns what the probe saw into an outcome
+
+
+_PROBES, _CLASSIFY = "evalsuite.run.fault_probes", "evalsuite.run.faults"
+
+#: the one table of fault kinds, in the order the probes run (the ones that restart the server come last)
+FAULTS: tuple[FaultKind, ...] = (
+    FaultKind(name="retry", title="caller retries", options=("cases",), probe=f"{_PROBES}:probe_retry", classifier=f"{_CLASSIFY}:classify_retry"),
+    FaultKind(
+        name="disconnect",
+        title="client disconnect mid-stream",
+        options=("cases", "timeout_s"),
+        probe=f"{_PROBES}:probe_disconnect",
+        classifier=f"{_CLASSIFY}:classify_disconnect",
+    ),
+    FaultKind(
+        name="burst",
+        title="burst above the sequence limit",
+        options=("cases", "burst", "timeout_s"),
+        probe=f"{_PROBES}:probe_burst",
+        classifier=f"{_CLASSIFY}:classify_burst",
+    ),
+    FaultKind(
+        name="server_killed",
+        title="server killed mid-run",
+        options=("kill_after", "timeout_s"),
+        probe=f"{_PROBES}:probe_server_killed",
+        classifier=f"{_CLASSIFY}:classify_killed",
+    ),
+    FaultKind(
+        name="overlong_input",
+        title="over-long input",
+        options=("cases", "overlong_tokens", "timeout_s"),
+        probe=f"{_PROBES}:probe_overlong",
+        classifier=f"{_CLASSIFY}:classify_overlong",
+    ),
+    FaultKind(
+        name="load_failure",
+        title="model fails to load",
+        options=("timeout_s",),
+        probe=f"{_PROBES}:probe_load_failure",
+        classifier=f"{_CLASSIFY}:classify_load_failure",
+    ),
+)
+FAULT_KIND: dict[str, FaultKind] = {f.name: f for f in FAULTS}
+#: the fault probes' names, in the order they run
+FAULT_KINDS: tuple[str, ...] = tuple(FAULT_KIND)
 
 _INTS = {"burst": 2, "cases": 1, "kill_after": 1, "overlong_tokens": 16}
 

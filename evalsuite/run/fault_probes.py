@@ -8,6 +8,7 @@ or wedged restarts it through its launcher, so the probes after it meet a workin
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
 import os
@@ -22,8 +23,10 @@ from typing import TYPE_CHECKING, cast
 import httpx
 
 from ..backends.base import Backend, Generation, Request
+from ..backends.http_serve import ServerStartError
 from ..backends.http_stream import choice_text, error_message, read_stream
 from ..backends.served import ServedBackend
+from ..cases.fault_options import FAULTS
 from ..errors import EvalsuiteError
 from ..states import CANNOT_JUDGE_WORD, FaultOutcome
 from .faults import (
@@ -345,10 +348,10 @@ def probe_load_failure(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
         )
         tail = server.log_tail()
         error = None if resp.status_code == 200 else f"HTTP {resp.status_code}: {error_message(resp.text)[:300]}"
+    except ServerStartError as exc:  # classified from what the server did, not from the message's words
+        error, hung, tail = str(exc), exc.hung, exc.log_tail
     except EvalsuiteError as exc:
         error = str(exc)
-        hung = "no answer at" in error
-        tail = error.partition("ends with:")[2]
     except httpx.HTTPError as exc:
         error, tail = f"{type(exc).__name__}: {exc}", server.log_tail()
     finally:
@@ -357,14 +360,15 @@ def probe_load_failure(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
     return verdict, {"error_after_s": time.perf_counter() - t0}
 
 
-PROBES: dict[str, Probe] = {
-    "overlong_input": probe_overlong,
-    "disconnect": probe_disconnect,
-    "retry": probe_retry,
-    "burst": probe_burst,
-    "server_killed": probe_server_killed,
-    "load_failure": probe_load_failure,
-}
+def _resolve(target: str) -> Probe:
+    """A probe from its "module:attr" entry in the table of fault kinds."""
+    module, _, attr = target.partition(":")
+    found: Probe = getattr(importlib.import_module(module), attr)
+    return found
+
+
+#: each fault kind's probe, from the one table of fault kinds (evalsuite.cases.fault_options.FAULTS)
+PROBES: dict[str, Probe] = {f.name: _resolve(f.probe) for f in FAULTS}
 
 
 def probe_variant(
