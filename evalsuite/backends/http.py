@@ -134,6 +134,7 @@ class HTTPBackend(ServedBackend):
         self.variant = variant
         self.opts = HTTPOptions.from_variant(variant)
         self.options = self.opts.raw
+        self.endpoint_kind = self.opts.endpoint
         self.transport = Transport(self.opts)
         self.server: LocalServer | None = None  #: a server evalsuite starts (the `serve` option)
         self.serve_spec = self.opts.serve
@@ -382,10 +383,6 @@ class HTTPBackend(ServedBackend):
 
     def endpoint(self) -> str:
         return f"{self.base_url}{ENDPOINTS[self.opts.endpoint]}"
-
-    @property
-    def endpoint_kind(self) -> str:
-        return self.opts.endpoint
 
     @property
     def responses_begun(self) -> int:

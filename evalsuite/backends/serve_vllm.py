@@ -99,10 +99,7 @@ class VLLMLauncher(Launcher):
 
     name = "vllm"
     serves_model_dir = True
-
-    @classmethod
-    def model_name(cls, model_path: Path) -> str:
-        return model_path.stem
+    names_model_by_stem = True
 
     @classmethod
     def command(cls, model_path: Path, model_name: str, *, host: str, port: int, continuous_batching: bool, args: list[str]) -> list[str]:

@@ -31,6 +31,8 @@ _METRICS_TIMEOUT_S = 5.0
 class ServedBackend(Backend):
     """A backend whose model answers over HTTP, on a server it reaches or starts itself."""
 
+    endpoint_kind: str = "chat"  #: `chat` or `completions`: where requests go and how a reply's text is read
+
     @abc.abstractmethod
     def start(self) -> str:
         """Start the server (one this backend runs itself) or reach it, and resolve the model name;
@@ -48,11 +50,6 @@ class ServedBackend(Backend):
     @abc.abstractmethod
     def endpoint(self) -> str:
         """The URL a generation request is POSTed to (chat or text completions), after `start()`."""
-
-    @property
-    @abc.abstractmethod
-    def endpoint_kind(self) -> str:
-        """`chat` or `completions`: how a reply's text is read."""
 
     @abc.abstractmethod
     def request_body(self, req: Request, *, stream: bool | None = None) -> dict:

@@ -33,44 +33,18 @@ class FaultKind:
 
 _PROBES, _CLASSIFY = "evalsuite.run.fault_probes", "evalsuite.run.faults"
 
-#: the one table of fault kinds, in the order the probes run (the ones that restart the server come last)
-FAULTS: tuple[FaultKind, ...] = (
-    FaultKind(name="retry", title="caller retries", options=("cases",), probe=f"{_PROBES}:probe_retry", classifier=f"{_CLASSIFY}:classify_retry"),
-    FaultKind(
-        name="disconnect",
-        title="client disconnect mid-stream",
-        options=("cases", "timeout_s"),
-        probe=f"{_PROBES}:probe_disconnect",
-        classifier=f"{_CLASSIFY}:classify_disconnect",
-    ),
-    FaultKind(
-        name="burst",
-        title="burst above the sequence limit",
-        options=("cases", "burst", "timeout_s"),
-        probe=f"{_PROBES}:probe_burst",
-        classifier=f"{_CLASSIFY}:classify_burst",
-    ),
-    FaultKind(
-        name="server_killed",
-        title="server killed mid-run",
-        options=("kill_after", "timeout_s"),
-        probe=f"{_PROBES}:probe_server_killed",
-        classifier=f"{_CLASSIFY}:classify_killed",
-    ),
-    FaultKind(
-        name="overlong_input",
-        title="over-long input",
-        options=("cases", "overlong_tokens", "timeout_s"),
-        probe=f"{_PROBES}:probe_overlong",
-        classifier=f"{_CLASSIFY}:classify_overlong",
-    ),
-    FaultKind(
-        name="load_failure",
-        title="model fails to load",
-        options=("timeout_s",),
-        probe=f"{_PROBES}:probe_load_failure",
-        classifier=f"{_CLASSIFY}:classify_load_failure",
-    ),
+#: the one table of fault kinds, in the order the probes run (the ones that restart the server come last):
+#: (name, title, the `faults:` settings its probe reads, its probe, its classifier)
+FAULTS: tuple[FaultKind, ...] = tuple(
+    FaultKind(name=name, title=title, options=options, probe=f"{_PROBES}:{probe}", classifier=f"{_CLASSIFY}:{classifier}")
+    for name, title, options, probe, classifier in (
+        ("retry", "caller retries", ("cases",), "probe_retry", "classify_retry"),
+        ("disconnect", "client disconnect mid-stream", ("cases", "timeout_s"), "probe_disconnect", "classify_disconnect"),
+        ("burst", "burst above the sequence limit", ("cases", "burst", "timeout_s"), "probe_burst", "classify_burst"),
+        ("server_killed", "server killed mid-run", ("kill_after", "timeout_s"), "probe_server_killed", "classify_killed"),
+        ("overlong_input", "over-long input", ("cases", "overlong_tokens", "timeout_s"), "probe_overlong", "classify_overlong"),
+        ("load_failure", "model fails to load", ("timeout_s",), "probe_load_failure", "classify_load_failure"),
+    )
 )
 FAULT_KIND: dict[str, FaultKind] = {f.name: f for f in FAULTS}
 #: the fault probes' names, in the order they run
