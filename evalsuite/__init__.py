@@ -16,30 +16,12 @@ imports torch, numpy or a backend.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:  # the real types, for mypy and editors; at run time each is imported on first use (`_EXPORTS`)
-    from .cases.suite import Suite as Suite
-    from .cases.suite import load_suite as load_suite
-    from .errors import EvalsuiteError as EvalsuiteError
-    from .judge import judge_run as judge_run
-    from .report.api import ReportResult as ReportResult
-    from .report.api import write_report as write_report
-    from .review.api import FlagResult as FlagResult
-    from .review.api import flag_run as flag_run
-    from .run import open_run as open_run
-    from .run.runner import RunOptions as RunOptions
-    from .run.runner import RunResult as RunResult
-    from .run.store import RunStore as RunStore
-    from .scoring.pipeline import run_suite as run_suite
-    from .states import ExitCode as ExitCode
-    from .verdict.outcome import Judgment as Judgment
-    from .verdict.outcome import Verdict as Verdict
-
-#: the one list of public names: name -> "module:attribute" it lives in (tests/test_api.py checks the
-#: TYPE_CHECKING imports above name the same objects)
+#: the one list of public names: name -> "module:attribute" it lives in (`__init__.pyi` gives mypy and
+#: editors their real types; tests/test_api_types.py checks it names the same objects)
 _EXPORTS: dict[str, str] = {
     "load_suite": "evalsuite.cases.suite:load_suite",
     "Suite": "evalsuite.cases.suite:Suite",

@@ -13,21 +13,22 @@ import evalsuite
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _type_checking_imports() -> dict[str, str]:
-    """name -> "module:attr" of the `if TYPE_CHECKING:` imports of evalsuite/__init__.py."""
-    tree = ast.parse((ROOT / "evalsuite" / "__init__.py").read_text("utf-8"))
-    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+def _stub_imports() -> dict[str, str]:
+    """name -> "module:attr" of the re-exports of evalsuite/__init__.pyi (the public API's types)."""
+    tree = ast.parse((ROOT / "evalsuite" / "__init__.pyi").read_text("utf-8"))
     out = {}
-    for node in block.body:
-        assert isinstance(node, ast.ImportFrom) and node.level == 1
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        assert node.level == 1
         for alias in node.names:
             assert alias.asname in (None, alias.name)  # `x as x`: re-exported under its own name
             out[alias.name] = f"evalsuite.{node.module}:{alias.name}"
     return out
 
 
-def test_the_type_checking_imports_are_the_one_list_of_names():
-    declared = _type_checking_imports()
+def test_the_stubs_re_exports_are_the_one_list_of_names():
+    declared = _stub_imports()
     assert set(declared) == set(evalsuite._EXPORTS)
     for name, target in declared.items():  # the same object, however the module is spelled in _EXPORTS
         module, _, attr = target.partition(":")
