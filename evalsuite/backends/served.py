@@ -99,7 +99,7 @@ class ServedBackend(Backend):
         """The server's Prometheus page now (read with `evalsuite.backends.wire.prometheus_samples`);
         None when it exposes none or does not answer."""
         try:
-            resp = httpx.get(metrics_url(self.base_url), timeout=_METRICS_TIMEOUT_S)
+            resp = httpx.get(metrics_url(self.base_url), headers=self.headers, timeout=_METRICS_TIMEOUT_S)
         except httpx.HTTPError:
             return None
         return resp.text if resp.status_code == 200 else None

@@ -147,12 +147,18 @@ def queue_totals(text: str) -> tuple[float, float] | None:
     return (total, count) if seen else None
 
 
-async def _read_queue(client: httpx.AsyncClient, base_url: str) -> tuple[float, float] | None:
-    try:
-        resp = await client.get(metrics_url(base_url), timeout=_METRICS_TIMEOUT_S)
-    except httpx.HTTPError:
-        return None
-    return queue_totals(resp.text) if resp.status_code == 200 else None
+async def _read_queue(client: httpx.AsyncClient, target: LoadTarget) -> tuple[float, float] | None:
+    """The queue totals of the target's server now: its page as its served backend reads it, else
+    through the window's client."""
+    if target.metrics is not None:
+        page = await asyncio.to_thread(target.metrics)
+    else:
+        try:
+            resp = await client.get(metrics_url(target.base_url), timeout=_METRICS_TIMEOUT_S)
+        except httpx.HTTPError:
+            return None
+        page = resp.text if resp.status_code == 200 else None
+    return queue_totals(page) if page is not None else None
 
 
 # -- a window ----------------------------------------------------------------------------------
@@ -183,11 +189,11 @@ async def run_window(
         raise EvalsuiteError(f"variant {target.name!r}: load traffic goes only to a server on this machine; {target.base_url!r} is not on loopback")
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=max(4, level))
     async with httpx.AsyncClient(headers=target.headers, timeout=httpx.Timeout(settings.timeout_s), limits=limits, transport=transport) as client:
-        before = await _read_queue(client, target.base_url)
+        before = await _read_queue(client, target)
         t0 = time.perf_counter()
         results = await _pool(client, target, items, level, settings)
         wall = time.perf_counter() - t0
-        after = await _read_queue(client, target.base_url) if before is not None else None
+        after = await _read_queue(client, target) if before is not None else None
     return summarize_window(target.name, level, rnd, results, wall, _queue_wait(before, after))
 
 
@@ -208,7 +214,13 @@ def target_of(variant: Variant, backend: Backend) -> LoadTarget:
     url = backend.start()
     if not is_loopback(url):
         raise EvalsuiteError(f"variant {variant.name!r}: load traffic goes only to a server on this machine; {url!r} is not on loopback")
-    return LoadTarget(name=variant.name, base_url=url, body=lambda req, stream: backend.request_body(req, stream=stream), headers=backend.headers)
+    return LoadTarget(
+        name=variant.name,
+        base_url=url,
+        body=lambda req, stream: backend.request_body(req, stream=stream),
+        headers=backend.headers,
+        metrics=backend.read_metrics,
+    )
 
 
 def _order(names: list[str], rnd: int) -> list[str]:

@@ -25,6 +25,8 @@ class LoadTarget:
     base_url: str  #: the API root (…/v1), on loopback
     body: Callable[[Request, bool], dict]  #: (request, stream) -> the JSON body
     headers: dict = field(default_factory=dict, repr=False)
+    #: the server's Prometheus page now (a served backend's `read_metrics`); None: the window's client reads /metrics
+    metrics: Callable[[], str | None] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -90,3 +90,15 @@ def test_the_disconnect_probe_reads_the_stream_with_the_one_sse_reader(server): 
     finally:
         be.close()
     assert dropped is True and refused is False
+
+
+def test_load_reads_the_servers_metrics_through_the_served_backend():
+    import asyncio
+
+    from evalsuite.cases.options import LoadSettings
+    from evalsuite.run import load
+
+    pages = iter(["vllm:request_queue_time_seconds_sum 1.0\nvllm:request_queue_time_seconds_count 2\n", "vllm:request_queue_time_seconds_sum 4.0\nvllm:request_queue_time_seconds_count 4\n"])
+    target = load.LoadTarget(name="srv", base_url="http://127.0.0.1:9/v1", body=lambda r, s: {}, metrics=lambda: next(pages))
+    window = asyncio.run(load.run_window(target, [], 1, 0, LoadSettings()))
+    assert window.queue_wait_s == 1.5 and window.queue_wait_source.startswith("server /metrics")
