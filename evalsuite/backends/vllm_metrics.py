@@ -12,7 +12,7 @@ acceptance rate. A series the engine does not expose is left out of the summary 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from .wire import prometheus_samples
 
@@ -51,18 +51,18 @@ def parse_metrics(text: str) -> dict[str, float]:
     return from_samples(prometheus_samples(text))
 
 
-def from_samples(samples: Any) -> dict[str, float]:
+def from_samples(samples: Iterable[Sequence[str | float]]) -> dict[str, float]:
     """The `SERIES` from (sample name, value) pairs, summed per name (the worker's flattened metrics)."""
     wanted = {v: k for k, v in SERIES.items()}
     out: dict[str, float] = {}
-    for name, value in samples:
+    for name, value in samples:  # (sample name, value): a parsed page's pairs, the worker's [name, value] lists
         if name in wanted:
             with contextlib.suppress(TypeError, ValueError):
                 out[wanted[name]] = out.get(wanted[name], 0.0) + float(value)
     return out
 
 
-def metrics_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, Any] | None:
+def metrics_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float | int | None] | None:
     """What happened between two readings (None when either is missing); figures of series the
     engine does not expose are left out."""
     if before is None or after is None:
@@ -75,7 +75,7 @@ def metrics_delta(before: dict[str, float] | None, after: dict[str, float] | Non
     def ratio(part: str, whole: str) -> float | None:
         return round(d[part] / d[whole], 6) if d.get(whole) else None
 
-    out: dict[str, Any] = {}
+    out: dict[str, float | int | None] = {}
     if "requests" in d:
         out["requests"] = int(d["requests"])
     if "ttft_count" in d:

@@ -31,6 +31,7 @@ from typing import Any
 
 from ..backends.base import Backend, Generation, Request
 from ..cases.caseset import Case
+from ..cases.suite import Variant
 from ..errors import EvalsuiteError, suggest
 from ..hashing import sha256_json
 
@@ -222,7 +223,7 @@ def choose_cases(cases: Sequence[Case], spec: Mapping) -> set[str]:
 class DegradedBackend(Backend):
     """Delegates to a backend (every capability of `Backend`), then damages the outputs of the chosen cases."""
 
-    def __init__(self, inner: Backend, variant: Any, cases: Sequence[Case]):
+    def __init__(self, inner: Backend, variant: Variant, cases: Sequence[Case]):
         self.inner = inner
         self.variant = variant
         self.spec = parse_spec(variant.degrade, f"variant {variant.name}: degrade")
@@ -287,6 +288,6 @@ class DegradedBackend(Backend):
         return self.inner.restart()
 
 
-def wrap_backend(backend: Backend, variant: Any, cases: Sequence[Case]) -> DegradedBackend:
+def wrap_backend(backend: Backend, variant: Variant, cases: Sequence[Case]) -> DegradedBackend:
     """The backend of a variant with `degrade`: delegates to `backend`, damages the chosen outputs."""
     return DegradedBackend(backend, variant, cases)

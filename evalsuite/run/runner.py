@@ -413,7 +413,7 @@ def _plan(job: VariantJob) -> tuple[list[tuple[Request, str]], list[Generation]]
     return todo, from_cache
 
 
-def _load_before_clock(job: VariantJob, todo: Sequence[Any]) -> float:
+def _load_before_clock(job: VariantJob, todo: Sequence[tuple[Request, str]]) -> float:
     """Load the model before the clock starts: wall_s (and the throughput read from it) is generation
     time, as in a plain generate loop; the load is its own figure. A load that fails is left to the
     first batch, whose error handling records it against the cases. Returns the load's seconds."""
