@@ -64,3 +64,7 @@ class ExitCode(IntEnum):
 # --- one try of one served request (evalsuite.backends.http_stream.Attempt.kind) -----------------------
 AttemptKind = Literal["ok", "retry", "fail", "timeout"]  #: an answer | transient (try again) | an answer to record as an error | no answer in time
 ATTEMPT_KINDS: Final[tuple[str, ...]] = get_args(AttemptKind)
+
+# --- a request of a load window (evalsuite.run.load_records.TrafficItem.kind) ------------------------
+LoadRequestKind = Literal["replay", "short", "long"]  #: a replayed case | background: a short prompt | a long context
+LOAD_REQUEST_KINDS: Final[tuple[str, ...]] = get_args(LoadRequestKind)

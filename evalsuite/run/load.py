@@ -47,6 +47,7 @@ from ..cases.options import LoadSettings, is_loopback
 from ..errors import EvalsuiteError
 from ..quantiles import percentile, percentiles
 from ..schemalib import check_schema_version
+from ..states import LoadRequestKind
 from .load_records import NOT_EXPOSED, REST, SCHEMA_VERSION, LoadTarget, LoadWindow, Outcome, TrafficItem, stored_windows, summarize_window
 from .load_traffic import background_pools, replay_requests, window_traffic
 from .progress import progress_bar
@@ -90,7 +91,7 @@ _METRICS_TIMEOUT_S = 5.0
 class _Sent(TypedDict):
     """What an outcome says of its request: its kind, case, and whether it was streamed."""
 
-    kind: str
+    kind: LoadRequestKind
     case_id: str
     stream: bool
 

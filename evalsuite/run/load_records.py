@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..backends.base import Request
 from ..schemalib import check_schema_version
+from ..states import LoadRequestKind
 
 SCHEMA_VERSION = 1
 REST = 0  #: the level of the at-rest rerun: the replayed cases alone, one at a time
@@ -33,7 +34,7 @@ class LoadTarget:
 class TrafficItem:
     """One request of a window: a replayed case or background traffic."""
 
-    kind: str  #: replay, short or long
+    kind: LoadRequestKind  #: replay, short or long (states.LoadRequestKind)
     request: Request
     stream: bool
 
@@ -42,7 +43,7 @@ class TrafficItem:
 class Outcome:
     """What one request of a window gave."""
 
-    kind: str
+    kind: LoadRequestKind
     case_id: str
     stream: bool
     ok: bool
