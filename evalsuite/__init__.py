@@ -20,7 +20,8 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-#: public name -> "module:attribute" it lives in
+#: the one list of public names: name -> "module:attribute" it lives in (`__init__.pyi` gives mypy and
+#: editors their real types; tests/test_api_types.py checks it names the same objects)
 _EXPORTS: dict[str, str] = {
     "load_suite": "evalsuite.cases.suite:load_suite",
     "Suite": "evalsuite.cases.suite:Suite",
@@ -40,25 +41,7 @@ _EXPORTS: dict[str, str] = {
     "EvalsuiteError": "evalsuite.errors:EvalsuiteError",
 }
 
-__all__ = [
-    "__version__",
-    "load_suite",
-    "Suite",
-    "run_suite",
-    "RunOptions",
-    "RunResult",
-    "open_run",
-    "RunStore",
-    "judge_run",
-    "Judgment",
-    "Verdict",
-    "flag_run",
-    "FlagResult",
-    "write_report",
-    "ReportResult",
-    "ExitCode",
-    "EvalsuiteError",
-]
+__all__ = ["__version__", *_EXPORTS]
 
 
 def __getattr__(name: str) -> Any:

@@ -42,3 +42,13 @@ def jsonschema() -> types.ModuleType:
     finally:
         if stub is not None and sys.modules.get(_GRAMMAR) is stub:
             del sys.modules[_GRAMMAR]
+
+
+def check_schema_version(doc: object, supported: int, what: str) -> None:
+    """Refuse a document written by a newer evalsuite (its `schema_version` above `supported`) with
+    a clear error; a document without one is from before versions were written, and is read."""
+    from .errors import EvalsuiteError
+
+    version = doc.get("schema_version") if isinstance(doc, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > supported:
+        raise EvalsuiteError(f"{what} has schema_version {version}, newer than this evalsuite reads ({supported}): upgrade evalsuite to read it")

@@ -59,3 +59,12 @@ class ExitCode(IntEnum):
     USAGE = 2  #: a bad option value (click's own usage errors exit 2 too)
     NEEDS_REVIEW = 3  #: gate: nothing failed, but more flagged outputs await review than `max_open`
     INTERRUPTED = 130  #: Ctrl-C (finished generations are kept)
+
+
+# --- one try of one served request (evalsuite.backends.http_stream.Attempt.kind) -----------------------
+AttemptKind = Literal["ok", "retry", "fail", "timeout"]  #: an answer | transient (try again) | an answer to record as an error | no answer in time
+ATTEMPT_KINDS: Final[tuple[str, ...]] = get_args(AttemptKind)
+
+# --- a request of a load window (evalsuite.run.load_records.TrafficItem.kind) ------------------------
+LoadRequestKind = Literal["replay", "short", "long"]  #: a replayed case | background: a short prompt | a long context
+LOAD_REQUEST_KINDS: Final[tuple[str, ...]] = get_args(LoadRequestKind)

@@ -23,7 +23,17 @@ def _lint_imports(cwd: Path, pythonpath: Path) -> subprocess.CompletedProcess:
 def test_the_contracts_hold():
     res = _lint_imports(ROOT, ROOT)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "2 kept, 0 broken" in res.stdout
+    assert "3 kept, 0 broken" in res.stdout  # the layers, verdict/ without httpx, no cycles
+
+
+def test_a_planted_http_client_in_the_verdict_layer_breaks_its_contract(tmp_path):
+    """verdict/ reaching the load client (and with it httpx), even through a lower layer, is caught."""
+    shutil.copytree(ROOT / "evalsuite", tmp_path / "evalsuite", ignore=shutil.ignore_patterns("__pycache__"))
+    gate = tmp_path / "evalsuite" / "verdict" / "gate.py"
+    gate.write_text(gate.read_text() + "\n\ndef _planted():\n    from ..run import load  # noqa: F401\n")
+    res = _lint_imports(tmp_path, tmp_path)
+    assert res.returncode != 0
+    assert "evalsuite.verdict is not allowed to import httpx" in res.stdout
 
 
 def test_a_planted_upward_import_breaks_the_layers(tmp_path):

@@ -1,15 +1,20 @@
-"""The backend protocol: a batch of requests in, one generation per request out."""
+"""The backend interface: a batch of requests in, one generation per request out, and the
+optional capabilities a backend declares (deadline, identities, load, memory, engine metrics, restart)."""
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from ..cases.options import GenerationSettings
 from ..errors import EvalsuiteError
 from ..hashing import sha256_json
 from ..registry import BACKENDS
+
+if TYPE_CHECKING:
+    from ..cases.suite import Variant
 
 __all__ = ["BACKENDS", "Backend", "Generation", "GenerationSettings", "Request", "check_options", "make_backend"]
 
@@ -91,30 +96,76 @@ class Generation:
 _GENERATION_FIELDS = tuple(Generation.__dataclass_fields__)
 
 
-@runtime_checkable
-class Backend(Protocol):
-    """What every backend does. Constructing one is cheap: models load on first `generate`."""
+class Backend(abc.ABC):
+    """What every backend does. Constructing one is cheap: models load on first `generate` (or `load`).
 
-    name: str
+    `generate` and `fingerprint` are required. The rest are optional capabilities, each with a
+    documented default that says "this backend cannot tell": the runner calls them all, so a
+    backend overrides what it knows (httpx's `BaseTransport`, Inspect's `ModelAPI` are built so).
+    """
 
+    name: str = "backend"
+    #: why the backend's model or server did not come up (None: it did, or it was not tried yet);
+    #: a served variant with one gets its fault probes recorded "cannot judge"
+    load_error: str | None = None
+
+    @abc.abstractmethod
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
         """Generate for a batch; return one Generation per request, in order.
 
         A backend may raise for the whole batch; the runner then retries the requests one by one
         and records the error of each that still fails.
         """
-        ...
 
+    @abc.abstractmethod
     def fingerprint(self) -> str:
         """Hash of everything that can change an output: weights identity, quantization, decoding."""
-        ...
 
     def close(self) -> None:
-        """Free memory (models, servers)."""
-        ...
+        """Free memory (models, servers). Default: nothing to free."""
+        return None
+
+    # -- optional capabilities: each default means "this backend cannot tell" ----------------------
+    def deadline_s(self) -> float | None:
+        """The longest one request may take inside `generate` by the backend's own bounds (its
+        per-attempt timeout, its retries' overall deadline): the runner's backstop waits at least
+        that long. Default None: the suite's `timeout_s` alone bounds a request."""
+        return None
+
+    def weights_identity(self) -> dict | None:
+        """What the loaded weights are (files, hub commit, libraries: evalsuite.models.describe).
+        Default None: no weights of its own (a server, the fake)."""
+        return None
+
+    def engine_identity(self) -> dict | None:
+        """The report's engine column (engine, version, device, settings). Default None: the
+        variant is described from its spec alone."""
+        return None
+
+    def load(self) -> object:
+        """Load the model (or start the engine) now, before the runner's clock starts; idempotent.
+        Default: nothing to load ahead (the first `generate` does what is needed)."""
+        return None
+
+    def peak_memory_mb(self) -> float | None:
+        """Peak memory of the model while it generated. Default None: not visible (a remote server)."""
+        return None
+
+    def model_memory_mb(self) -> float | None:
+        """Memory of the loaded weights. Default None: not visible."""
+        return None
+
+    def engine_metrics(self) -> dict | None:
+        """What the engine's own counters say of this variant so far (vLLM's). Default None: none exposed."""
+        return None
+
+    def restart(self) -> str:
+        """Start the backend's own server again (after it died, or to replace a wedged one); returns
+        its URL. Default: refused, the backend has no server of its own."""
+        raise EvalsuiteError(f"backend {self.name!r} has no server of its own to restart")
 
 
-def check_options(variant: Any, backend: str, known: set[str]) -> dict:
+def check_options(variant: Variant, backend: str, known: set[str]) -> dict:
     """A variant's backend options, refusing unknown names and `trust_remote_code` (a suite must
     not run code shipped with a model): one check for every backend."""
     options = dict(variant.options or {})
@@ -126,7 +177,7 @@ def check_options(variant: Any, backend: str, known: set[str]) -> dict:
     return options
 
 
-def make_backend(variant: Any) -> Backend:
+def make_backend(variant: Variant) -> Backend:
     """Build the backend a variant names (lazy import of its module)."""
     cls = BACKENDS.get(variant.backend)
     return cls(variant)

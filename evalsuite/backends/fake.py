@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from .base import Generation, Request
+from .base import Backend, Generation, Request
 
 FAULTS = ("raise", "oom", "cuda_oom", "hang", "wrong_count", "none_text", "non_str", "not_generation", "other_case")
 
@@ -43,7 +43,7 @@ class SimulatedCudaOOM(RuntimeError):
     """Shaped like torch.cuda.OutOfMemoryError (a RuntimeError subclass) without importing torch."""
 
 
-class FakeBackend:
+class FakeBackend(Backend):
     name = "fake"
 
     def __init__(self, variant):

@@ -56,12 +56,13 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..errors import EvalsuiteError
 from .base import Generation, Request
 from .http_options import DEFAULT_TIMEOUT_S, ENDPOINTS, SERVED_MODEL, SETTINGS, HTTPOptions
 from .http_transport import Transport
+from .served import ServedBackend
 
 if TYPE_CHECKING:
     from ..cases.suite import Variant
@@ -91,6 +92,26 @@ def _local_server(spec: dict, weights: Path) -> LocalServer:
     )
 
 
+def _identity(be: HTTPBackend) -> dict:
+    """What a served variant's outputs depend on beyond its settings: for a server evalsuite starts, what
+    it serves (launcher, flags, weight hashes, libraries); else the server's address and listed models."""
+    from .. import models
+
+    if be.serve_spec:
+        assert be.launcher is not None
+        spec = {k: v for k, v in be.serve_spec.items() if k != "startup_timeout_s"}
+        path = be.served_weights()
+        assert path is not None
+        weights = {"gguf_sha256": models.file_sha256(path)} if path.is_file() else models.model_dir_identity(path)
+        ident: dict = {"serve": spec, "weights": weights, "libraries": be.launcher.library_identity()}
+    else:
+        ident = {"http": {"base_url": be.base_url, "model": be.model, "served_models": be.served_models()}}
+    ident["endpoint"] = be.opts.endpoint
+    if be.renderer is not None:
+        ident["prompt"] = be.renderer.identity()
+    return ident
+
+
 def _engine_identity(launcher: type[Launcher] | None) -> dict:
     """The engine column's words for a launcher (None: a server evalsuite did not start)."""
     if launcher is None:
@@ -102,7 +123,7 @@ def _engine_identity(launcher: type[Launcher] | None) -> dict:
     return {"engine": launcher.name, "version": main}
 
 
-class HTTPBackend:
+class HTTPBackend(ServedBackend):
     """OpenAI-compatible chat or text completions over HTTP; a batch's requests go out concurrently.
     It composes the checked options (`HTTPOptions`), the transport (client, retries) and, with
     `serve`, a `LocalServer` run by a registered launcher."""
@@ -113,7 +134,7 @@ class HTTPBackend:
         self.variant = variant
         self.opts = HTTPOptions.from_variant(variant)
         self.options = self.opts.raw
-        self.endpoint = self.opts.endpoint
+        self.endpoint_kind = self.opts.endpoint
         self.transport = Transport(self.opts)
         self.server: LocalServer | None = None  #: a server evalsuite starts (the `serve` option)
         self.serve_spec = self.opts.serve
@@ -125,7 +146,7 @@ class HTTPBackend:
             self.transport.counts_tokens_by_chunks = self.launcher.counts_tokens_by_chunks
         self.settings_check: dict | None = None  #: the verdict of the settings check, once made
         self.load_error: str | None = None  #: why the server evalsuite started did not come up (its log's last lines)
-        self.restarts = 0  #: times `restart_server` started it again
+        self.restarts = 0  #: times `restart` started it again
         self._probes = 0
         self._warned_max_tokens = False
         self._model = self.opts.model
@@ -137,6 +158,10 @@ class HTTPBackend:
     @property
     def timeout_s(self) -> float:
         return self.opts.timeout_s
+
+    def deadline_s(self) -> float:
+        """One request's own bound: its per-attempt timeout, and its retries' overall deadline."""
+        return max(self.opts.timeout_s, self.opts.retry.deadline_s)
 
     @property
     def base_url(self) -> str:
@@ -150,7 +175,7 @@ class HTTPBackend:
             from .http_prompt import PromptRenderer
 
             if src == SERVED_MODEL:
-                src = str(self._serve_model_path())
+                src = str(self.served_weights())
             elif src == "embedded":
                 from .. import models
 
@@ -158,15 +183,11 @@ class HTTPBackend:
             self._renderer = PromptRenderer(src)
         return self._renderer
 
-    def _serve_model_path(self) -> Path:
-        assert self.serve_spec is not None and self.launcher is not None
-        return self.launcher.weights(self.serve_spec, self.variant)
-
     def _ensure_server(self) -> None:
         if not self.serve_spec:
             return
         if self.server is None:
-            self.server = _local_server(self.serve_spec, self._serve_model_path())
+            self.server = _local_server(self.serve_spec, cast(Path, self.served_weights()))
         if self.server.proc is not None and not self.server.running:
             # it died under this backend: no silent restart (that would hide a crash in the
             # middle of a variant); the remaining requests fail fast and a resumed run restarts it
@@ -183,7 +204,7 @@ class HTTPBackend:
                 raise _ServerDied(self.load_error) from exc
             self._model = self.server.model_name
 
-    def restart_server(self) -> str:
+    def restart(self) -> str:
         """Start the server again through its launcher (on its port when free): after it died, or
         to replace one a fault left wedged. Returns its URL. The runner never calls this: a crash
         in the middle of a run is recorded, and the fault probe (evalsuite.run.faults) restarts."""
@@ -207,10 +228,8 @@ class HTTPBackend:
     def model(self) -> str:
         """The model name sent with each request."""
         if self._model is None:
-            if self.serve_spec:
-                self._ensure_server()
-                assert self._model is not None
-                return self._model
+            if self.serve_spec:  # known once the server is up: starting it is an explicit `start()`
+                raise EvalsuiteError(f"variant {self.variant.name!r}: its server is not started yet (call start() first)")
             served = self.served_models() or []
             if len(served) != 1:
                 listed = ", ".join(str(m["id"]) for m in served) or "none"
@@ -221,20 +240,7 @@ class HTTPBackend:
     def identity(self) -> dict:
         """What the outputs depend on beyond the variant's settings (the server's side)."""
         if self._identity is None:
-            from .. import models
-
-            if self.serve_spec:
-                assert self.launcher is not None
-                spec = {k: v for k, v in self.serve_spec.items() if k != "startup_timeout_s"}
-                path = self._serve_model_path()
-                weights = {"gguf_sha256": models.file_sha256(path)} if path.is_file() else models.model_dir_identity(path)
-                ident: dict = {"serve": spec, "weights": weights, "libraries": self.launcher.library_identity()}
-            else:
-                ident = {"http": {"base_url": self.base_url, "model": self.model, "served_models": self.served_models()}}
-            ident["endpoint"] = self.endpoint
-            if self.renderer is not None:
-                ident["prompt"] = self.renderer.identity()
-            self._identity = ident
+            self._identity = _identity(self)
         return self._identity
 
     def engine_identity(self) -> dict:
@@ -258,7 +264,7 @@ class HTTPBackend:
 
     def _payload(self, req: Request) -> dict:
         body: dict[str, object] = {"model": self.model}
-        if self.endpoint == "chat":
+        if self.opts.endpoint == "chat":
             body["messages"] = [{"role": role, "content": content} for role, content in req.messages]
         else:
             assert self.renderer is not None
@@ -292,7 +298,7 @@ class HTTPBackend:
                 for r in requests
             ]
         _ = self.model  # resolved once, before the requests
-        if self.endpoint == "completions":
+        if self.opts.endpoint == "completions":
             _ = self.renderer
         batch = list(requests)
         if self.launcher is not None:  # a server evalsuite started: its launcher may read server-side figures around the batch
@@ -332,19 +338,7 @@ class HTTPBackend:
         if not (first.ok and probe.ok):
             return  # unverified for now: the next batch tries again
         same = first.text == probe.text
-        if req.greedy:
-            check = {
-                "setting": "temperature=0 (greedy)",
-                "status": "verified" if same else "ignored",
-                "evidence": f"case {req.case_id}: the same greedy request with seeds {req.sample_seed()} and {probe_seed(req)} returned {'the same text' if same else 'different texts'}",
-            }
-        else:
-            check = {
-                "setting": "seed",
-                "status": "verified" if same else "ignored",
-                "evidence": f"case {req.case_id}: the same sampled request with seed {req.sample_seed()} sent twice returned {'the same text' if same else 'different texts'}",
-            }
-        self.settings_check = check
+        self.settings_check = check = settings_check(req, same)
         if same:
             log.info("variant %s: %s is honoured (%s)", self.variant.name, check["setting"], check["evidence"])
         else:
@@ -375,23 +369,66 @@ class HTTPBackend:
                 )
         return replace(g, extra=extra)
 
-    # -- load traffic (evalsuite.run.load) -----------------------------------------------------
-    def served_url(self) -> str:
-        """The API root requests go to, a server evalsuite starts being started first."""
+    # -- the served interface (evalsuite.backends.served: load, fault probes) ------------------------
+    def start(self) -> str:
+        """Start the server evalsuite runs for this variant (or reach the external one) and resolve
+        the model name; the API root requests go to."""
         self._ensure_server()
         _ = self.model
         return self.base_url
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+    def endpoint(self) -> str:
+        return f"{self.base_url}{ENDPOINTS[self.opts.endpoint]}"
+
+    @property
+    def responses_begun(self) -> int:
+        return self.transport.responses_begun
 
     @property
     def headers(self) -> dict:
         """The request headers (the key among them: never logged or stored)."""
         return dict(self.transport.headers)
 
+    def runs_server(self) -> bool:
+        return self.serve_spec is not None
+
+    def server_exited(self) -> bool:
+        return self.server is not None and not self.server.running
+
+    def kill(self) -> None:
+        if self.server is None:
+            raise EvalsuiteError(f"variant {self.variant.name!r}: no server of its own to kill")
+        self.server.kill()
+
+    def served_weights(self) -> Path | None:
+        """The weights the server evalsuite runs serves (None: an external server)."""
+        return self.launcher.weights(self.serve_spec, self.variant) if self.serve_spec and self.launcher else None
+
+    def server_like_its_own(self, weights: Path, timeout_s: float) -> LocalServer:
+        """The server this backend runs, on other `weights`, its start-up bounded by `timeout_s` too (not started)."""
+        assert self.serve_spec is not None
+        spec = dict(self.serve_spec, startup_timeout_s=min(timeout_s, self.serve_spec["startup_timeout_s"]))
+        return _local_server(spec, weights)
+
     def close(self) -> None:
         """Close the connections, the event loop and any server this backend started."""
         self.transport.close()
-        if self.server is not None:
-            self.server.stop()
+        self.stop()
+
+
+def settings_check(req: Request, same: bool) -> dict:
+    """The settings check's verdict: a greedy request sent with two seeds, or a sampled one sent twice
+    with its seed, answered the same (`same`) or not."""
+    answered = "the same text" if same else "different texts"
+    if req.greedy:
+        evidence = f"case {req.case_id}: the same greedy request with seeds {req.sample_seed()} and {probe_seed(req)} returned {answered}"
+        return {"setting": "temperature=0 (greedy)", "status": "verified" if same else "ignored", "evidence": evidence}
+    evidence = f"case {req.case_id}: the same sampled request with seed {req.sample_seed()} sent twice returned {answered}"
+    return {"setting": "seed", "status": "verified" if same else "ignored", "evidence": evidence}
 
 
 def probe_seed(req: Request) -> int:

@@ -98,6 +98,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+class ServerStartError(EvalsuiteError):
+    """A server that did not come up, as a typed result: `hung` when it neither answered nor exited
+    within its start-up bound, `log_tail` the last lines of its log (the fault probes classify these)."""
+
+    def __init__(self, message: str, *, hung: bool, log_tail: str) -> None:
+        super().__init__(message)
+        self.hung = hung
+        self.log_tail = log_tail
+
+
 class LocalServer:
     """One server process on loopback; `start` waits until it answers, `stop` ends it (and its group)."""
 
@@ -153,10 +163,12 @@ class LocalServer:
             ok, last_error = self._wait_ready()
             if ok:
                 return self.base_url
+            hung = self.proc is not None and self.proc.poll() is None  # neither answered nor exited
+            tail = self.log_tail()
             self.stop()
             if self._fixed_port is not None or "address already in use" not in last_error.lower():
                 break
-        raise EvalsuiteError(f"the {self.launcher} server did not come up within {self.startup_timeout_s:g}s: {last_error}")
+        raise ServerStartError(f"the {self.launcher} server did not come up within {self.startup_timeout_s:g}s: {last_error}", hung=hung, log_tail=tail)
 
     def _spawn(self, port: int) -> None:
         self._log_file = tempfile.NamedTemporaryFile("w+b", prefix=f"evalsuite-{self.launcher}-", suffix=".log", delete=False)

@@ -12,12 +12,14 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
+from ..states import AttemptKind
+
 
 @dataclass
 class Attempt:
     """The outcome of one try of one request."""
 
-    kind: str  #: ok, retry (transient: try again), fail (an answer: record it), timeout
+    kind: AttemptKind  #: ok, retry (transient: try again), fail (an answer: record it), timeout (states.AttemptKind)
     reason: str = ""
     latency: float = 0.0
     status: int | None = None
@@ -27,6 +29,7 @@ class Attempt:
     finish: str | None = None
     ttft: float | None = None
     extra: dict = field(default_factory=dict)
+    stamps: tuple[float, ...] = ()  #: a stream's content chunks: seconds since the request was sent (inter-token gaps)
 
 
 def choice_text(choice: dict, *, endpoint: str, delta: bool) -> str:
@@ -51,11 +54,14 @@ def read_body(raw: bytes, *, endpoint: str, redact: Callable[[str], str]) -> Att
     )
 
 
-async def read_stream(lines: AsyncIterator[str], t0: float, *, endpoint: str, redact: Callable[[str], str]) -> Attempt:
-    """Read SSE `data:` events; TTFT is the arrival of the first non-empty content delta (since `t0`)."""
+async def read_stream(lines: AsyncIterator[str], t0: float, *, endpoint: str, redact: Callable[[str], str], until_first_content: bool = False) -> Attempt:
+    """Read SSE `data:` events (the one server-sent event reader: generation, load, the fault probes);
+    TTFT is the arrival of the first non-empty content delta (since `t0`). `until_first_content`:
+    stop reading there (a client that goes away mid-reply)."""
     parts: list[str] = []
-    usage = finish = ttft = served = fingerprint = None
-    content_chunks = events = 0
+    stamps: list[float] = []
+    usage = finish = served = fingerprint = None
+    events = 0
     async for line in lines:
         if not line.startswith("data:"):
             continue  # blank separators, comments, `event:` lines
@@ -73,16 +79,17 @@ async def read_stream(lines: AsyncIterator[str], t0: float, *, endpoint: str, re
         for choice in event.get("choices") or []:
             content = choice_text(choice, endpoint=endpoint, delta=True)
             if content:
-                if ttft is None:
-                    ttft = time.perf_counter() - t0
+                stamps.append(time.perf_counter() - t0)
                 parts.append(content)
-                content_chunks += 1
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
+        if until_first_content and stamps:
+            break
     if not events:
         return Attempt("fail", reason="the server's reply had no `data:` events (not a server-sent event stream)")
-    extra = {"served_model": served, "system_fingerprint": fingerprint, "ttft_source": "stream" if ttft is not None else None, "content_chunks": content_chunks}
-    return Attempt("ok", text="".join(parts), usage=usage, finish=finish, ttft=ttft, extra=extra)
+    ttft = stamps[0] if stamps else None
+    extra = {"served_model": served, "system_fingerprint": fingerprint, "ttft_source": "stream" if ttft is not None else None, "content_chunks": len(stamps)}
+    return Attempt("ok", text="".join(parts), usage=usage, finish=finish, ttft=ttft, extra=extra, stamps=tuple(stamps))
 
 
 def names(text: str, key: str) -> bool:

@@ -43,11 +43,14 @@ class Launcher:
     serves_model_dir: ClassVar[bool] = False
     #: it sends no usage on a stream but one chunk per generated token (a token count of last resort)
     counts_tokens_by_chunks: ClassVar[bool] = False
+    #: requests name the model by its file or folder name without suffix (llama.cpp, vLLM), not its path
+    names_model_by_stem: ClassVar[bool] = False
 
     @classmethod
     def model_name(cls, model_path: Path) -> str:
-        """The name requests must carry for the model served from `model_path`."""
-        return str(model_path)
+        """The name requests must carry for the model served from `model_path` (its path, or with
+        `names_model_by_stem` its file or folder name without suffix)."""
+        return model_path.stem if cls.names_model_by_stem else str(model_path)
 
     @classmethod
     def command(cls, model_path: Path, model_name: str, *, host: str, port: int, continuous_batching: bool, args: list[str]) -> list[str]:

@@ -21,10 +21,7 @@ class LlamaCppLauncher(Launcher):
     libraries = ("llama_cpp_python",)
     settings: ClassVar[dict[str, str]] = {"gguf": "a llama_cpp setting (launcher: llama_cpp)"}
     counts_tokens_by_chunks = True
-
-    @classmethod
-    def model_name(cls, model_path: Path) -> str:
-        return model_path.stem
+    names_model_by_stem = True
 
     @classmethod
     def command(cls, model_path: Path, model_name: str, *, host: str, port: int, continuous_batching: bool, args: list[str]) -> list[str]:

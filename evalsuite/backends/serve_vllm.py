@@ -27,6 +27,7 @@ from . import vllm_env
 from .base import Generation
 from .serve_launcher import Launcher
 from .vllm_metrics import SERIES, metrics_delta, parse_metrics
+from .wire import metrics_url
 
 _DEFAULT_ARGS = (("--max-model-len", "2048"), ("--enforce-eager", None))
 
@@ -72,9 +73,8 @@ def identity() -> dict:
 
 def scrape(base_url: str, timeout_s: float = 10.0) -> dict[str, float] | None:
     """The server's metrics now (`base_url` ends in /v1), or None when /metrics does not answer."""
-    url = base_url.rstrip("/").removesuffix("/v1") + "/metrics"
     try:
-        resp = httpx.get(url, timeout=timeout_s)
+        resp = httpx.get(metrics_url(base_url), timeout=timeout_s)
     except httpx.HTTPError:
         return None
     return parse_metrics(resp.text) if resp.status_code == 200 else None
@@ -99,10 +99,7 @@ class VLLMLauncher(Launcher):
 
     name = "vllm"
     serves_model_dir = True
-
-    @classmethod
-    def model_name(cls, model_path: Path) -> str:
-        return model_path.stem
+    names_model_by_stem = True
 
     @classmethod
     def command(cls, model_path: Path, model_name: str, *, host: str, port: int, continuous_batching: bool, args: list[str]) -> list[str]:

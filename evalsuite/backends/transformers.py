@@ -40,7 +40,7 @@ from .. import models
 from ..errors import EvalsuiteError, MissingExtraError
 from ..models import formats
 from ..models.quiet import quiet_libraries
-from .base import Generation, Request, check_options
+from .base import Backend, Generation, Request, check_options
 from .transformers_cache import parse_kv_cache, probe
 from .transformers_loader import ModelLoader, gptq_kernel
 from .transformers_memory import ServingMemory, malloc_trim, weights_mb
@@ -131,7 +131,7 @@ def _resolve_dtype(dtype: str, device: str) -> str:
     return _DTYPES[dtype]
 
 
-class TransformersBackend:
+class TransformersBackend(Backend):
     """Generation with a transformers causal LM; the model loads on the first `generate`."""
 
     name = "transformers"

@@ -47,7 +47,7 @@ from .. import models
 from ..errors import EvalsuiteError
 from ..models import compressed
 from . import vllm_env
-from .base import Generation, Request, check_options
+from .base import Backend, Generation, Request, check_options
 from .vllm_metrics import from_samples, metrics_delta
 
 _PASSED = ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs", "enforce_eager", "seed")
@@ -128,7 +128,7 @@ def speculative_config(spec: dict | None, resolve=lambda m: m) -> dict | None:
     )
 
 
-class VLLMBackend:
+class VLLMBackend(Backend):
     """Generation with `vllm.LLM`, in this process or in a worker (`vllm_env`); the engine starts on the first `generate`."""
 
     name = "vllm"

@@ -12,8 +12,9 @@ acceptance rate. A series the engine does not expose is left out of the summary 
 from __future__ import annotations
 
 import contextlib
-import re
-from typing import Any
+from collections.abc import Iterable, Sequence
+
+from .wire import prometheus_samples
 
 #: Prometheus series read: our name -> vLLM's sample name (summed over its labels)
 SERIES = {
@@ -43,26 +44,25 @@ FIGURES = {
     "spec_draft_tokens": "spec drafted tokens",
 }
 NOT_EXPOSED = "not exposed"
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
 
 
 def parse_metrics(text: str) -> dict[str, float]:
     """The `SERIES` from Prometheus text (each summed over its label sets; absent ones left out)."""
-    return from_samples((m.group(1), m.group(3)) for line in text.splitlines() if (m := _SAMPLE.match(line)))
+    return from_samples(prometheus_samples(text))
 
 
-def from_samples(samples: Any) -> dict[str, float]:
+def from_samples(samples: Iterable[Sequence[str | float]]) -> dict[str, float]:
     """The `SERIES` from (sample name, value) pairs, summed per name (the worker's flattened metrics)."""
     wanted = {v: k for k, v in SERIES.items()}
     out: dict[str, float] = {}
-    for name, value in samples:
+    for name, value in samples:  # (sample name, value): a parsed page's pairs, the worker's [name, value] lists
         if name in wanted:
             with contextlib.suppress(TypeError, ValueError):
                 out[wanted[name]] = out.get(wanted[name], 0.0) + float(value)
     return out
 
 
-def metrics_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, Any] | None:
+def metrics_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float | int | None] | None:
     """What happened between two readings (None when either is missing); figures of series the
     engine does not expose are left out."""
     if before is None or after is None:
@@ -75,7 +75,7 @@ def metrics_delta(before: dict[str, float] | None, after: dict[str, float] | Non
     def ratio(part: str, whole: str) -> float | None:
         return round(d[part] / d[whole], 6) if d.get(whole) else None
 
-    out: dict[str, Any] = {}
+    out: dict[str, float | int | None] = {}
     if "requests" in d:
         out["requests"] = int(d["requests"])
     if "ttft_count" in d:

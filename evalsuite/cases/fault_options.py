@@ -19,8 +19,36 @@ from typing import Any
 from ..errors import Problem, suggest
 from .options import LineOf
 
-#: the fault probes, in the order they run (the ones that restart the server come last)
-FAULT_KINDS: tuple[str, ...] = ("retry", "disconnect", "burst", "server_killed", "overlong_input", "load_failure")
+
+@dataclass(frozen=True, kw_only=True)
+class FaultKind:
+    """One fault probe, every fact about it in one place: adding a kind is one entry here and its probe."""
+
+    name: str  #: its name in a suite's `faults.kinds`, in faults.json and in the report
+    title: str  #: how the report names it for people
+    options: tuple[str, ...]  #: the `faults:` settings its probe reads
+    probe: str  #: "module:attr" of its probe (the run layer; resolved lazily, as registry entries are)
+    classifier: str  #: "module:attr" of the pure function that turns what the probe saw into an outcome
+
+
+_PROBES, _CLASSIFY = "evalsuite.run.fault_probes", "evalsuite.run.faults"
+
+#: the one table of fault kinds, in the order the probes run (the ones that restart the server come last):
+#: (name, title, the `faults:` settings its probe reads, its probe, its classifier)
+FAULTS: tuple[FaultKind, ...] = tuple(
+    FaultKind(name=name, title=title, options=options, probe=f"{_PROBES}:{probe}", classifier=f"{_CLASSIFY}:{classifier}")
+    for name, title, options, probe, classifier in (
+        ("retry", "caller retries", ("cases",), "probe_retry", "classify_retry"),
+        ("disconnect", "client disconnect mid-stream", ("cases", "timeout_s"), "probe_disconnect", "classify_disconnect"),
+        ("burst", "burst above the sequence limit", ("cases", "burst", "timeout_s"), "probe_burst", "classify_burst"),
+        ("server_killed", "server killed mid-run", ("kill_after", "timeout_s"), "probe_server_killed", "classify_killed"),
+        ("overlong_input", "over-long input", ("cases", "overlong_tokens", "timeout_s"), "probe_overlong", "classify_overlong"),
+        ("load_failure", "model fails to load", ("timeout_s",), "probe_load_failure", "classify_load_failure"),
+    )
+)
+FAULT_KIND: dict[str, FaultKind] = {f.name: f for f in FAULTS}
+#: the fault probes' names, in the order they run
+FAULT_KINDS: tuple[str, ...] = tuple(FAULT_KIND)
 
 _INTS = {"burst": 2, "cases": 1, "kill_after": 1, "overlong_tokens": 16}
 

@@ -105,7 +105,7 @@ def import_logs(base: ImportedLog, variants: Sequence[ImportedLog], *, noise: Se
 
 
 def _finish(store: RunStore, gens: list[Generation], records: list[ScoreRecord], names: list[str], noise_names: tuple[str, ...], n_cases: int) -> ImportResult:
-    from ..run.runner import summarize_generations
+    from ..run.summary import summarize_generations
 
     store.append(gens)
     store.sync()
@@ -243,7 +243,7 @@ def _suite(base: ImportedLog, names: list[str], noise: tuple[str, ...]) -> dict:
 
 
 def _signature(base: ImportedLog, logs: Sequence[ImportedLog], names: list[str], cases: list[Case]) -> dict:
-    from ..run.runner import hardware, library_versions
+    from ..run.signature import hardware, library_versions
 
     digests = sorted((s.task, s.doc_id, s.epoch, s.digest) for s in base.samples)
     return {

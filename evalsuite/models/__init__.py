@@ -10,7 +10,7 @@ functions: importing this module is cheap.
 from __future__ import annotations
 
 from . import hub as hub
-from .calibration import _FALLBACK_CALIBRATION as _FALLBACK_CALIBRATION
+from .calibration import FALLBACK_CALIBRATION as FALLBACK_CALIBRATION
 from .calibration import calibration_texts as calibration_texts
 from .embedded import CONVERSION_VERSION as CONVERSION_VERSION
 from .embedded import EMBEDDED as EMBEDDED
@@ -37,3 +37,5 @@ from .quant import gptq_settings as gptq_settings
 from .quant import quantize_gptq as quantize_gptq
 from .resolve import resolve_model as resolve_model
 from .resolve import resolve_model_dir as resolve_model_dir
+
+_FALLBACK_CALIBRATION = FALLBACK_CALIBRATION  #: its older name

@@ -70,14 +70,14 @@ def check_device(model_dir: Path, device: str) -> str:
 def awq_plan(baseline_dir: Path, q: dict, cache_dir=None) -> tuple[Path, dict, dict, list[str]]:
     """Where the AWQ checkpoint is (or will be), without quantizing: (directory, identity, settings, texts)."""
     from .calibration import calibration_texts
-    from .files import _read_json, cache_root, library_identity, model_dir_identity
+    from .files import cache_root, library_identity, model_dir_identity, read_json
     from .resolve import resolve_model
 
     if q.get("checkpoint"):
         awq_settings(q)
         resolved = resolve_model(str(q["checkpoint"]), q.get("revision"), cache_dir, field="quantization.checkpoint")
         return resolved.path, {"checkpoint": model_dir_identity(resolved.path, cache_dir), "source": resolved.identity()}, {}, []
-    settings = awq_settings(q, _read_json(baseline_dir / "config.json").get("hidden_size"))
+    settings = awq_settings(q, read_json(baseline_dir / "config.json").get("hidden_size"))
     texts = calibration_texts(q.get("calibration"), settings["calibration_samples"])
     key_obj = {
         "baseline": model_dir_identity(baseline_dir, cache_dir),

@@ -13,7 +13,7 @@ from ..errors import EvalsuiteError
 log = logging.getLogger("evalsuite")
 
 #: used when no case set is found: a few generic sentences, better than nothing
-_FALLBACK_CALIBRATION = (
+FALLBACK_CALIBRATION = (
     "The quarterly report summarises revenue, costs and the outlook for the next year.",
     "To reset your password, open the self-service portal and follow the instructions.",
     "def add(a, b):\n    return a + b\n\nprint(add(2, 3))",
@@ -55,6 +55,6 @@ def calibration_texts(source: str | os.PathLike | Sequence[str] | None, limit: i
                 texts.add(c.prompt.strip())
     if not texts:
         log.warning("no case-set text for GPTQ calibration (looked at %s): using built-in sentences", paths or "casesets/")
-        texts = set(_FALLBACK_CALIBRATION)
+        texts = set(FALLBACK_CALIBRATION)
     ordered = sorted(texts, key=lambda t: hashlib.sha256(t.encode()).hexdigest())
     return ordered[:limit]

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from ..errors import EvalsuiteError, MissingExtraError
-from .files import _atomic_dir, _file_lock, cache_root, require
+from .files import atomic_dir, cache_root, file_lock, require
 from .quiet import quiet_libraries
 
 log = logging.getLogger("evalsuite")
@@ -81,12 +81,12 @@ def ensure_embedded_model(cache_dir: str | os.PathLike | None = None) -> Path:
     source = {"gguf_file": gguf.name, "gguf_size": gguf.stat().st_size, "conversion_version": CONVERSION_VERSION}
     if _source_matches(final, source):
         return final
-    with _file_lock(final.parent / f".{final.name}.lock"):
+    with file_lock(final.parent / f".{final.name}.lock"):
         if _source_matches(final, source):  # another process converted it meanwhile
             return final
         t0 = time.perf_counter()
         log.info("converting the embedded model %s to %s (once)", gguf.name, final)
-        with _atomic_dir(final) as tmp:
+        with atomic_dir(final) as tmp:
             convert_gguf(gguf, tmp)
             (tmp / "evalsuite-source.json").write_text(json.dumps(source, indent=2) + "\n", "utf-8")
         log.info("converted the embedded model in %.1fs", time.perf_counter() - t0)

@@ -40,7 +40,7 @@ def cache_root(override: str | os.PathLike | None = None) -> Path:
 
 
 @contextlib.contextmanager
-def _file_lock(path: Path):
+def file_lock(path: Path):
     """An exclusive lock between processes (two test workers must not convert the same model twice)."""
     import fcntl
 
@@ -53,7 +53,7 @@ def _file_lock(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _atomic_dir(final: Path):
+def atomic_dir(final: Path):
     """A temp directory beside `final`, renamed onto it on success: a crash leaves no half cache."""
 
     @contextlib.contextmanager
@@ -77,12 +77,12 @@ def build_once(final: Path, marker: str, build: Callable[[Path], None], meta: di
     lock, into a temporary directory renamed onto `final` on success (a crash leaves no half
     checkpoint), with `marker` (`meta` and the build time, as JSON) written last. A build another
     process finished meanwhile is used as it is. `announce` is logged when this process builds."""
-    with _file_lock(final.parent / f".{final.name}.lock"):
+    with file_lock(final.parent / f".{final.name}.lock"):
         if (final / marker).is_file():
             return final
         t0 = time.perf_counter()
         log.info("%s", announce)
-        with _atomic_dir(final) as tmp:
+        with atomic_dir(final) as tmp:
             build(tmp)
             done = {**meta, "quantize_s": round(time.perf_counter() - t0, 1)}
             (tmp / marker).write_text(json.dumps(done, indent=2) + "\n", "utf-8")
@@ -108,7 +108,7 @@ def file_sha256(path: Path, cache_dir: str | os.PathLike | None = None) -> str:
     if key in _HASH_MEMO:
         return _HASH_MEMO[key]
     index_path = cache_root(cache_dir) / "hashes.json"
-    index = _read_json(index_path)
+    index = read_json(index_path)
     skey = f"{key[0]}|{key[1]}|{key[2]}"
     digest = index.get(skey)
     if digest is None:
@@ -117,14 +117,14 @@ def file_sha256(path: Path, cache_dir: str | os.PathLike | None = None) -> str:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 h.update(chunk)
         digest = h.hexdigest()
-        index = _read_json(index_path)  # re-read: another process may have added entries
+        index = read_json(index_path)  # re-read: another process may have added entries
         index[skey] = digest
         _write_json_atomic(index_path, index)
     _HASH_MEMO[key] = digest
     return digest
 
 
-def _read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text("utf-8"))
     except (OSError, ValueError):

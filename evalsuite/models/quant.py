@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import EvalsuiteError
 from .calibration import calibration_texts
-from .files import _read_json, build_once, cache_root, library_identity, model_dir_identity, require
+from .files import build_once, cache_root, library_identity, model_dir_identity, read_json, require
 from .resolve import resolve_model
 
 log = logging.getLogger("evalsuite")
@@ -104,7 +104,7 @@ def gptq_plan(baseline_dir: Path, q: dict, cache_dir: str | os.PathLike | None =
         plan: tuple[Path, dict, dict, list[str]] = (ckpt, ident, {}, [])
         _PLAN_MEMO[memo_key] = plan
         return plan
-    cfg = _read_json(baseline_dir / "config.json")
+    cfg = read_json(baseline_dir / "config.json")
     settings = gptq_settings(q, cfg.get("hidden_size"))
     texts = calibration_texts(q.get("calibration"), settings["calibration_samples"])
     key_obj = {

@@ -11,20 +11,13 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from ..cases.fault_options import FAULT_KINDS
+from ..cases.fault_options import FAULT_KINDS, FAULTS
 from ..run.faults import read_faults
 from ..run.store import RunStore
 from ..states import CANNOT_JUDGE_WORD, FAILED, REJECTED_AS_DESIGNED, SURVIVED
 
-#: how each fault is named for people
-FAULT_TITLES = {
-    "overlong_input": "over-long input",
-    "disconnect": "client disconnect mid-stream",
-    "retry": "caller retries",
-    "burst": "burst above the sequence limit",
-    "server_killed": "server killed mid-run",
-    "load_failure": "model fails to load",
-}
+#: how each fault is named for people (the table of fault kinds says)
+FAULT_TITLES = {f.name: f.title for f in FAULTS}
 #: the CSS class (and terminal colour) of each outcome
 OUTCOME_CLASS = {REJECTED_AS_DESIGNED: "ok", SURVIVED: "ok", FAILED: "fail", CANNOT_JUDGE_WORD: "warn"}
 _COLOUR = {"ok": "green", "fail": "red", "warn": "yellow"}

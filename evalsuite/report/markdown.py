@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..quantiles import definition_words
 from ..states import CANNOT_JUDGE_WORD, NEEDS_REVIEW, PASS, REGRESSION
 
 STATUS_MD = {"fail": "❌ FAIL", "warn": "⚠️ warn", "ok": "✅ ok", "n/a": "n/a", "pass": "✅ pass", CANNOT_JUDGE_WORD: "❔ cannot judge"}
@@ -93,7 +94,7 @@ def perf_lines(data: Any) -> list[str]:
             f"| `{_cell(p['variant'])}` | {_cell(engines.get(p['variant']) or '-')} | {_cell(matrix.get(p['variant']) or p['changes'])} | {p['errors'] or 0} | {p['timeouts'] or 0} | {_f(p['latency_p50_s'], '.3f')} | {_f(p['latency_p95_s'], '.3f')} "
             f"| {_f(p['ttft_p50_s'], '.3f')} | {_f(p['tokens_per_s'], '.1f')} | {_f(p['peak_memory_mb'], '.0f')} | {_f(p['speedup'], '.2f')} | {_f(None if q is None else 100 * q, '+.1f')} |"
         )
-    return lines
+    return [*lines, "", f"p95 latency: {definition_words('latency_p95_s')}."]
 
 
 def context_cost_lines(cost: dict) -> list[str]:
@@ -149,6 +150,8 @@ def stability_lines(load: Any) -> list[str]:
     lines = [
         "",
         "### Stability under load",
+        "",
+        f"Percentiles: {definition_words('load p50/p95/p99')}.",
         "",
         "| variant | in flight | requests | errors | timeouts | TTFT p50/p95/p99 | end-to-end p50/p95/p99 | tokens/s | queue wait | TTFT p95 x baseline | changed | flips (floor) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",

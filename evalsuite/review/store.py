@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sqlitefile import BUSY_TIMEOUT_S, now_iso
+from ..states import REVIEW_VERDICTS
 from .leases import DEFAULT_LEASE_S, LeasedQueue, QueueError, iso_utc
 from .schema import EXPIRED_SQL, HISTORY_COLUMNS, ITEM_SQL, MIGRATIONS, OPEN_SQL, SCHEMA_VERSION, STANDING_SQL
 from .settle import STATES, settle
@@ -46,7 +47,7 @@ __all__ = [
 ]
 
 DEFAULT_QUEUE = Path("reports") / "review.sqlite"
-VERDICTS = ("acceptable", "regression", "unsure")
+VERDICTS = REVIEW_VERDICTS  #: a reviewer's verdicts (states.ReviewVerdict)
 ROLES = ("review", "adjudication")
 
 

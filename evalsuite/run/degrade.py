@@ -29,8 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..backends.base import Generation, Request
+from ..backends.base import Backend, Generation, Request
 from ..cases.caseset import Case
+from ..cases.suite import Variant
 from ..errors import EvalsuiteError, suggest
 from ..hashing import sha256_json
 
@@ -219,14 +220,14 @@ def choose_cases(cases: Sequence[Case], spec: Mapping) -> set[str]:
 # the wrapper
 
 
-class DegradedBackend:
-    """Delegates to a backend, then damages the outputs of the chosen cases."""
+class DegradedBackend(Backend):
+    """Delegates to a backend (every capability of `Backend`), then damages the outputs of the chosen cases."""
 
-    def __init__(self, inner: Any, variant: Any, cases: Sequence[Case]):
+    def __init__(self, inner: Backend, variant: Variant, cases: Sequence[Case]):
         self.inner = inner
         self.variant = variant
-        self.spec = parse_spec(variant.degrade, f"variant {getattr(variant, 'name', '?')}: degrade")
-        self.name = f"degraded:{getattr(inner, 'name', 'backend')}"
+        self.spec = parse_spec(variant.degrade, f"variant {variant.name}: degrade")
+        self.name = f"degraded:{inner.name}"
         self.damage = DAMAGE[self.spec["kind"]]
         # the cases say what can be damaged (glossary, canaries, tests) and fix the exact share
         self._cases = {c.id: c for c in cases}
@@ -257,12 +258,36 @@ class DegradedBackend:
     def close(self) -> None:
         self.inner.close()
 
-    def __getattr__(self, item: str) -> Any:  # peak_memory_mb and other backend extras
-        if item == "inner":
-            raise AttributeError(item)
-        return getattr(self.inner, item)
+    # -- the inner backend's capabilities, as they are ----------------------------------------------
+    @property  # type: ignore[override]  # the inner backend's, read-only here
+    def load_error(self) -> str | None:  # type: ignore[override]
+        return self.inner.load_error
+
+    def deadline_s(self) -> float | None:
+        return self.inner.deadline_s()
+
+    def weights_identity(self) -> dict | None:
+        return self.inner.weights_identity()
+
+    def engine_identity(self) -> dict | None:
+        return self.inner.engine_identity()
+
+    def load(self) -> object:
+        return self.inner.load()
+
+    def peak_memory_mb(self) -> float | None:
+        return self.inner.peak_memory_mb()
+
+    def model_memory_mb(self) -> float | None:
+        return self.inner.model_memory_mb()
+
+    def engine_metrics(self) -> dict | None:
+        return self.inner.engine_metrics()
+
+    def restart(self) -> str:
+        return self.inner.restart()
 
 
-def wrap_backend(backend: Any, variant: Any, cases: Sequence[Case]) -> DegradedBackend:
+def wrap_backend(backend: Backend, variant: Variant, cases: Sequence[Case]) -> DegradedBackend:
     """The backend of a variant with `degrade`: delegates to `backend`, damages the chosen outputs."""
     return DegradedBackend(backend, variant, cases)

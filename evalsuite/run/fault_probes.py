@@ -8,6 +8,7 @@ or wedged restarts it through its launcher, so the probes after it meet a workin
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
 import os
@@ -17,13 +18,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import httpx
 
-from ..backends.base import Generation, Request
-from ..backends.http_options import ENDPOINTS
+from ..backends.base import Backend, Generation, Request
+from ..backends.http_serve import ServerStartError
 from ..backends.http_stream import choice_text, error_message, read_stream
+from ..backends.served import ServedBackend
+from ..cases.fault_options import FAULTS
 from ..errors import EvalsuiteError
 from ..states import CANNOT_JUDGE_WORD, FaultOutcome
 from .faults import (
@@ -52,7 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("evalsuite")
 
-ALIVE_TIMEOUT_S = 10.0  #: how long a server may take to answer `GET /models` and still count as alive
 DEFAULT_CONTEXT = 32768  #: the context assumed when the served weights do not say theirs
 
 Probe = Callable[[ProbeContext], tuple[Verdict, dict[str, float]]]
@@ -62,20 +64,23 @@ def _requests(ctx: ProbeContext) -> list[Request]:
     return build_requests(ctx.cases, ctx.variant)[: ctx.settings.cases]
 
 
+def _served(ctx: ProbeContext) -> ServedBackend:
+    """The probed variant's backend, as the served interface (a probe's own failure when it is not one)."""
+    be = ctx.backend
+    if not isinstance(be, ServedBackend):
+        raise EvalsuiteError(f"variant {ctx.variant.name!r}: fault probes need a served backend, not {be.name!r}")
+    return be
+
+
 def _url(ctx: ProbeContext) -> str:
-    be: Any = ctx.backend
-    _ = be.model  # starts the server if it is not up
-    return f"{be.base_url}{ENDPOINTS[be.endpoint]}"
+    be = _served(ctx)
+    be.start()  # the server up (started if it is not), the model name known
+    return be.endpoint()
 
 
-def alive(be: Any) -> bool:
+def alive(be: ServedBackend) -> bool:
     """The backend's server is running and answers `GET /models` within ALIVE_TIMEOUT_S."""
-    if be.server is not None and not be.server.running:
-        return False
-    try:
-        return httpx.get(f"{be.base_url}/models", timeout=ALIVE_TIMEOUT_S).status_code == 200
-    except httpx.HTTPError:
-        return False
+    return be.alive()
 
 
 def _answer(client: httpx.Client, url: str, body: dict, endpoint: str, why: list[str] | None = None) -> str | None:
@@ -109,9 +114,10 @@ def context_length(weights: Path) -> int:
 
 
 def probe_overlong(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
-    be: Any = ctx.backend
+    be = _served(ctx)
     timeout = ctx.settings.timeout_s
-    words = ctx.settings.overlong_tokens or int(context_length(be.launcher.weights(be.serve_spec, ctx.variant)) * 1.25) + 16
+    weights = be.served_weights()
+    words = ctx.settings.overlong_tokens or int((context_length(weights) if weights is not None else DEFAULT_CONTEXT) * 1.25) + 16
     req = replace(_requests(ctx)[0], messages=(("user", "word " * words),), max_new_tokens=4)
     url = _url(ctx)
     body = be.request_body(req, stream=False)
@@ -128,9 +134,9 @@ def probe_overlong(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
     up = alive(be)
     verdict = classify_overlong(status=status, timed_out=timed_out, alive=up, message=message, timeout_s=timeout)
     timings = {"answer_s": took}
-    if (timed_out or not up) and be.server is not None:  # a wedged or dead server: the next probes need a working one
+    if (timed_out or not up) and be.runs_server():  # a wedged or dead server: the next probes need a working one
         t1 = time.perf_counter()
-        be.restart_server()
+        be.restart()
         timings["restart_s"] = time.perf_counter() - t1
         verdict = (verdict[0], f"{verdict[1]} (a prompt of {words} words; the server was restarted for the next probes)")
     else:
@@ -141,36 +147,32 @@ def probe_overlong(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
 # -- client disconnect mid-stream ---------------------------------------------------------------
 
 
-def _drop_after_first_token(client: httpx.Client, url: str, body: dict, endpoint: str) -> bool:
+async def _drop_after_first_token(url: str, body: dict, endpoint: str, timeout_s: float) -> bool:
     """Stream `body` and close the connection as soon as the first content arrives; whether it did."""
+    t0 = time.perf_counter()
     try:
-        with client.stream("POST", url, json=body) as resp:
+        async with httpx.AsyncClient(timeout=timeout_s) as client, client.stream("POST", url, json=body) as resp:
             if resp.status_code != 200:
                 return False
-            for line in resp.iter_lines():
-                if not line.startswith("data:") or line[5:].strip() == "[DONE]":
-                    continue
-                for choice in json.loads(line[5:]).get("choices") or []:
-                    if choice_text(choice, endpoint=endpoint, delta=True):
-                        return True  # leaving the block closes the unread response: the client is gone
+            att = await read_stream(resp.aiter_lines(), t0, endpoint=endpoint, redact=str, until_first_content=True)
+            return bool(att.stamps)  # leaving the block closes the unread response: the client is gone
     except (httpx.HTTPError, ValueError):
         return False
-    return False
 
 
 def probe_disconnect(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
-    be: Any = ctx.backend
+    be = _served(ctx)
     reqs = _requests(ctx)
     url = _url(ctx)
     why: list[str] = []
     with httpx.Client(timeout=ctx.settings.timeout_s) as client:
-        before = [_answer(client, url, be.request_body(r, stream=False), be.endpoint, why) for r in reqs]
+        before = [_answer(client, url, be.request_body(r, stream=False), be.endpoint_kind, why) for r in reqs]
         longest = replace(reqs[0], max_new_tokens=max(64, reqs[0].max_new_tokens))
         t0 = time.perf_counter()
-        streamed = _drop_after_first_token(client, url, be.request_body(longest, stream=True), be.endpoint)
+        streamed = asyncio.run(_drop_after_first_token(url, be.request_body(longest, stream=True), be.endpoint_kind, ctx.settings.timeout_s))
         dropped_s = time.perf_counter() - t0
         up = alive(be)
-        after = [_answer(client, url, be.request_body(r, stream=False), be.endpoint, why) for r in reqs] if up else [None] * len(reqs)
+        after = [_answer(client, url, be.request_body(r, stream=False), be.endpoint_kind, why) for r in reqs] if up else [None] * len(reqs)
     outcome, evidence = classify_disconnect(streamed=streamed, alive=up, before=before, after=after)
     return (outcome, f"{evidence} ({'; '.join(why)})" if why else evidence), {"first_token_s": dropped_s}
 
@@ -185,7 +187,7 @@ def _stamped(gens: list[Generation], reqs: list[Request], ctx: ProbeContext, fin
 def probe_retry(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
     """Each request sent twice, one after the other, as a caller retrying it; both answers recorded
     the way the runner does (cache first, then the run), in stores of the probe's own."""
-    be: Any = ctx.backend
+    be = _served(ctx)
     reqs = _requests(ctx)
     fp = be.fingerprint()
     folder = ctx.scratch / "retry"
@@ -236,12 +238,12 @@ async def _send_all(url: str, bodies: list[dict], endpoint: str, timeout_s: floa
 
 
 def probe_burst(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
-    be: Any = ctx.backend
+    be = _served(ctx)
     reqs = _requests(ctx)
     url = _url(ctx)
     bodies = [be.request_body(reqs[i % len(reqs)], stream=True) for i in range(ctx.settings.burst)]
-    solo = asyncio.run(_send_all(url, bodies[:1], be.endpoint, ctx.settings.timeout_s))[0]
-    results = asyncio.run(_send_all(url, bodies, be.endpoint, ctx.settings.timeout_s))
+    solo = asyncio.run(_send_all(url, bodies[:1], be.endpoint_kind, ctx.settings.timeout_s))[0]
+    results = asyncio.run(_send_all(url, bodies, be.endpoint_kind, ctx.settings.timeout_s))
     errors = [e for _, e in results if e is not None]
     base = solo[0] or 0.0
     waits = [max(0.0, t - base) for t, _ in results if t is not None]
@@ -254,15 +256,15 @@ def probe_burst(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
 # -- the server killed mid-run ------------------------------------------------------------------
 
 
-def _kill_mid_reply(be: Any, begun_before: int, after: int, deadline: float, events: tuple[threading.Event, threading.Event]) -> None:
+def _kill_mid_reply(be: ServedBackend, begun_before: int, after: int, deadline: float, events: tuple[threading.Event, threading.Event]) -> None:
     """SIGKILL the server once reply number `after + 1` of the probe's run has begun (one request per
     batch: `after` replies are then finished; no server log line needed). Counted from the transport's
     `responses_begun` as it was before the run (`begun_before`), so a reply that begins before this
     thread looks is still counted. `events`: (set when killed, set to give up)."""
     killed, stop = events
     while not stop.is_set() and time.monotonic() < deadline:
-        if be.transport.responses_begun > begun_before + after:
-            be.server.kill()
+        if be.responses_begun > begun_before + after:
+            be.kill()
             killed.set()
             return
         time.sleep(0.005)
@@ -271,7 +273,7 @@ def _kill_mid_reply(be: Any, begun_before: int, after: int, deadline: float, eve
 def probe_server_killed(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
     """The runner's own loop (`ctx.generate`: evalsuite.run.runner.generate_into), one request per batch, in a run of
     the probe's own: killed mid-reply, then restarted through the launcher and resumed."""
-    be: Any = ctx.backend
+    be = _served(ctx)
     _url(ctx)
     folder = ctx.scratch / "killed"
     folder.mkdir(parents=True, exist_ok=True)
@@ -279,7 +281,7 @@ def probe_server_killed(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
     variant = replace(ctx.variant, generation=replace(ctx.variant.generation, batch_size=1))
     killed, stop = threading.Event(), threading.Event()
     deadline = time.monotonic() + ctx.settings.timeout_s * (ctx.settings.kill_after + 2)  # the requests before the kill, and the one cut
-    begun_before = be.transport.responses_begun
+    begun_before = be.responses_begun
     killer = threading.Thread(target=_kill_mid_reply, args=(be, begun_before, ctx.settings.kill_after, deadline, (killed, stop)), daemon=True)
     try:
         killer.start()
@@ -291,7 +293,7 @@ def probe_server_killed(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
         t0 = time.perf_counter()
         restarted: str | None = None
         try:
-            be.restart_server()
+            be.restart()
         except EvalsuiteError as exc:
             restarted = str(exc)[:300]
         restart_s = time.perf_counter() - t0
@@ -328,13 +330,12 @@ def broken_copy(weights: Path, folder: Path) -> Path:
 
 
 def probe_load_failure(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
-    from ..backends.http_serve import LocalServer
-
-    be: Any = ctx.backend
-    spec = be.serve_spec
-    broken = broken_copy(be.launcher.weights(spec, ctx.variant), ctx.scratch / "load_failure")
-    timeout = min(ctx.settings.timeout_s, spec["startup_timeout_s"])
-    server = LocalServer(spec["launcher"], broken, continuous_batching=spec["continuous_batching"], args=spec["args"], startup_timeout_s=timeout)
+    be = _served(ctx)
+    weights = be.served_weights()
+    if weights is None:
+        raise EvalsuiteError(f"variant {ctx.variant.name!r}: no server of its own to start on broken weights")
+    server = be.server_like_its_own(broken_copy(weights, ctx.scratch / "load_failure"), ctx.settings.timeout_s)
+    timeout = server.startup_timeout_s
     error: str | None = None
     hung = False
     tail = ""
@@ -347,10 +348,10 @@ def probe_load_failure(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
         )
         tail = server.log_tail()
         error = None if resp.status_code == 200 else f"HTTP {resp.status_code}: {error_message(resp.text)[:300]}"
+    except ServerStartError as exc:  # classified from what the server did, not from the message's words
+        error, hung, tail = str(exc), exc.hung, exc.log_tail
     except EvalsuiteError as exc:
         error = str(exc)
-        hung = "no answer at" in error
-        tail = error.partition("ends with:")[2]
     except httpx.HTTPError as exc:
         error, tail = f"{type(exc).__name__}: {exc}", server.log_tail()
     finally:
@@ -359,23 +360,24 @@ def probe_load_failure(ctx: ProbeContext) -> tuple[Verdict, dict[str, float]]:
     return verdict, {"error_after_s": time.perf_counter() - t0}
 
 
-PROBES: dict[str, Probe] = {
-    "overlong_input": probe_overlong,
-    "disconnect": probe_disconnect,
-    "retry": probe_retry,
-    "burst": probe_burst,
-    "server_killed": probe_server_killed,
-    "load_failure": probe_load_failure,
-}
+def _resolve(target: str) -> Probe:
+    """A probe from its "module:attr" entry in the table of fault kinds."""
+    module, _, attr = target.partition(":")
+    found: Probe = getattr(importlib.import_module(module), attr)
+    return found
+
+
+#: each fault kind's probe, from the one table of fault kinds (evalsuite.cases.fault_options.FAULTS)
+PROBES: dict[str, Probe] = {f.name: _resolve(f.probe) for f in FAULTS}
 
 
 def probe_variant(
-    store: RunStore, variant: Variant, backend: object, cases: Sequence[Case], settings: FaultSettings | None, *, generate: Generate
+    store: RunStore, variant: Variant, backend: Backend, cases: Sequence[Case], settings: FaultSettings | None, *, generate: Generate
 ) -> list[FaultResult]:
     """Run the fault probes `settings` selects for `variant` that the run has not recorded yet, each
     outcome stored as soon as it is known. A variant whose server did not come up gets its
     load failure recorded ("cannot judge"), with or without `settings`. Returns the new results."""
-    load_error = getattr(backend, "load_error", None)
+    load_error = backend.load_error
     out: list[FaultResult] = []
     if load_error and LOAD_FAILURE not in read_faults(store).get(variant.name, {}):
         out.append(FaultResult(variant=variant.name, kind=LOAD_FAILURE, outcome=CANNOT_JUDGE_WORD, evidence=f"its model did not load: {load_error}"))

@@ -36,9 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..schemalib import check_schema_version
 from ..states import CANNOT_JUDGE_WORD, FAILED, REJECTED_AS_DESIGNED, SURVIVED, FaultOutcome
 
 if TYPE_CHECKING:
+    from ..backends.base import Backend
     from ..cases.caseset import Case
     from ..cases.fault_options import FaultSettings
     from ..cases.suite import Variant
@@ -172,6 +174,7 @@ def classify_load_failure(*, error: str | None, hung: bool, tail: str, timeout_s
 def read_faults(store: RunStore) -> dict[str, dict[str, FaultResult]]:
     """The run's recorded outcomes: variant -> fault kind -> result (empty when none were probed)."""
     data = store.read_json(store.FAULTS, {})
+    check_schema_version(data, FAULTS_SCHEMA_VERSION, f"run {store.run_id}: faults.json")
     return {v: {k: FaultResult.from_dict(d) for k, d in kinds.items()} for v, kinds in (data.get("variants") or {}).items()}
 
 
@@ -185,6 +188,7 @@ def load_failures(store: RunStore) -> dict[str, str]:
 def record_fault(store: RunStore, result: FaultResult) -> None:
     """Add (or replace) one outcome in the run's faults.json, at once (a killed run keeps it)."""
     data = store.read_json(store.FAULTS, {})
+    check_schema_version(data, FAULTS_SCHEMA_VERSION, f"run {store.run_id}: faults.json")
     variants = data.setdefault("variants", {})
     variants.setdefault(result.variant, {})[result.kind] = result.to_dict()
     data["schema_version"] = FAULTS_SCHEMA_VERSION
@@ -204,7 +208,7 @@ class ProbeContext:
     """What a probe works with: the variant, its backend (and server), the cases it replays."""
 
     variant: Variant
-    backend: object  #: the variant's HTTPBackend (typed loosely: the run layer does not import it)
+    backend: Backend  #: the variant's backend (a `ServedBackend` for the probes that talk to its server)
     cases: Sequence[Case]  #: the first `settings.cases` cases
     settings: FaultSettings
     scratch: Path  #: a folder of the run for the probes' own stores

@@ -33,21 +33,24 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
-import re
-import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, TypedDict
 
 import httpx
 
-from ..backends.base import Request
+from ..backends.base import Backend
+from ..backends.http_stream import read_stream
+from ..backends.served import ServedBackend
+from ..backends.wire import metrics_url, prometheus_samples
 from ..cases.options import LoadSettings, is_loopback
 from ..errors import EvalsuiteError
+from ..quantiles import percentile, percentiles
+from ..schemalib import check_schema_version
+from ..states import LoadRequestKind
+from .load_records import NOT_EXPOSED, REST, SCHEMA_VERSION, LoadTarget, LoadWindow, Outcome, TrafficItem, stored_windows, summarize_window
+from .load_traffic import background_pools, replay_requests, window_traffic
 from .progress import progress_bar
-from .prompting import build_requests
 
 if TYPE_CHECKING:
     from ..cases.caseset import Case
@@ -56,163 +59,45 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("evalsuite")
 
-SCHEMA_VERSION = 1
-REST = 0  #: the level of the at-rest rerun: the replayed cases alone, one at a time
-NOT_EXPOSED = "not exposed by the server"
+__all__ = [
+    "NOT_EXPOSED",
+    "REST",
+    "SCHEMA_VERSION",
+    "LoadTarget",
+    "LoadWindow",
+    "Outcome",
+    "TrafficItem",
+    "background_pools",
+    "percentile",
+    "percentiles",
+    "queue_totals",
+    "replay_requests",
+    "run_load",
+    "run_window",
+    "stored_windows",
+    "summarize_window",
+    "target_of",
+    "window_traffic",
+]
+
 #: Prometheus series of the time requests wait in the server's queue (vLLM), summed over label sets
 QUEUE_METRICS = ("vllm:request_queue_time_seconds",)
 _METRICS_TIMEOUT_S = 5.0
 
 
-@dataclass(frozen=True, kw_only=True)
-class LoadTarget:
-    """Where a variant's load goes and what it sends: its own server, and the run's own request bodies."""
-
-    name: str
-    base_url: str  #: the API root (…/v1), on loopback
-    body: Callable[[Request, bool], dict]  #: (request, stream) -> the JSON body
-    headers: dict = field(default_factory=dict, repr=False)
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrafficItem:
-    """One request of a window: a replayed case or background traffic."""
-
-    kind: str  #: replay, short or long
-    request: Request
-    stream: bool
-
-
-@dataclass(frozen=True, kw_only=True)
-class Outcome:
-    """What one request of a window gave."""
-
-    kind: str
-    case_id: str
-    stream: bool
-    ok: bool
-    error: str | None = None
-    timeout: bool = False
-    ttft_s: float | None = None  #: streams only: the first non-empty content
-    gaps_s: tuple[float, ...] = ()  #: between content chunks (inter-token latency)
-    latency_s: float = 0.0
-    new_tokens: int | None = None
-    text: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class LoadWindow:
-    """One window of one variant at one level (a record of `load.json`)."""
-
-    variant: str
-    level: int  #: requests in flight at once; 0 (REST): the at-rest rerun of the replayed cases
-    round: int
-    requests: int  #: sent
-    not_sent: int = 0  #: left when `duration_s` passed
-    errors: int = 0  #: failed requests that did not time out
-    timeouts: int = 0
-    wall_s: float = 0.0
-    new_tokens: int = 0
-    ttft_s: tuple[float, ...] = ()  #: per streamed request that answered
-    itl_s: tuple[float, ...] = ()  #: every gap between content chunks of the window's streams
-    e2e_s: tuple[float, ...] = ()  #: per request that answered
-    tokens_per_s: tuple[float, ...] = ()  #: per request that answered with a token count
-    queue_wait_s: float | None = None  #: mean queue wait over the window (server metrics), None: not exposed
-    queue_wait_source: str = NOT_EXPOSED
-    error_samples: tuple[str, ...] = ()  #: the first few error messages
-    replays: tuple[dict, ...] = ()  #: per replayed case: case_id, text, error, ttft_s, latency_s
-
-    @property
-    def key(self) -> tuple[str, int, int]:
-        return (self.variant, self.level, self.round)
-
-    def to_dict(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
-
-    @classmethod
-    def from_dict(cls, d: Mapping) -> LoadWindow:
-        known = set(cls.__dataclass_fields__)
-        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in known}
-        return cls(**fields)
-
-
-# -- percentiles -------------------------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-th percentile (0..100) with linear interpolation between ranks (numpy's default); None when empty."""
-    xs = sorted(values)
-    if not xs:
-        return None
-    if not 0 <= q <= 100:
-        raise ValueError(f"percentile must be in [0, 100], got {q!r}")
-    pos = (len(xs) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
-def percentiles(values: Sequence[float]) -> dict[str, float | None]:
-    """p50, p95 and p99 of `values`."""
-    return {f"p{q}": percentile(values, q) for q in (50, 95, 99)}
-
-
-# -- traffic -----------------------------------------------------------------------------------
-
-
-def _chars(req: Request) -> int:
-    return sum(len(m[1]) for m in req.messages)
-
-
-def replay_requests(cases: Sequence[Case], variant: Variant, n: int) -> list[Request]:
-    """The fixed cases replayed under load: sample 0 of the first `n` case ids, asked as at rest."""
-    reqs = sorted((r for r in build_requests(cases, variant) if r.sample == 0), key=lambda r: r.case_id)
-    return reqs[:n]
-
-
-def background_pools(cases: Sequence[Case], variant: Variant, settings: LoadSettings) -> dict[str, list[Request]]:
-    """The background traffic's pools: `short` (the shorter half of the prompts) and `long` (the
-    longest quarter: the longest contexts), with the load block's token limit."""
-    reqs = sorted((r for r in build_requests(cases, variant) if r.sample == 0), key=lambda r: (_chars(r), r.case_id))
-    if settings.max_new_tokens is not None:
-        reqs = [replace(r, max_new_tokens=settings.max_new_tokens) for r in reqs]
-    if not reqs:
-        return {"short": [], "long": []}
-    return {"short": reqs[: max(1, len(reqs) // 2)], "long": reqs[-max(1, len(reqs) // 4) :]}
-
-
-def window_traffic(pools: Mapping[str, Sequence[Request]], replays: Sequence[Request], settings: LoadSettings, level: int, rnd: int) -> list[TrafficItem]:
-    """One window's requests in sending order: background drawn by weight (the same draw for every
-    variant at this level and round), with the replayed cases spread among them once the server is
-    busy. The at-rest window (level 0) is the replayed cases alone."""
-    shown = [TrafficItem(kind="replay", request=r, stream=True) for r in replays]
-    if level == REST:
-        return shown
-    rng = random.Random(f"{settings.seed}:{level}:{rnd}")
-    kinds = [k for k, w in settings.mix.items() if w > 0 and pools.get(k)]
-    if not kinds:
-        return shown
-    weights = [settings.mix[k] for k in kinds]
-    background = []
-    for _ in range(settings.requests):
-        kind = rng.choices(kinds, weights)[0]
-        background.append(TrafficItem(kind=kind, request=rng.choice(list(pools[kind])), stream=rng.random() < settings.stream))
-    lead = min(level - 1, len(background))  # the server is busy before the first replay
-    out = background[:lead]
-    rest = background[lead:]
-    step = max(1, len(rest) // max(1, len(shown))) if rest else 1
-    for i, item in enumerate(shown):
-        out.append(item)
-        out.extend(rest[i * step : (i + 1) * step])
-    out.extend(rest[len(shown) * step :])
-    return out
-
-
 # -- one request -------------------------------------------------------------------------------
 
 
+class _Sent(TypedDict):
+    """What an outcome says of its request: its kind, case, and whether it was streamed."""
+
+    kind: LoadRequestKind
+    case_id: str
+    stream: bool
+
+
 async def _send(client: httpx.AsyncClient, url: str, item: TrafficItem, body: dict, timeout_s: float) -> Outcome:
-    base: dict[str, Any] = {"kind": item.kind, "case_id": item.request.case_id, "stream": item.stream}
+    base: _Sent = {"kind": item.kind, "case_id": item.request.case_id, "stream": item.stream}
     t0 = time.perf_counter()
     try:
         return await asyncio.wait_for(_exchange(client, url, body, t0, base), timeout=timeout_s)
@@ -222,7 +107,7 @@ async def _send(client: httpx.AsyncClient, url: str, item: TrafficItem, body: di
         return Outcome(**base, ok=False, error=f"{type(exc).__name__}: {exc}"[:300], latency_s=time.perf_counter() - t0)
 
 
-async def _exchange(client: httpx.AsyncClient, url: str, body: dict, t0: float, base: dict) -> Outcome:
+async def _exchange(client: httpx.AsyncClient, url: str, body: dict, t0: float, base: _Sent) -> Outcome:
     async with client.stream("POST", url, json=body) as resp:
         if resp.status_code >= 400:
             raw = (await resp.aread()).decode("utf-8", "replace")
@@ -236,62 +121,45 @@ async def _exchange(client: httpx.AsyncClient, url: str, body: dict, t0: float, 
         return Outcome(**base, ok=True, text=text, latency_s=time.perf_counter() - t0, new_tokens=usage.get("completion_tokens"))
 
 
-async def _read_stream(resp: httpx.Response, t0: float, base: dict) -> Outcome:
-    parts: list[str] = []
-    stamps: list[float] = []
-    usage: dict = {}
-    async for line in resp.aiter_lines():
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            break
-        event = json.loads(data)
-        if event.get("error"):
-            return Outcome(**base, ok=False, error=f"server error: {json.dumps(event['error'])[:200]}", latency_s=time.perf_counter() - t0)
-        usage = event.get("usage") or usage
-        for choice in event.get("choices") or []:
-            content = choice.get("text") or (choice.get("delta") or {}).get("content") or ""
-            if content:
-                stamps.append(time.perf_counter() - t0)
-                parts.append(content)
-    tokens = usage.get("completion_tokens", len(stamps) if stamps else None)
+async def _read_stream(resp: httpx.Response, t0: float, base: _Sent) -> Outcome:
+    att = await read_stream(resp.aiter_lines(), t0, endpoint="chat", redact=str)
+    if att.kind != "ok":
+        return Outcome(**base, ok=False, error=att.reason[:300], latency_s=time.perf_counter() - t0)
+    stamps = att.stamps
+    tokens = (att.usage or {}).get("completion_tokens", len(stamps) if stamps else None)
     gaps = tuple(b - a for a, b in zip(stamps, stamps[1:]))
-    return Outcome(
-        **base, ok=True, text="".join(parts), ttft_s=stamps[0] if stamps else None, gaps_s=gaps, latency_s=time.perf_counter() - t0, new_tokens=tokens
-    )
+    return Outcome(**base, ok=True, text=att.text, ttft_s=att.ttft, gaps_s=gaps, latency_s=time.perf_counter() - t0, new_tokens=tokens)
 
 
 # -- server metrics ----------------------------------------------------------------------------
-
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
 
 
 def queue_totals(text: str) -> tuple[float, float] | None:
     """(seconds waited, requests) summed over a Prometheus page's queue-time series; None when absent."""
     total = count = 0.0
     seen = False
-    for line in text.splitlines():
-        m = _SAMPLE.match(line)
-        if not m:
-            continue
-        name = m.group(1)
+    for name, value in prometheus_samples(text):
         for metric in QUEUE_METRICS:
             if name == f"{metric}_sum":
-                total += float(m.group(3))
+                total += value
                 seen = True
             elif name == f"{metric}_count":
-                count += float(m.group(3))
+                count += value
     return (total, count) if seen else None
 
 
-async def _read_queue(client: httpx.AsyncClient, base_url: str) -> tuple[float, float] | None:
-    root = base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
-    try:
-        resp = await client.get(f"{root}/metrics", timeout=_METRICS_TIMEOUT_S)
-    except httpx.HTTPError:
-        return None
-    return queue_totals(resp.text) if resp.status_code == 200 else None
+async def _read_queue(client: httpx.AsyncClient, target: LoadTarget) -> tuple[float, float] | None:
+    """The queue totals of the target's server now: its page as its served backend reads it, else
+    through the window's client."""
+    if target.metrics is not None:
+        page = await asyncio.to_thread(target.metrics)
+    else:
+        try:
+            resp = await client.get(metrics_url(target.base_url), timeout=_METRICS_TIMEOUT_S)
+        except httpx.HTTPError:
+            return None
+        page = resp.text if resp.status_code == 200 else None
+    return queue_totals(page) if page is not None else None
 
 
 # -- a window ----------------------------------------------------------------------------------
@@ -314,17 +182,19 @@ async def _pool(client: httpx.AsyncClient, target: LoadTarget, items: Sequence[T
     return results
 
 
-async def run_window(target: LoadTarget, items: Sequence[TrafficItem], level: int, rnd: int, settings: LoadSettings, *, transport: Any = None) -> LoadWindow:
+async def run_window(
+    target: LoadTarget, items: Sequence[TrafficItem], level: int, rnd: int, settings: LoadSettings, *, transport: httpx.AsyncBaseTransport | None = None
+) -> LoadWindow:
     """Send one window's traffic to one variant's server and record what it gave."""
     if not is_loopback(target.base_url):
         raise EvalsuiteError(f"variant {target.name!r}: load traffic goes only to a server on this machine; {target.base_url!r} is not on loopback")
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=max(4, level))
     async with httpx.AsyncClient(headers=target.headers, timeout=httpx.Timeout(settings.timeout_s), limits=limits, transport=transport) as client:
-        before = await _read_queue(client, target.base_url)
+        before = await _read_queue(client, target)
         t0 = time.perf_counter()
         results = await _pool(client, target, items, level, settings)
         wall = time.perf_counter() - t0
-        after = await _read_queue(client, target.base_url) if before is not None else None
+        after = await _read_queue(client, target) if before is not None else None
     return summarize_window(target.name, level, rnd, results, wall, _queue_wait(before, after))
 
 
@@ -335,45 +205,23 @@ def _queue_wait(before: tuple[float, float] | None, after: tuple[float, float] |
     return (waited / n if n > 0 else None), "server /metrics: " + ", ".join(QUEUE_METRICS)
 
 
-def summarize_window(variant: str, level: int, rnd: int, results: Sequence[Outcome | None], wall: float, queue: tuple[float | None, str]) -> LoadWindow:
-    """A window's record from its requests' outcomes (None: not sent before `duration_s` passed)."""
-    sent = [o for o in results if o is not None]
-    ok = [o for o in sent if o.ok]
-    tokens = sum(o.new_tokens or 0 for o in ok)
-    return LoadWindow(
-        variant=variant,
-        level=level,
-        round=rnd,
-        requests=len(sent),
-        not_sent=len(results) - len(sent),
-        errors=sum(1 for o in sent if not o.ok and not o.timeout),
-        timeouts=sum(1 for o in sent if o.timeout),
-        wall_s=round(wall, 4),
-        new_tokens=tokens,
-        ttft_s=tuple(round(o.ttft_s, 5) for o in ok if o.ttft_s is not None),
-        itl_s=tuple(round(g, 5) for o in ok for g in o.gaps_s),
-        e2e_s=tuple(round(o.latency_s, 5) for o in ok),
-        tokens_per_s=tuple(round(o.new_tokens / o.latency_s, 3) for o in ok if o.new_tokens and o.latency_s > 0),
-        queue_wait_s=queue[0],
-        queue_wait_source=queue[1],
-        error_samples=tuple(dict.fromkeys(o.error for o in sent if o.error))[:3],
-        replays=tuple(
-            {"case_id": o.case_id, "text": o.text, "error": o.error, "ttft_s": o.ttft_s, "latency_s": round(o.latency_s, 5)} for o in sent if o.kind == "replay"
-        ),
-    )
-
-
 # -- the runner's hook -------------------------------------------------------------------------
 
 
-def target_of(variant: Variant, backend: Any) -> LoadTarget:
-    """A served variant's load target, from its http backend (its server started if need be)."""
-    if not callable(getattr(backend, "request_body", None)):
+def target_of(variant: Variant, backend: Backend) -> LoadTarget:
+    """A served variant's load target, from its served backend (its server started if need be)."""
+    if not isinstance(backend, ServedBackend):
         raise EvalsuiteError(f"variant {variant.name!r}: load needs a served variant (`backend: http`), not backend {variant.backend!r}")
-    url = backend.served_url()
+    url = backend.start()
     if not is_loopback(url):
         raise EvalsuiteError(f"variant {variant.name!r}: load traffic goes only to a server on this machine; {url!r} is not on loopback")
-    return LoadTarget(name=variant.name, base_url=url, body=lambda req, stream: backend.request_body(req, stream=stream), headers=backend.headers)
+    return LoadTarget(
+        name=variant.name,
+        base_url=url,
+        body=lambda req, stream: backend.request_body(req, stream=stream),
+        headers=backend.headers,
+        metrics=backend.read_metrics,
+    )
 
 
 def _order(names: list[str], rnd: int) -> list[str]:
@@ -383,6 +231,7 @@ def _order(names: list[str], rnd: int) -> list[str]:
 
 def _open_doc(store: RunStore, settings: LoadSettings) -> dict:
     doc = store.read_json(store.LOAD)
+    check_schema_version(doc, SCHEMA_VERSION, f"run {store.run_id}: load.json")
     if doc and doc.get("settings") == settings.to_dict():
         doc.pop("failed", None)  # a variant whose server did not start is tried again
         return doc
@@ -394,12 +243,12 @@ def _open_doc(store: RunStore, settings: LoadSettings) -> dict:
 def run_load(
     store: RunStore,
     variants: Sequence[Variant],
-    backends: Mapping[str, Any],
+    backends: Mapping[str, Backend],
     cases: Sequence[Case],
     settings: LoadSettings,
     *,
     progress: bool = False,
-    transport: Any = None,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> dict:
     """Put the loaded variants under load, window by window, and keep `load.json` current after each
     (a resumed run skips the windows it holds). Returns the document."""
@@ -434,12 +283,3 @@ def run_load(
                 store.write_json(store.LOAD, doc, indent=None)
                 advance(1)
     return doc
-
-
-def stored_windows(doc: Mapping | None) -> list[LoadWindow]:
-    """The windows of a `load.json` document."""
-    return [LoadWindow.from_dict(w) for w in (doc or {}).get("windows", [])]
-
-
-def median_or_none(xs: Sequence[float]) -> float | None:
-    return statistics.median(xs) if xs else None

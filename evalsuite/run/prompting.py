@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Request
 from ..cases.caseset import Case
-from .trimming import Trimmed, token_counter, trim_case
+from .trimming import Trimmed, document_text, token_counter, trim_case
 
 if TYPE_CHECKING:
     from ..cases.suite import Variant
@@ -58,12 +58,9 @@ def _lang(case: Case) -> str:
 
 
 def documents_block(case: Case) -> str:
-    """The context documents as a retriever would pass them: id, title, access, text."""
-    parts = []
-    for d in case.context:
-        access = d.access if d.access != "restricted" else f"restricted (roles: {', '.join(d.roles) or 'none'})"
-        parts.append(f"[{d.id}] {d.title} (access: {access})\n{d.text.strip()}")
-    return "\n\n".join(parts)
+    """The context documents as a retriever would pass them: id, title, access, text (each one's
+    text built by `trimming.document_text`, so the token budgets of `trim:` count what is sent)."""
+    return "\n\n".join(document_text(d) for d in case.context)
 
 
 def json_skeleton(schema: dict) -> Any:

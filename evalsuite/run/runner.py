@@ -9,34 +9,29 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import platform
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..backends.base import Backend, Generation, Request, make_backend
-from ..cases.caseset import SCENARIOS, Case, suite_digest
+from ..cases.caseset import SCENARIOS, Case
 from ..cases.fault_options import FaultSettings
 from ..cases.suite import Suite, Variant
 from ..errors import EvalsuiteError
 from ..executors import Executor, make_executor
 from ..executors.local import LocalExecutor
-from ..models.describe import weights_summary
 from ..perf.context import context_cost
 from .progress import progress_bar
-from .prompting import PROMPT_VERSION, batches, build_requests, trimmed_cases
+from .prompting import batches, build_requests, trimmed_cases
+from .signature import engine_identities, make_signature, weights_of
 from .store import DEFAULT_CACHE, GenerationCache, RunStore
+from .summary import summarize_generations
 from .trimming import Trimmed
 
 log = logging.getLogger("evalsuite")
-
-_LIBRARIES = ("numpy", "torch", "transformers", "accelerate", "bitsandbytes", "gptqmodel", "jsonschema", "sacrebleu", "scipy", "statsmodels", "vllm")
 
 
 @dataclass
@@ -70,38 +65,6 @@ class RunResult:
     @property
     def run_dir(self) -> Path:
         return self.store.dir
-
-
-@functools.cache
-def _installed_versions() -> tuple[tuple[str, str], ...]:
-    # reading package metadata costs tens of milliseconds; installed versions do not change in a process
-    out = []
-    for name in _LIBRARIES:
-        try:
-            out.append((name, metadata.version(name)))
-        except metadata.PackageNotFoundError:
-            pass
-    return tuple(out)
-
-
-def library_versions() -> dict:
-    """Python's and the installed libraries' versions, for the run's signature."""
-    return {"python": platform.python_version(), **dict(_installed_versions())}
-
-
-def hardware() -> dict:
-    info = {"platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor(), "cpus": _cpu_count()}
-    if "torch" in sys.modules:  # only report CUDA if a backend already imported torch
-        torch = sys.modules["torch"]
-        if torch.cuda.is_available():
-            info["cuda"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    return info
-
-
-def _cpu_count() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def select_cases(suite: Suite, scenarios: Sequence[str] | None = None, limit: int | None = None) -> list[Case]:
@@ -138,12 +101,12 @@ class HardTimeout(Exception):
     """The backend did not return within the runner's hard limit (it ignored `timeout_s`)."""
 
 
-def hard_limit_s(timeout_s: float, batch_size: int, backend: Any = None) -> float:
+def hard_limit_s(timeout_s: float, batch_size: int, backend: Backend | None = None) -> float:
     """The runner's backstop for a batch: generous, because backends enforce `timeout_s` themselves
     (per request or per batch) and report partial work; this only stops one that hangs. A backend's
-    own longer per-request bound (its `timeout_s`, the `retry.deadline_s` of http's retries) counts."""
-    own = [getattr(backend, "timeout_s", None), getattr(getattr(backend, "retry", None), "deadline_s", None)]
-    per_request = max([timeout_s] + [float(x) for x in own if isinstance(x, (int, float)) and not isinstance(x, bool)])
+    own longer per-request bound (`Backend.deadline_s`: http's timeout and its retries' deadline) counts."""
+    own = backend.deadline_s() if backend is not None else None
+    per_request = max(timeout_s, float(own)) if own is not None else timeout_s
     return 1.5 * per_request * batch_size + 0.5
 
 
@@ -213,32 +176,6 @@ def _generate_batch(backend: Backend, batch: list[Request], variant: Variant) ->
         return [Generation(req.case_id, variant.name, req.sample, error=f"{type(exc).__name__}: {exc}", finish_reason="error")]
 
 
-def make_signature(
-    suite: Suite, cases: Sequence[Case], fingerprints: dict[str, str], weights: dict[str, dict] | None = None, engines: dict[str, dict] | None = None
-) -> dict:
-    sets: dict[str, list[str]] = {}
-    for c in cases:
-        sets.setdefault(c.source, []).append(c.digest())
-    from ..hashing import sha256_json
-
-    return {
-        "schema_version": 1,
-        "evalsuite": __version__,
-        "suite": suite.name,
-        "case_digest": suite_digest(cases),
-        "cases": len(cases),
-        "casesets": {src: sha256_json(d) for src, d in sorted(sets.items())},
-        "prompt_version": PROMPT_VERSION,
-        "generation": suite.generation.to_dict(),
-        "variants": fingerprints,
-        "weights": weights or {},  #: per variant: hub commits and libraries of its weights (evalsuite.models.describe)
-        "engines": engines or {},  #: per variant: its engine, version and settings (evalsuite.models.engines)
-        "baseline": suite.baseline.name,
-        "libraries": library_versions(),
-        "hardware": hardware(),
-    }
-
-
 def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult:
     """Generate (or resume) a suite's run; return where the run was stored and what was done.
     Scoring is the next step (evalsuite.scoring.pipeline.run_suite does both)."""
@@ -253,7 +190,7 @@ def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult
     fingerprints = {name: be.fingerprint() for name, be in backends.items()}
     for w in suite.warnings:
         log.warning(w)
-    store = _open_store(suite, opts, cases, fingerprints, _weights(backends), engine_identities(backends))
+    store = _open_store(suite, opts, cases, fingerprints, weights_of(backends), engine_identities(backends))
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
     result = RunResult(store=store, cases=cases)
     executor = make_executor(getattr(suite, "executor", None))  # where batches run; storage stays here
@@ -302,31 +239,6 @@ def select_variants(suite: Suite, names: Sequence[str] | None) -> list[Variant]:
         variants = [v for v in variants if v.baseline or v.name in wanted]
     variants.sort(key=lambda v: (not v.baseline, v.noise))
     return variants
-
-
-def _weights(backends: dict[str, Backend]) -> dict[str, dict]:
-    """Per variant, what its backend knows of its weights' origin (the variant matrix's commits and
-    library versions); variants whose backend has no weights identity (a server, the fake) are left out."""
-    out = {}
-    for name, be in backends.items():
-        identity = getattr(be, "weights_identity", None)
-        if callable(identity) and (summary := weights_summary(identity())):
-            out[name] = summary
-    return out
-
-
-def engine_identities(backends: dict[str, Backend]) -> dict[str, dict]:
-    """Per variant, what its backend reports of its engine (name, version, device, settings: the
-    report's engine column); a backend without `engine_identity` is described from its spec alone."""
-    out = {}
-    for name, be in backends.items():
-        identity = getattr(be, "engine_identity", None)
-        if callable(identity):
-            try:
-                out[name] = identity()
-            except Exception as exc:  # noqa: BLE001 - a description, never a reason to stop the run
-                log.debug("variant %s: no engine identity (%s)", name, exc)
-    return out
 
 
 def _open_store(
@@ -425,7 +337,7 @@ def _probe_faults(run: _SuiteRun, v: Variant) -> None:
     """A served variant's fault probes, on its own server before it stops (evalsuite.run.faults);
     a variant whose server did not come up is recorded "cannot judge" and the run goes on."""
     backend = run.backends[v.name]
-    if run.faults is None and not getattr(backend, "load_error", None):
+    if run.faults is None and not backend.load_error:
         return
     from .fault_probes import probe_variant
 
@@ -501,16 +413,15 @@ def _plan(job: VariantJob) -> tuple[list[tuple[Request, str]], list[Generation]]
     return todo, from_cache
 
 
-def _load_before_clock(job: VariantJob, todo: Sequence[Any]) -> float:
+def _load_before_clock(job: VariantJob, todo: Sequence[tuple[Request, str]]) -> float:
     """Load the model before the clock starts: wall_s (and the throughput read from it) is generation
     time, as in a plain generate loop; the load is its own figure. A load that fails is left to the
     first batch, whose error handling records it against the cases. Returns the load's seconds."""
-    loader = getattr(job.backend, "load", None)
-    if not (todo and callable(loader) and isinstance(job.executor or LocalExecutor(), LocalExecutor)):
+    if not (todo and isinstance(job.executor or LocalExecutor(), LocalExecutor)):
         return 0.0
     t_load = time.perf_counter()
     try:
-        loader()
+        job.backend.load()
     except Exception as exc:  # noqa: BLE001 - recorded per case by the first batch's own attempt
         log.debug("variant %s: loading before generation failed (%s); the first batch will record it", job.variant.name, exc)
     return time.perf_counter() - t_load
@@ -554,15 +465,12 @@ def _variant_summary(job: VariantJob, generated: int, cached: int, wall: float, 
     """The variant's performance summary (variants.json) over every output the run holds for it."""
     v, backend, previous = job.variant, job.backend, job.previous or {}
     mine = [g for g in job.store.generations() if g.variant == v.name]
-    peak = getattr(backend, "peak_memory_mb", None)
-    peak = peak() if callable(peak) else peak
-    weights = getattr(backend, "model_memory_mb", None)
-    weights = weights() if callable(weights) else weights
+    peak = backend.peak_memory_mb()
+    weights = backend.model_memory_mb()
     summary = summarize_generations(mine)
-    engine_metrics = getattr(backend, "engine_metrics", None)
-    if callable(engine_metrics) and generated:  # the engine's own counters over this generation (vLLM's)
+    if generated:  # the engine's own counters over this generation (vLLM's); None where it exposes none
         try:
-            summary["engine_metrics"] = engine_metrics()
+            summary["engine_metrics"] = backend.engine_metrics()
         except Exception as exc:  # noqa: BLE001 - a figure, never a reason to fail the variant
             log.debug("variant %s: no engine metrics (%s)", v.name, exc)
     elif previous.get("engine_metrics") is not None:
@@ -587,32 +495,3 @@ def _variant_summary(job: VariantJob, generated: int, cached: int, wall: float, 
         }
     )
     return summary
-
-
-def summarize_generations(gens: Sequence[Generation]) -> dict:
-    """Per-variant performance figures from stored generations (fresh ones only for timings)."""
-    import statistics
-
-    fresh = [g for g in gens if g.ok and not g.cached and g.latency_s is not None]
-    lat = sorted(g.latency_s for g in fresh if g.latency_s is not None)
-    ttft = sorted(g.ttft_s for g in fresh if g.ttft_s is not None)
-    tps = [g.tokens_per_s for g in fresh if g.tokens_per_s]
-
-    def pct(xs: list[float], q: float) -> float | None:
-        if not xs:
-            return None
-        idx = min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))
-        return xs[idx]
-
-    total_tokens = sum(g.new_tokens or 0 for g in fresh)
-    return {
-        "generations": len(gens),
-        "errors": sum(1 for g in gens if not g.ok and not g.timeout),
-        "timeouts": sum(1 for g in gens if g.timeout),
-        "cached": sum(1 for g in gens if g.cached),
-        "latency_median_s": statistics.median(lat) if lat else None,
-        "latency_p95_s": pct(lat, 0.95),
-        "ttft_median_s": statistics.median(ttft) if ttft else None,
-        "tokens_per_s_median": statistics.median(tps) if tps else None,
-        "new_tokens": total_tokens,
-    }

@@ -21,24 +21,27 @@ of the intervals only, never at where they lie against a rubric's limits.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..cases.options import TimingSettings
 from ..errors import EvalsuiteError
 from ..perf.stats import paired_figures, paired_ratio
+from ..quantiles import FIGURE_DEFINITIONS, percentile
 from .progress import progress_bar
 from .prompting import batches, build_requests
 
 if TYPE_CHECKING:
+    from ..backends.base import Backend, Generation, Request
+    from ..cases.caseset import Case
+    from ..cases.suite import Variant
     from .store import RunStore
 
 SCHEMA_VERSION = 1
 
 
-def block_requests(requests: Mapping[str, Sequence[Any]], baseline: str, size: int) -> dict[str, list[Any]]:
+def block_requests(requests: Mapping[str, Sequence[Request]], baseline: str, size: int) -> dict[str, list[Request]]:
     """The same cases for every variant: sample 0 of the first `size` case ids the baseline has."""
     ids = sorted({r.case_id for r in requests[baseline] if r.sample == 0})[:size]
     wanted = set(ids)
@@ -51,9 +54,9 @@ def block_requests(requests: Mapping[str, Sequence[Any]], baseline: str, size: i
     return out
 
 
-def _time_block(backend: Any, reqs: Sequence[Any], batch_size: int) -> dict:
+def _time_block(backend: Backend, reqs: Sequence[Request], batch_size: int) -> dict:
     chunks = batches(list(reqs), max(1, batch_size))
-    gens: list[Any] = []
+    gens: list[Generation] = []
     t0 = time.perf_counter()
     for batch in chunks:
         try:
@@ -68,13 +71,13 @@ def _time_block(backend: Any, reqs: Sequence[Any], batch_size: int) -> dict:
         "requests": len(reqs),
         "errors": len(reqs) - len(ok),
         "new_tokens": sum(g.new_tokens or 0 for g in ok),
-        "latency_p95_s": lat[min(len(lat) - 1, int(math.ceil(0.95 * len(lat))) - 1)] if lat else None,
+        "latency_p95_s": percentile(lat, 95, FIGURE_DEFINITIONS["latency_p95_s"]),
     }
 
 
 def time_interleaved(
-    backends: Mapping[str, Any],
-    requests: Mapping[str, Sequence[Any]],
+    backends: Mapping[str, Backend],
+    requests: Mapping[str, Sequence[Request]],
     baseline: str,
     settings: TimingSettings,
     batch_sizes: Mapping[str, int] | None = None,
@@ -133,7 +136,7 @@ def precise_enough(doc: Mapping, settings: TimingSettings) -> bool:
 
 
 def time_run(
-    store: RunStore, variants: Sequence[Any], backends: Mapping[str, Any], cases: Sequence[Any], settings: TimingSettings, progress: bool = False
+    store: RunStore, variants: Sequence[Variant], backends: Mapping[str, Backend], cases: Sequence[Case], settings: TimingSettings, progress: bool = False
 ) -> dict:
     """The runner's hook: time the run's loaded backends interleaved and write `timing.json`."""
     baseline = next(v.name for v in variants if v.baseline)

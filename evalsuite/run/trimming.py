@@ -71,7 +71,8 @@ def token_counter(tokenizer: str) -> Callable[[str], int]:
 
 
 def document_text(d: Document) -> str:
-    """A document as the prompt shows it (evalsuite.run.prompting.documents_block)."""
+    """A document as the prompt shows it: the one place its text is built (evalsuite.run.prompting.documents_block
+    joins these; `trim_case` counts their tokens)."""
     access = d.access if d.access != "restricted" else f"restricted (roles: {', '.join(d.roles) or 'none'})"
     return f"[{d.id}] {d.title} (access: {access})\n{d.text.strip()}"
 

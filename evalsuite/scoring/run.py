@@ -325,7 +325,7 @@ def load_variant_name(variant: str, level: int) -> str:
 def score_load(store, cases: Sequence[Case], specs: Sequence[ScorerSpec], cache=None) -> list[ScoreRecord]:
     """Score the answers replayed under load (the first round of each level; evalsuite.run.load) with the
     run's scorers, each against the baseline's answer at rest as the run's own answers are."""
-    from ..run.load import stored_windows
+    from ..run.load_records import stored_windows
 
     gens = [
         Generation(

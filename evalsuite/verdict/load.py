@@ -25,7 +25,8 @@ from typing import Protocol
 
 from ..perf.stats import RatioCI, paired_ratio
 from ..perf.verdict import judge_ratio
-from ..run.load import REST, LoadWindow, percentile, percentiles, stored_windows
+from ..quantiles import percentile, percentiles
+from ..run.load_records import REST, LoadWindow, stored_windows
 from ..scoring.base import ScoreRecord
 from ..scoring.run import LOAD_MARK
 from ..states import CANNOT_JUDGE, FAIL, PASS

@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+from evalsuite.backends.served import ServedBackend
 from evalsuite.backends.base import Request
 from evalsuite.cases.options import LoadSettings
 from evalsuite.errors import EvalsuiteError
@@ -295,13 +296,20 @@ def test_flips_under_load_fail_batch_invariance_and_the_rest_is_judged(write, tm
     assert j.verdict.status == "regression"
 
 
-class _DeadServer:
+class _DeadServer(ServedBackend):
     """A served variant whose server does not start (its model fails to load)."""
+
+    base_url = endpoint_kind = responses_begun = ""
+
+    def generate(self, requests):
+        raise AssertionError("never asked: the server is not up")
+
+    fingerprint = endpoint = generate
 
     def request_body(self, req, *, stream):
         raise AssertionError("never asked: the server is not up")
 
-    def served_url(self):
+    def start(self):
         raise EvalsuiteError("the transformers server did not come up within 5s: it exited with status 1; its log ends with: OSError: no model")
 
 
