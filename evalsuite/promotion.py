@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .cases.options import STAGES
-from .errors import EvalsuiteError
+from .errors import EvalsuiteError, UnknownNameError
 from .judge import judge_run
 from .releases import api as rel
 from .releases.clearance import Clearance, deployment_stack
@@ -36,7 +36,7 @@ __all__ = ["PromoteRequest", "PromoteResult", "ModelRegistry", "RollbackResult",
 def stage_below(stage: str) -> str | None:
     """The stage a variant must be cleared for before it is promoted to `stage` (None for the first)."""
     if stage not in STAGES:
-        raise EvalsuiteError(f"stage: must be one of {', '.join(STAGES)}, got {stage!r}")
+        raise UnknownNameError("stage", stage, list(STAGES))
     i = STAGES.index(stage)
     return STAGES[i - 1] if i else None
 

@@ -21,6 +21,12 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted: finished generations are kept; continue with --resume last")
         sys.exit(int(ExitCode.INTERRUPTED))
+    except Exception:  # a bug: its traceback, and a code of its own (never a verdict's)
+        import traceback
+
+        traceback.print_exc()
+        err.print("internal error: this is a bug in evalsuite; please report it with the traceback above")
+        sys.exit(int(ExitCode.INTERNAL))
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ MlflowExpOpt = typer.Option("evalsuite", "--mlflow-experiment", help="MLflow exp
 
 
 def _cannot_judge(exc: EvalsuiteError, stage: str | None, json_out: Path | None) -> typer.Exit:
+    """The gate could not start: the input is wrong (a missing run, a bad rubric or stage): ExitCode.USAGE,
+    never the 2 of a run that cannot be judged."""
     print_error(exc)
     if json_out:  # CI reads the file: it says why, too
         from ..yamlio import atomic_write_text
@@ -46,13 +48,14 @@ def _cannot_judge(exc: EvalsuiteError, stage: str | None, json_out: Path | None)
         doc = {
             "passed": False,
             "judgeable": False,
-            "exit_code": int(ExitCode.CANNOT_JUDGE),
+            "exit_code": int(ExitCode.USAGE),
             "status": CANNOT_JUDGE_WORD,
+            "input_error": True,
             "stage": stage,
             "problems": [str(exc)],
         }
         atomic_write_text(json_out, json.dumps(doc, indent=2) + "\n")
-    return typer.Exit(int(ExitCode.CANNOT_JUDGE))
+    return typer.Exit(int(ExitCode.USAGE))
 
 
 def _record(judgment, ledger: Path | None) -> None:
@@ -127,7 +130,7 @@ def gate(
 
 
 @app.command()
-@guarded(ExitCode.CANNOT_JUDGE)
+@guarded()
 def report(
     run: str = RunArg,
     rubric: Path | None = RubricOpt,

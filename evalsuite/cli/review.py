@@ -200,9 +200,8 @@ def back_cmd(
 ) -> None:
     """Show (and claim) the item you answered last, to change your verdict with `annotate` or `undo`."""
     it = _api().back(reviewer, queue, steps=steps)
-    if it is None:
-        console.print("you have not answered that many items")
-        return
+    if it is None:  # nothing to go back to: the request cannot be met (exit 4, not a silent 0)
+        raise EvalsuiteError(f"review back --steps {steps}: you have not answered that many items")
     show_cmd(it["id"], queue)
 
 

@@ -135,7 +135,7 @@ def score(run: str = typer.Argument(..., help="run id, run directory, or 'last'"
 
 
 @app.command()
-@guarded(ExitCode.CANNOT_JUDGE)
+@guarded()
 def compare(run: str = typer.Argument(..., help="run id, run directory, or 'last'"), runs_dir: Path = RunsDir) -> None:
     """Paired comparison of every variant with the baseline, per scenario and metric."""
     from ..report.terminal import comparison_view
