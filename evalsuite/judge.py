@@ -17,9 +17,9 @@ from .adaptive.gating import adaptive_decisions, is_adaptive
 from .review.api import default_queue_path, flag_run, review_decisions
 from .verdict.compare import compare_run
 from .verdict.decisions import Decisions
-from .verdict.gate import gate
+from .verdict.gate import gate, unmatched_rules
 from .verdict.outcome import Judgment
-from .verdict.rubric import Rubric, load_rubric, resolve_rubric_path, resolve_stage
+from .verdict.rubric import Rubric, RubricError, load_rubric, resolve_rubric_path, resolve_stage
 
 if TYPE_CHECKING:
     from .run.store import RunStore
@@ -52,6 +52,9 @@ def judge_run(
     stage_name, source = resolve_stage(stage, suite)
     sr = rub.for_stage(stage_name)
     cmp = compare_run(store)
+    mistakes = unmatched_rules(cmp, sr)
+    if mistakes:  # a rule that matches no score would pass in silence: the rubric is wrong for this run
+        raise RubricError(mistakes)
     path = Path(queue) if queue is not None else default_queue_path(store)
     flagged = flag_run(store, queue=path, rubric=rub, cmp=cmp) if flag else None
     # the clock is read here, at the entry to judging: the queue's waivers are checked as of now and

@@ -197,9 +197,9 @@ def test_cli_gate_exit_codes_and_json(runs, tmp_path, repo):
 def test_cli_gate_cannot_judge(runs, tmp_path, repo, write):
     bad = write("bad.yaml", "rules:\n  - {name: a, metric: json.valid, mni: 1}\n")
     code, text, data = _cli(runs["clean"], tmp_path, bad)
-    assert code == 2 and "mni: unknown field" in text and data["exit_code"] == 2
+    assert code == 4 and "mni: unknown field" in text and data["exit_code"] == 4  # issue 38: your input is wrong exits 4
     code, text, _ = _cli(runs["clean"], tmp_path, repo / "rubrics" / "default.yaml", stage="staging")
-    assert code == 2 and "unknown stage" in text
+    assert code == 4 and "unknown stage" in text  # issue 38: your input is wrong exits 4
     import shutil
 
     inc = tmp_path / "incomplete"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from ..errors import suggest
 from ..states import CANNOT_JUDGE, FAIL, MISSING, PASS, SKIP, WARN, RuleStatus
 from .compare import Comparison, MetricDelta
 from .decisions import AdaptiveDecisions, CheckResult, Decisions
@@ -191,6 +192,12 @@ def _judge_metric_rule(
         where = "any scenario" if "*" in rule.scenarios else "/".join(rule.scenarios)
         present = "*" in rule.scenarios or any(s in cmp.scenarios for s in rule.scenarios)
         note = f"no paired scores of {rule.metric} in {where}" + ("" if present else " (scenario not in this run)")
+        if present and unmatched(cmp, rule):  # the rule names no metric the run has: never a silent pass
+            note = unmatched_message(cmp, rule)
+            if rule.required is False:
+                return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=SKIP, note=f"not checked: {note}")
+            problems.append(f"rule {rule.name}: {note}")
+            return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=MISSING, note=note)
         if rule.required and present:
             problems.append(f"rule {rule.name}: {note} for {variant}")
             return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=MISSING, note=note)
@@ -219,6 +226,41 @@ def _judge_metric_rule(
     status: RuleStatus = (FAIL if rule.severity == "block" else WARN) if violations else PASS
     checked = ", ".join(f"{deltas[i].scenario}/{deltas[i].metric}" for i in idx)
     return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=status, violations=tuple(violations), note=f"checked {checked}")
+
+
+def run_metrics(cmp: Comparison, scenarios: tuple[str, ...] = ("*",)) -> list[str]:
+    """The metric names the run's scores have in `scenarios` (any variant, paired or not)."""
+    return sorted({d.metric for d in cmp.deltas if "*" in scenarios or d.scenario in scenarios})
+
+
+def unmatched(cmp: Comparison, rule: MetricRule) -> bool:
+    """True when no score of the run, in the rule's scenarios that the run has, has a metric the rule names."""
+    return bool(cmp.variants) and not any(rule.matches(d.scenario, d.metric) for d in cmp.deltas)
+
+
+def unmatched_message(cmp: Comparison, rule: MetricRule) -> str:
+    """`rubrics/x.yaml:12: rule r: metric citations.recal matches no score of this run (did you mean ...?)`."""
+    have = run_metrics(cmp, rule.scenarios)
+    where = f"{rule.where}: " if rule.where else ""
+    scen = "any scenario" if "*" in rule.scenarios else "/".join(rule.scenarios)
+    close = suggest(rule.metric, have, n=3)
+    return (
+        f"{where}rule {rule.name}: metric {rule.metric} matches no score of this run in {scen}{close}; "
+        f"the run's metrics there: {', '.join(have) or 'none'} (a rule that may match nothing says `required: false`)"
+    )
+
+
+def unmatched_rules(cmp: Comparison, sr: StageRubric) -> list[str]:
+    """Every metric rule of the stage that names no metric of the run (and does not say `required: false`),
+    as a message naming the rubric's file:line and the close matches: a rubric mistake, not a pass."""
+    return [
+        unmatched_message(cmp, r)
+        for r in sr.rules
+        if isinstance(r, MetricRule)
+        and r.required is not False
+        and ("*" in r.scenarios or any(s in cmp.scenarios for s in r.scenarios))
+        and unmatched(cmp, r)
+    ]
 
 
 def _judge_variant_rule(cmp: Comparison, rule: VariantRule, variant: str, problems: list[str]) -> RuleResult:

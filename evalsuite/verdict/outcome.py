@@ -111,6 +111,11 @@ class Verdict:
             return NEEDS_REVIEW
         return PASS
 
+    @property
+    def skipped(self) -> tuple[str, ...]:
+        """The rules not checked for some variant (status skip), each once: the summary line counts them."""
+        return tuple(dict.fromkeys(r.rule for r in self.results if r.status == "skip"))
+
     def result(self, variant: str, rule: str) -> RuleResult | None:
         return next((r for r in self.results if r.variant == variant and r.rule == rule), None)
 
