@@ -9,12 +9,14 @@ own, so they cannot disagree. The stage is chosen by one rule everywhere
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .adaptive.gating import adaptive_decisions, is_adaptive
 from .review.api import default_queue_path, flag_run, review_decisions
+from .run.partial import full_run_command, partial_reasons
 from .verdict.compare import compare_run
 from .verdict.decisions import Decisions
 from .verdict.gate import gate, unmatched_rules
@@ -64,4 +66,10 @@ def judge_run(
     adaptive = adaptive_decisions(store, sr, cmp) if is_adaptive(store) else None
     decisions = Decisions(review=review, adaptive=adaptive)
     verdict = gate(cmp, sr, decisions, judge_noise=judge_noise)
-    return Judgment(verdict=verdict, comparison=cmp, store=store, rubric=rub, stage=stage_name, stage_source=source, decisions=decisions, flagged=flagged)
+    partial = partial_reasons(store.signature, suite)
+    if partial:  # judged, and said so: a partial run clears nothing unless asked (gate --record)
+        note = f"partial run ({'; '.join(partial)}): judged, but it clears no variant; a full run: {full_run_command(suite)}"
+        verdict = replace(verdict, notes=(*verdict.notes, note))
+    return Judgment(
+        verdict=verdict, comparison=cmp, store=store, rubric=rub, stage=stage_name, stage_source=source, decisions=decisions, flagged=flagged, partial=partial
+    )

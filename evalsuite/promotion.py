@@ -27,6 +27,7 @@ from .releases.identity import IdentityCheck, check_identity
 from .releases.ledger import Decision, Deployment, LedgerError, ReleaseLedger
 from .report.releases import ledger_status
 from .review.api import default_queue_path
+from .run.partial import full_run_command, partial_reasons
 from .run.store import RunStore
 from .verdict.rubric import Rubric
 
@@ -113,8 +114,12 @@ def promote(req: PromoteRequest) -> PromoteResult:
     (when asked) and the promotion is recorded."""
     store = RunStore.find(req.runs_dir, req.run)
     fp = _variant(store, req.variant)
-    ledger = req.ledger or rel.default_ledger_path(store)
     below = stage_below(req.stage)
+    partial = partial_reasons(store.signature, store.suite)
+    if partial:  # a smoke run never clears a variant for a stage
+        reason = f"run {store.run_id} is partial ({'; '.join(partial)}): promote from a full run: {full_run_command(store.suite)}"
+        return PromoteResult(promoted=False, variant=req.variant, fingerprint=fp, stage=req.stage, run_id=store.run_id, reason=reason)
+    ledger = req.ledger or rel.default_ledger_path(store)
     lower = None
     if below is not None:
         lower = ledger_status(ledger, req.queue or default_queue_path(store), fingerprints=[fp]).of(fp, below)

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from ..errors import EvalsuiteError
+from ..run.partial import full_run_command
 from ..states import CANNOT_JUDGE_WORD
 from ._app import ExitCode, app, console, guarded, print_error, setup_logging
 
@@ -58,9 +59,18 @@ def _cannot_judge(exc: EvalsuiteError, stage: str | None, json_out: Path | None)
     return typer.Exit(int(ExitCode.USAGE))
 
 
-def _record(judgment, ledger: Path | None) -> None:
-    """The gate's decisions into the release ledger, one line about it."""
+def _record(judgment, ledger: Path | None, force: bool = False) -> None:
+    """The gate's decisions into the release ledger, one line about it; a partial run's only with `force`."""
     from ..releases import default_ledger_path, record_gate
+
+    if judgment.partial and not force:
+        console.print(
+            f"ledger: nothing recorded: a partial run ({'; '.join(judgment.partial)}) clears no variant; "
+            f"judge a full run ({full_run_command(judgment.store.suite)}) or add --record",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
 
     path = ledger or default_ledger_path(judgment.store)
     rows = record_gate(judgment, path)
@@ -105,9 +115,11 @@ def gate(
     mlflow: bool = MlflowOpt,
     mlflow_uri: str | None = MlflowUriOpt,
     mlflow_experiment: str = MlflowExpOpt,
+    record: bool = typer.Option(False, "--record", help="record a partial run's decisions in the ledger too (a partial run clears nothing by default)"),
 ) -> None:
-    """Judge a run against a rubric: exit 0 pass, 1 regression, 2 cannot judge, 3 needs review. Each
-    judged variant's decision is recorded in the release ledger."""
+    """Judge a run against a rubric: exit 0 pass, 1 regression, 2 cannot judge, 3 needs review, 4 bad
+    input (a missing run, a bad rubric or stage). Each judged variant's decision is recorded in the
+    release ledger, unless the run is partial (--limit, --scenarios, --variants)."""
     from ..judge import judge_run
     from ..report.terminal import judgment_view
     from ..run.store import RunStore
@@ -120,7 +132,7 @@ def gate(
     if json_out:
         write_verdict_json(judgment, json_out)
     try:
-        _record(judgment, ledger)
+        _record(judgment, ledger, record)
         if summary or mlflow:
             _publish(judgment, ledger, summary, mlflow, mlflow_uri, mlflow_experiment)
     except EvalsuiteError as exc:  # the verdict stands, but CI must not take an unrecorded one for a pass

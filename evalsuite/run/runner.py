@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from .partial import selection
 from .. import __version__
 from ..backends.base import Backend, Generation, Request, make_backend
 from ..cases.caseset import SCENARIOS, Case, suite_digest
@@ -336,9 +337,11 @@ def _open_store(
     the suite as it is now, and repaired after a kill)."""
     runs_dir = Path(opts.runs_dir or Path(suite.output_dir) / "runs")
     signature = make_signature(suite, cases, fingerprints, weights, engines)
+    signature["partial"] = selection(limit=opts.limit, scenarios=opts.scenarios)  # a smoke run clears nothing (evalsuite.run.partial)
     if not opts.resume:
         return RunStore.create(runs_dir, suite.name, suite.resolved(), signature, prepare=lambda st: _write_cases(cases, st))
-    store = RunStore.find(runs_dir, opts.resume)
+    # `last`: the newest run of this suite, not of any suite (issue 38)
+    store = RunStore.latest(runs_dir, suite.name) if opts.resume == "last" else RunStore.find(runs_dir, opts.resume)
     old = store.signature
     if old.get("case_digest") != signature["case_digest"]:
         raise EvalsuiteError(f"cannot resume {store.run_id}: its cases differ from the suite's now (case digest changed); start a new run")

@@ -19,6 +19,7 @@ accepted outputs waive only in a fixed-n run (verdict/waivers.py).
 
 from __future__ import annotations
 
+import fnmatch
 import math
 from dataclasses import replace
 
@@ -233,9 +234,22 @@ def run_metrics(cmp: Comparison, scenarios: tuple[str, ...] = ("*",)) -> list[st
     return sorted({d.metric for d in cmp.deltas if "*" in scenarios or d.scenario in scenarios})
 
 
+def scorer_metrics(scenarios: tuple[str, ...]) -> list[str]:
+    """The metrics evalsuite's registered scorers produce in `scenarios` (`code.pass@k` as `code.pass@*`)."""
+    from ..scoring.run import load_scorers
+
+    return sorted({s.name.replace("@k", "@*") for s in load_scorers() if "*" in scenarios or not s.scenarios or set(s.scenarios) & set(scenarios)})
+
+
 def unmatched(cmp: Comparison, rule: MetricRule) -> bool:
-    """True when no score of the run, in the rule's scenarios that the run has, has a metric the rule names."""
-    return bool(cmp.variants) and not any(rule.matches(d.scenario, d.metric) for d in cmp.deltas)
+    """True when the rule names a metric that no score of the run has, in the rule's scenarios that the
+    run has, and that no scorer of those scenarios produces either (a typo, an unfiltered lm-eval name).
+    A scorer's metric that only this run's cases lack (a smoke run without restricted cases) is not
+    checked, and shown as skipped."""
+    if not cmp.variants or any(rule.matches(d.scenario, d.metric) for d in cmp.deltas):
+        return False
+    scen = rule.scenarios if "*" not in rule.scenarios else cmp.scenarios
+    return not any(fnmatch.fnmatchcase(m, rule.metric) or fnmatch.fnmatchcase(rule.metric, m) for m in scorer_metrics(scen))
 
 
 def unmatched_message(cmp: Comparison, rule: MetricRule) -> str:

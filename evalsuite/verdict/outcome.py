@@ -219,6 +219,7 @@ class Judgment:
     stage_source: str  #: where the stage came from: "given", "suite" (its `stage:`) or "default"
     decisions: Decisions  #: the review and adaptive decisions the gate applied
     flagged: FlagSummary | None = None  #: the review queue's FlagResult when the run was flagged first
+    partial: tuple[str, ...] = ()  #: why the run is not a full run of its suite (evalsuite.run.partial): it clears nothing unless asked
 
     @property
     def status(self) -> str:
