@@ -72,7 +72,7 @@ def _evidence(cmp: Comparison, d: MetricDelta) -> tuple[tuple[str, ...], tuple[s
     for c in cases[:MAX_DIFFS]:
         detail = d.details.get(c) or {}
         hint = ", ".join(
-            f"{k}={v}" for k, v in detail.items() if k in ("missing", "invalid", "hits", "canaries", "reason", "error", "status", "not_gold", "phrase") and v
+            f"{k}={v}" for k, v in detail.items() if k in ("missing", "invalid", "hits", "canaries", "facts", "forbidden", "reason", "error", "status", "not_gold", "phrase") and v
         )
         diffs.append(f"{c}: {short_diff(cmp.output(cmp.baseline, c), cmp.output(d.variant, c))}" + (f"  [{hint[:160]}]" if hint else ""))
     return cases, tuple(diffs)

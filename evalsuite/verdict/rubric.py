@@ -144,7 +144,8 @@ class MetricRule:
         what = "pass rate" if delta.pass_fail else "mean"
         reasons = []
         if self.min is not None and delta.variant_mean < self.min:
-            reasons.append(f"{what} {delta.variant_mean:.3f} < min {self.min:g}")
+            own = f" (the baseline's own {what} {delta.baseline_mean:.3f} is below it too)" if delta.baseline_mean < self.min else ""
+            reasons.append(f"{what} {delta.variant_mean:.3f} < min {self.min:g}{own}")
         if self.max is not None and delta.variant_mean > self.max:
             reasons.append(f"{what} {delta.variant_mean:.3f} > max {self.max:g}")
         relative = []
