@@ -67,7 +67,8 @@ def _numbers(d: MetricDelta, noise, p_adj: float | None) -> dict:
 
 
 def _evidence(cmp: Comparison, d: MetricDelta) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    cases = tuple(d.offending[:MAX_CASES_SHOWN])
+    # no flips (a floor the baseline is below too): the cases the variant fails are the evidence
+    cases = tuple((d.offending or d.variant_failed)[:MAX_CASES_SHOWN])
     diffs = []
     for c in cases[:MAX_DIFFS]:
         detail = d.details.get(c) or {}
