@@ -101,6 +101,15 @@ def _refused_lower(req: PromoteRequest, store: RunStore, fp: str, below: str, c:
     return PromoteResult(promoted=False, variant=req.variant, fingerprint=fp, stage=req.stage, run_id=store.run_id, reason=reason, lower=c)
 
 
+def _refused_partial(req: PromoteRequest, store: RunStore, fp: str) -> PromoteResult | None:
+    """A smoke run (--limit, --scenarios, --variants) never clears a variant for a stage: refused, naming the full run's command."""
+    partial = partial_reasons(store.signature, store.suite)
+    if not partial:
+        return None
+    reason = f"run {store.run_id} is partial ({'; '.join(partial)}): promote from a full run: {full_run_command(store.suite)}"
+    return PromoteResult(promoted=False, variant=req.variant, fingerprint=fp, stage=req.stage, run_id=store.run_id, reason=reason)
+
+
 def _registry_move(reg: ModelRegistry, stage: str, decision: Decision) -> dict:
     from .releases.tracking import set_alias
 
@@ -115,10 +124,9 @@ def promote(req: PromoteRequest) -> PromoteResult:
     store = RunStore.find(req.runs_dir, req.run)
     fp = _variant(store, req.variant)
     below = stage_below(req.stage)
-    partial = partial_reasons(store.signature, store.suite)
-    if partial:  # a smoke run never clears a variant for a stage
-        reason = f"run {store.run_id} is partial ({'; '.join(partial)}): promote from a full run: {full_run_command(store.suite)}"
-        return PromoteResult(promoted=False, variant=req.variant, fingerprint=fp, stage=req.stage, run_id=store.run_id, reason=reason)
+    partial = _refused_partial(req, store, fp)
+    if partial is not None:
+        return partial
     ledger = req.ledger or rel.default_ledger_path(store)
     lower = None
     if below is not None:

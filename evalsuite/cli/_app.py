@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 
-
 #: click's UsageError as typer raises it (typer >= 0.2x vendors click: find it from typer's own BadParameter)
 _UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 

@@ -16,9 +16,7 @@ app.add_typer(import_app, name="import", help="Import case sets (humaneval) and 
 
 @app.command()
 @guarded()
-def validate(
-    paths: list[Path] = typer.Argument(None, help="case-set files or directories, suite files or rubric files (default: casesets/)"),
-) -> None:
+def validate(paths: list[Path] = typer.Argument(None, help="case-set files or directories, suite files or rubric files (default: casesets/)")) -> None:
     """Check that `run` and `gate` will start: case sets (schema, cross-references); suites (every block, case-set
     paths, tags and ids that select nothing, quantization methods, their rubric and its metrics against the
     selected scenarios' scorers), with counts per scenario, kind, language and size; rubric files. Every

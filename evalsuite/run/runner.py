@@ -19,7 +19,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .partial import selection
 from .. import __version__
 from ..backends.base import Backend, Generation, Request, make_backend
 from ..cases.caseset import SCENARIOS, Case, suite_digest
@@ -30,6 +29,7 @@ from ..executors import Executor, make_executor
 from ..executors.local import LocalExecutor
 from ..models.describe import weights_summary
 from ..perf.context import context_cost
+from .partial import selection
 from .progress import progress_bar
 from .prompting import PROMPT_VERSION, batches, build_requests, trimmed_cases
 from .store import DEFAULT_CACHE, GenerationCache, RunStore

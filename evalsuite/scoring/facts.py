@@ -61,13 +61,9 @@ def _dates(text: str) -> tuple[list[Fact], list[tuple[int, int]]]:
     for i, pat in enumerate(_DATE_PATTERNS):
         for m in pat.finditer(text):
             g = m.groups()
-            if i == 2:  # March 31, 2026
-                y, mo, d = g[2], _MONTHS[g[0].lower()], g[1]
-            elif i == 3:  # 31 March 2026
-                y, mo, d = g[2], _MONTHS[g[1].lower()], g[0]
-            else:
-                y, mo, d = g[0], g[1], g[2]
-            key = f"date:{int(y):04d}-{int(mo):02d}" + (f"-{int(d):02d}" if d else "")
+            y, mo, d = (g[2], g[0], g[1]) if i == 2 else (g[2], g[1], g[0]) if i == 3 else g  # March 31, 2026 / 31 March 2026 / numeric
+            month = _MONTHS[mo.lower()] if i >= 2 else int(mo)
+            key = f"date:{int(y):04d}-{month:02d}" + (f"-{int(d):02d}" if d else "")
             out.append(Fact(key, m.group().strip()))
             spans.append(m.span())
     return out, spans

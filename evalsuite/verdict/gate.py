@@ -73,7 +73,9 @@ def _evidence(cmp: Comparison, d: MetricDelta) -> tuple[tuple[str, ...], tuple[s
     for c in cases[:MAX_DIFFS]:
         detail = d.details.get(c) or {}
         hint = ", ".join(
-            f"{k}={v}" for k, v in detail.items() if k in ("missing", "invalid", "hits", "canaries", "facts", "forbidden", "reason", "error", "status", "not_gold", "phrase") and v
+            f"{k}={v}"
+            for k, v in detail.items()
+            if k in ("missing", "invalid", "hits", "canaries", "facts", "forbidden", "reason", "error", "status", "not_gold", "phrase") and v
         )
         diffs.append(f"{c}: {short_diff(cmp.output(cmp.baseline, c), cmp.output(d.variant, c))}" + (f"  [{hint[:160]}]" if hint else ""))
     return cases, tuple(diffs)
@@ -271,10 +273,7 @@ def unmatched_rules(cmp: Comparison, sr: StageRubric) -> list[str]:
     return [
         unmatched_message(cmp, r)
         for r in sr.rules
-        if isinstance(r, MetricRule)
-        and r.required is not False
-        and ("*" in r.scenarios or any(s in cmp.scenarios for s in r.scenarios))
-        and unmatched(cmp, r)
+        if isinstance(r, MetricRule) and r.required is not False and ("*" in r.scenarios or any(s in cmp.scenarios for s in r.scenarios)) and unmatched(cmp, r)
     ]
 
 
