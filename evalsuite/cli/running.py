@@ -71,9 +71,12 @@ def _run_adaptive(suite, opts, stage: str | None, seed: int, until: str, toleran
     from ..adaptive.driver import STATE_FILE, adaptive_summary, run_adaptive
     from ..judge import judge_run
     from ..report.terminal import judgment_view
+    from ..cases.options import STAGES
     from ..verdict.rubric import resolve_stage
 
     stage_name, _ = resolve_stage(stage, {"stage": suite.stage})
+    if stage_name not in STAGES:  # before any generation: a typo leaves no half-made run behind
+        raise UnknownNameError("stage", stage_name, list(STAGES))
     res = run_adaptive(suite, opts, AdaptiveSettings(stage=stage_name, seed=seed, until=until, tolerance=tolerance))
     for row in adaptive_summary(res):
         color = {"pass": "green", "fail": "red"}.get(row["verdict"], "yellow")
