@@ -5,6 +5,7 @@ rubric), 5 an internal error. Each command gets a missing run, an unknown varian
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -95,3 +96,11 @@ def test_an_internal_error_exits_5(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert proc.returncode == ExitCode.INTERNAL == 5, proc.stderr[-2000:]
     assert "RuntimeError: a bug" in proc.stderr and "internal error" in proc.stderr
+
+
+def test_the_docs_table_is_the_enum():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "exit-codes.md").read_text("utf-8")
+    rows = {int(code): name for code, name in re.findall(r"^\| (\d+) \| `(\w+)` \|", doc, flags=re.M)}
+    assert rows == {int(c): c.name for c in ExitCode}
