@@ -14,6 +14,29 @@ from ._app import ExitCode, app, console, err
 
 __all__ = ["ExitCode", "app", "console", "err", "main"]
 
+#: `evalsuite --help` by workflow, in the order a newcomer meets them (a command not named here stays under "Commands")
+WORKFLOW = {
+    "1. cases": ("init", "validate", "list", "export", "cases"),
+    "2. run": ("run", "score", "compare", "summary", "demo"),
+    "3. judge": ("gate", "report"),
+    "4. review": ("review", "notebook"),
+    "5. releases": ("releases", "promote", "rollback"),
+    "6. import and setup": ("import", "models"),
+}
+
+
+def _group_help() -> None:
+    panel = {name: title for title, names in WORKFLOW.items() for name in names}
+    for info in [*app.registered_commands, *app.registered_groups]:
+        name = info.name or (info.callback.__name__ if info.callback else "")
+        if name in panel:
+            info.rich_help_panel = panel[name]
+    order = {name: i for i, name in enumerate(n for names in WORKFLOW.values() for n in names)}
+    app.registered_commands.sort(key=lambda c: order.get(c.name or (c.callback.__name__ if c.callback else ""), len(order)))
+
+
+_group_help()
+
 
 def main() -> None:
     try:

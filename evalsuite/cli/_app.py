@@ -30,6 +30,10 @@ class _Group(TyperGroup):
     outside its choices) exit with `ExitCode.USAGE` like every other "your input is wrong", never
     with click's 2, which is the gate's "cannot judge"."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_help(self)
+
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
         try:
             return super().make_context(info_name, args, parent, **extra)
@@ -43,6 +47,31 @@ class _Group(TyperGroup):
         except _UsageError as exc:  # a subcommand's arguments are parsed here
             exc.exit_code = int(ExitCode.USAGE)  # type: ignore[attr-defined]
             raise
+
+
+def _plain_help(cmd: Any) -> None:
+    """Help as written: brackets are text (`pip install 'evalsuite[mlflow]'` kept its `[mlflow]` from
+    rich's markup), and a flag shows no `<bool>` value it does not take."""
+    from rich.markup import escape as _esc
+
+    for sub in getattr(cmd, "commands", {}).values():
+        _plain_help(sub)
+    if cmd.help:
+        cmd.help = _esc(cmd.help)
+    for param in cmd.params:
+        if getattr(param, "help", None):
+            param.help = _esc(param.help)
+        if getattr(param, "is_flag", False):
+            param.display_type_rich = lambda ctx: None
+    get_help_option = cmd.get_help_option
+
+    def help_option(ctx: Any) -> Any:  # click adds --help when the help is rendered: a flag too
+        opt = get_help_option(ctx)
+        if opt is not None:
+            opt.display_type_rich = lambda ctx: None
+        return opt
+
+    cmd.get_help_option = help_option
 
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_Group, help="evalsuite: did quality regress, where, and is it more than noise?")

@@ -81,3 +81,17 @@ def test_skip_undo_back_and_expiring_waivers_on_the_command_line(review_run, tmp
     assert r.exit_code == 4 and "only an acceptable verdict (a waiver) can expire" in r.output  # issue 38: your input is wrong exits 4
     r = cli("review", "stats", "--queue", q)
     assert "1 undone" in r.output and "no item answered by two reviewers yet" in r.output and "no audit sample" in r.output
+
+
+def test_answer_needs_a_pairwise_item_and_expires_a_future_date(review_run, tmp_path):
+    """Issue 38, point 6: `--answer left-worse` was accepted on an item that was never shown blind, and
+    `--expires 2026-03-31` (a past date) was accepted as a waiver that had already lapsed."""
+    store, q = review_run["store"], tmp_path / "q.sqlite"
+    assert cli("review", "flag", store.dir, "--queue", q, "--runs-dir", store.dir.parent).exit_code == 0
+    item = json.loads(cli("review", "list", "--queue", q, "--json").output.splitlines()[0])
+    r = cli("review", "annotate", item["id"], "--answer", "left-worse", "--reviewer", "alice", "--queue", q)
+    assert r.exit_code == 4 and "is not in pairwise mode" in r.output, r.output
+    r = cli("review", "annotate", item["id"], "--verdict", "acceptable", "--expires", "2001-03-31", "--reviewer", "alice", "--queue", q)
+    assert r.exit_code == 4 and "--expires 2001-03-31: that is in the past" in " ".join(r.output.split()), r.output
+    assert json.loads(cli("review", "list", "--queue", q, "--json").output.splitlines()[0])["verdict"] is None  # nothing recorded
+    assert cli("review", "annotate", item["id"], "--verdict", "acceptable", "--expires", "30d", "--reviewer", "alice", "--queue", q).exit_code == 0
