@@ -69,9 +69,9 @@ def _run_adaptive(suite, opts, stage: str | None, seed: int, until: str, toleran
     """`run --adaptive`: where each variant stopped, then the run's verdict through the one judging path."""
     from ..adaptive.checks import AdaptiveSettings
     from ..adaptive.driver import STATE_FILE, adaptive_summary, run_adaptive
+    from ..cases.options import STAGES
     from ..judge import judge_run
     from ..report.terminal import judgment_view
-    from ..cases.options import STAGES
     from ..verdict.rubric import resolve_stage
 
     stage_name, _ = resolve_stage(stage, {"stage": suite.stage})
