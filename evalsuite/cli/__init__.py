@@ -8,6 +8,7 @@ summary), `scaffolding` (init), `judging` (gate, report, demo: each renders eval
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from . import cases, importing, installing, judging, releases, review, running, scaffolding  # noqa: F401 - each registers its commands on `app`
 from ._app import ExitCode, app, console, err
@@ -27,7 +28,8 @@ WORKFLOW = {
 
 def _group_help() -> None:
     panel = {name: title for title, names in WORKFLOW.items() for name in names}
-    for info in [*app.registered_commands, *app.registered_groups]:
+    infos: list[Any] = [*app.registered_commands, *app.registered_groups]  # typer's CommandInfo and TyperInfo alike
+    for info in infos:
         name = info.name or (info.callback.__name__ if info.callback else "")
         if name in panel:
             info.rich_help_panel = panel[name]
