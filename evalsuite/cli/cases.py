@@ -146,6 +146,9 @@ def export(
         written = export_run(store, target, fmt or "csv")
         console.print(f"exported run {store.run_id} ({', '.join(p.name for p in written)}) to {target}", highlight=False, soft_wrap=True)
         return
+    missing = [p for p in paths if not p.exists()]
+    if missing:  # not a run, and no case-set file either: say that, not what --out needs
+        raise EvalsuiteError(f"{missing[0]}: no run of that id under {runs_dir}, and no case-set file or directory of that name")
     if out is None:
         raise EvalsuiteError("--out is required when exporting case sets")
     cases = all_cases(load_cases(paths))

@@ -24,7 +24,7 @@ from ..backends.base import Backend, Generation, Request, make_backend
 from ..cases.caseset import SCENARIOS, Case, suite_digest
 from ..cases.fault_options import FaultSettings
 from ..cases.suite import Suite, Variant
-from ..errors import EvalsuiteError
+from ..errors import EvalsuiteError, suggest
 from ..executors import Executor, make_executor
 from ..executors.local import LocalExecutor
 from ..models.describe import weights_summary
@@ -110,7 +110,8 @@ def select_cases(suite: Suite, scenarios: Sequence[str] | None = None, limit: in
     if scenarios:
         unknown = set(scenarios) - set(SCENARIOS)
         if unknown:
-            raise EvalsuiteError(f"unknown scenario(s) {sorted(unknown)}; known: {', '.join(sorted(SCENARIOS))}")
+            close = "".join(suggest(u, SCENARIOS) for u in sorted(unknown))
+            raise EvalsuiteError(f"unknown scenario(s) {sorted(unknown)}{close}; known: {', '.join(sorted(SCENARIOS))}")
         cases = [c for c in cases if c.scenario in scenarios]
     if limit is not None:
         per: dict[str, int] = {}
@@ -252,8 +253,7 @@ def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult
     factory = opts.backend_factory or make_backend
     backends = {v.name: build_backend(factory, v, cases) for v in variants}
     fingerprints = {name: be.fingerprint() for name, be in backends.items()}
-    for w in suite.warnings:
-        log.warning(w)
+    # suite.warnings (one variable at a time...) were logged once, by load_suite
     store = _open_store(suite, opts, cases, fingerprints, _weights(backends), engine_identities(backends))
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
     result = RunResult(store=store, cases=cases)
