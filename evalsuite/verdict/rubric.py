@@ -17,6 +17,8 @@ A rubric file holds a base list of rules and per-stage overrides (`dev`, `pilot`
         require_significance: true   # drop/flip checks fire only when the regression is significant
         above_noise: true       # drop/flip checks fire only when they exceed what noise runs show
         severity: block         # block | warn
+        required: false         # may match no score of a run (shown as skipped); unset, a rule whose metric no
+                                # score of the run has is a rubric mistake (`gate` exits 4, naming file:line)
       - name: reliability
         max_error_rate: 0.01    # variant-level rules: no `metric`
         max_timeout_rate: 0.01
