@@ -9,7 +9,6 @@ from pathlib import Path
 import typer
 
 from ..errors import EvalsuiteError
-from ..run.partial import full_run_command
 from ..states import CANNOT_JUDGE_WORD
 from ._app import ExitCode, app, console, guarded, print_error, setup_logging
 
@@ -62,6 +61,7 @@ def _cannot_judge(exc: EvalsuiteError, stage: str | None, json_out: Path | None)
 def _record(judgment, ledger: Path | None, force: bool = False) -> None:
     """The gate's decisions into the release ledger, one line about it; a partial run's only with `force`."""
     from ..releases import default_ledger_path, record_gate
+    from ..run.partial import full_run_command
 
     if judgment.partial and not force:
         console.print(
