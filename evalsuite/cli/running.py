@@ -43,9 +43,11 @@ def run(
     """Generate (or resume) a run of a suite, then score it."""
     from ..cases.suite import load_suite
     from ..run.runner import RunOptions
+    from ..verdict.checkup import check_cases
 
     setup_logging(verbose)
     s = load_suite(suite)
+    check_cases(s)  # a missing case-set path or a selector that selects nothing, at the suite's file:line
     opts = RunOptions(
         variants=variants.split(",") if variants else None,
         scenarios=scenarios.split(",") if scenarios else None,

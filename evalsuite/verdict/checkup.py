@@ -21,7 +21,7 @@ from ..yamlio import LineMap, load_yaml
 from .gate import scorer_metrics
 from .rubric import MetricRule, Rubric, RubricError, load_rubric, resolve_rubric_path
 
-__all__ = ["SuiteCheck", "check_rubric", "check_suite", "is_rubric_file"]
+__all__ = ["SuiteCheck", "check_cases", "check_rubric", "check_suite", "is_rubric_file"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +84,17 @@ def check_suite(path: str | Path) -> SuiteCheck:
         raise ValidationError(problems)
     assert rubric is not None
     return SuiteCheck(suite=suite, cases=tuple(cases), rubric=rubric, rubric_path=rubric_path)
+
+
+def check_cases(suite: Suite) -> list[Case]:
+    """The suite's cases as `run` selects them; a case-set path that does not exist or a selector that
+    selects nothing raises ValidationError at the suite's file:line (what `run` checks before it starts)."""
+    _, lines = load_yaml(suite.path)
+    problems: list[Problem] = []
+    cases = _selected(suite, lines, problems)
+    if problems:
+        raise ValidationError(problems)
+    return cases
 
 
 def _selected(suite: Suite, lines: LineMap, problems: list[Problem]) -> list[Case]:

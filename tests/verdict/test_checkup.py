@@ -70,3 +70,16 @@ def test_a_rubric_file_with_a_mistake_is_reported_as_a_rubric(tmp_path):
     bad.write_text((REPO / "rubrics" / "default.yaml").read_text().replace("max_drop: 0.02\n", "max_dorp: 0.02\n", 1))
     code, out = _validate(bad)
     assert code == 4 and "max_dorp: unknown field" in out and "'cases' is a required property" not in out, out
+
+
+def test_run_refuses_what_validate_reports_at_the_suites_line(tmp_path):
+    """`run` on a suite whose case-set path is missing, or whose tag selects nothing, names the suite's
+    file:line as validate does (it used to fail without it, or with "no cases selected")."""
+    missing = tmp_path / "missing.yaml"
+    missing.write_text((REPO / "suites" / "fake.yaml").read_text().replace("../casesets", str(tmp_path / "no-such-casesets")))
+    res = runner.invoke(app, ["run", str(missing), "-q"])
+    assert res.exit_code == 4 and f"{missing}:5: path: no such case-set file or directory" in " ".join(res.output.split()), res.output
+    tag = _plant(tmp_path, "tag", "tags: [example]", "tags: [exampel]")
+    res = runner.invoke(app, ["run", str(tag), "-q"])
+    flat = " ".join(res.output.split())
+    assert res.exit_code == 4 and f"{tag}:5: casesets: selects no case" in flat and "did you mean 'example'" in flat, res.output
