@@ -9,17 +9,19 @@ own, so they cannot disagree. The stage is chosen by one rule everywhere
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .adaptive.gating import adaptive_decisions, is_adaptive
 from .review.api import default_queue_path, flag_run, review_decisions
+from .run.partial import full_run_command, partial_reasons
 from .verdict.compare import compare_run
 from .verdict.decisions import Decisions
-from .verdict.gate import gate
+from .verdict.gate import gate, unmatched_rules
 from .verdict.outcome import Judgment
-from .verdict.rubric import Rubric, load_rubric, resolve_rubric_path, resolve_stage
+from .verdict.rubric import Rubric, RubricError, load_rubric, resolve_rubric_path, resolve_stage
 
 if TYPE_CHECKING:
     from .run.store import RunStore
@@ -52,6 +54,9 @@ def judge_run(
     stage_name, source = resolve_stage(stage, suite)
     sr = rub.for_stage(stage_name)
     cmp = compare_run(store)
+    mistakes = unmatched_rules(cmp, sr)
+    if mistakes:  # a rule that matches no score would pass in silence: the rubric is wrong for this run
+        raise RubricError(mistakes)
     path = Path(queue) if queue is not None else default_queue_path(store)
     flagged = flag_run(store, queue=path, rubric=rub, cmp=cmp) if flag else None
     # the clock is read here, at the entry to judging: the queue's waivers are checked as of now and
@@ -61,4 +66,10 @@ def judge_run(
     adaptive = adaptive_decisions(store, sr, cmp) if is_adaptive(store) else None
     decisions = Decisions(review=review, adaptive=adaptive)
     verdict = gate(cmp, sr, decisions, judge_noise=judge_noise)
-    return Judgment(verdict=verdict, comparison=cmp, store=store, rubric=rub, stage=stage_name, stage_source=source, decisions=decisions, flagged=flagged)
+    partial = partial_reasons(store.signature, suite)
+    if partial:  # judged, and said so: a partial run clears nothing unless asked (gate --record)
+        note = f"partial run ({'; '.join(partial)}): judged, but it clears no variant; a full run: {full_run_command(suite)}"
+        verdict = replace(verdict, notes=(*verdict.notes, note))
+    return Judgment(
+        verdict=verdict, comparison=cmp, store=store, rubric=rub, stage=stage_name, stage_source=source, decisions=decisions, flagged=flagged, partial=partial
+    )

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .cases.options import STAGES
-from .errors import EvalsuiteError
+from .errors import EvalsuiteError, UnknownNameError
 from .judge import judge_run
 from .releases import api as rel
 from .releases.clearance import Clearance, deployment_stack
@@ -27,6 +27,7 @@ from .releases.identity import IdentityCheck, check_identity
 from .releases.ledger import Decision, Deployment, LedgerError, ReleaseLedger
 from .report.releases import ledger_status
 from .review.api import default_queue_path
+from .run.partial import full_run_command, partial_reasons
 from .run.store import RunStore
 from .verdict.rubric import Rubric
 
@@ -36,7 +37,7 @@ __all__ = ["PromoteRequest", "PromoteResult", "ModelRegistry", "RollbackResult",
 def stage_below(stage: str) -> str | None:
     """The stage a variant must be cleared for before it is promoted to `stage` (None for the first)."""
     if stage not in STAGES:
-        raise EvalsuiteError(f"stage: must be one of {', '.join(STAGES)}, got {stage!r}")
+        raise UnknownNameError("stage", stage, list(STAGES))
     i = STAGES.index(stage)
     return STAGES[i - 1] if i else None
 
@@ -100,6 +101,15 @@ def _refused_lower(req: PromoteRequest, store: RunStore, fp: str, below: str, c:
     return PromoteResult(promoted=False, variant=req.variant, fingerprint=fp, stage=req.stage, run_id=store.run_id, reason=reason, lower=c)
 
 
+def _refused_partial(req: PromoteRequest, store: RunStore, fp: str) -> PromoteResult | None:
+    """A smoke run (--limit, --scenarios, --variants) never clears a variant for a stage: refused, naming the full run's command."""
+    partial = partial_reasons(store.signature, store.suite)
+    if not partial:
+        return None
+    reason = f"run {store.run_id} is partial ({'; '.join(partial)}): promote from a full run: {full_run_command(store.suite)}"
+    return PromoteResult(promoted=False, variant=req.variant, fingerprint=fp, stage=req.stage, run_id=store.run_id, reason=reason)
+
+
 def _registry_move(reg: ModelRegistry, stage: str, decision: Decision) -> dict:
     from .releases.tracking import set_alias
 
@@ -113,8 +123,11 @@ def promote(req: PromoteRequest) -> PromoteResult:
     (when asked) and the promotion is recorded."""
     store = RunStore.find(req.runs_dir, req.run)
     fp = _variant(store, req.variant)
-    ledger = req.ledger or rel.default_ledger_path(store)
     below = stage_below(req.stage)
+    partial = _refused_partial(req, store, fp)
+    if partial is not None:
+        return partial
+    ledger = req.ledger or rel.default_ledger_path(store)
     lower = None
     if below is not None:
         lower = ledger_status(ledger, req.queue or default_queue_path(store), fingerprints=[fp]).of(fp, below)

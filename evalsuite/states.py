@@ -51,13 +51,19 @@ FAULT_OUTCOMES: Final[tuple[str, ...]] = get_args(FaultOutcome)
 
 
 class ExitCode(IntEnum):
-    """Every exit code of `evalsuite`, in one place (a verdict's own code is `Verdict.exit_code`)."""
+    """Every exit code of `evalsuite`, one table for every command (docs/exit-codes.md).
 
-    OK = 0
-    FAILED = 1  #: a regression (gate, demo), or bad input (validate, run, review ...)
-    CANNOT_JUDGE = 2  #: gate, report: a bad rubric, missing data, an incomplete run
-    USAGE = 2  #: a bad option value (click's own usage errors exit 2 too)
+    A verdict's own code is `Verdict.exit_code` (0-3); 4 and 5 say the command could not start or
+    broke, so CI never takes a typo for a judgment: `gate reports/runs/typo` is 4, a run that cannot
+    be judged is 2.
+    """
+
+    OK = 0  #: pass; any command that did what it was asked
+    FAILED = 1  #: a regression (gate, demo), or a refusal (promote, rollback: the answer is no)
+    CANNOT_JUDGE = 2  #: gate, report, compare: missing data, an incomplete run, a rule that cannot be decided
     NEEDS_REVIEW = 3  #: gate: nothing failed, but more flagged outputs await review than `max_open`
+    USAGE = 4  #: your input is wrong: a bad option or argument, a missing run or file, an invalid suite or rubric, an unknown name
+    INTERNAL = 5  #: an internal error (a bug in evalsuite: the traceback is printed)
     INTERRUPTED = 130  #: Ctrl-C (finished generations are kept)
 
 

@@ -61,11 +61,23 @@ def load_yaml(path: str | Path) -> tuple[Any, LineMap]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None
-        raise ValidationError([Problem(str(path), line, None, "yaml", str(exc).replace("\n", " "))]) from exc
+        raise ValidationError([Problem(str(path), line, None, "yaml", _yaml_message(exc))]) from None
     lines = LineMap()
     if node is not None:
         _walk(node, (), lines)
     return data, lines
+
+
+def _yaml_message(exc: yaml.YAMLError) -> str:
+    """PyYAML's error in one plain sentence, placed by our own file:line (its `in "<unicode string>",
+    line 2, column 5` marks are noise beside it)."""
+    problem = getattr(exc, "problem", None)
+    if not problem:
+        return str(exc).replace("\n", " ")
+    mark, context, cmark = getattr(exc, "problem_mark", None), getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    where = f" at column {mark.column + 1}" if mark is not None else ""
+    ctx = f" ({context}, from line {cmark.line + 1})" if context and cmark is not None else (f" ({context})" if context else "")
+    return f"{problem}{where}{ctx}"
 
 
 def read_utf8(path: Path) -> str:

@@ -170,7 +170,7 @@ def test_broken_case_files_name_file_line_and_field(name, text, where, messages,
         assert p.file == str(path)
 
     result = runner.invoke(app, ["validate", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 4  # issue 38: your input is wrong exits 4
     line, field = where[0]
     assert f"{path}:{line}:" in result.output
     assert field in result.output

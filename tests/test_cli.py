@@ -49,7 +49,7 @@ def test_run_then_score_on_the_fake_suite(repo, tmp_path, monkeypatch):
 def test_unknown_variant_is_a_clear_error(repo, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["run", str(repo / "suites" / "fake.yaml"), "--variants", "fake-int9", "-q"])
-    assert result.exit_code == 1
+    assert result.exit_code == 4  # issue 38: your input is wrong exits 4
     assert "unknown variant 'fake-int9'" in result.output and "fake-int8" in result.output
 
 

@@ -26,7 +26,7 @@ def test_summary_of_an_unknown_variant_is_a_one_line_error_with_close_matches(re
     assert runner.invoke(app, ["run", str(suite), "-q", "--limit", "1"]).exit_code == 0
     run_dir = next((tmp_path / "runs").iterdir())
     res = runner.invoke(app, ["summary", str(run_dir), "--variant", "fake-int9"])
-    assert res.exit_code == 2, res.output
+    assert res.exit_code == 4, res.output  # issue 38: your input is wrong exits 4
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1, res.output
     assert "unknown variant 'fake-int9'" in lines[0] and "Did you mean 'fake-int8'" in lines[0], lines[0]
@@ -40,7 +40,7 @@ def test_a_variant_with_an_unknown_backend_is_reported_as_a_variant(write):
 
     path = write("s.yaml", "casesets: [sets]\nvariants:\n  - {name: base, baseline: true, backend: fake}\n  - {name: b, backend: fakee}\n")
     res = runner.invoke(app, ["validate", str(path)])
-    assert res.exit_code == 1, res.output
+    assert res.exit_code == 4, res.output  # issue 38: your input is wrong exits 4
     assert "variant b: backend: unknown backend 'fakee' (did you mean fake?)" in res.output, res.output
     assert "case b:" not in res.output
     with pytest.raises(ValidationError) as info:
@@ -52,7 +52,7 @@ def test_a_variant_with_an_unknown_backend_is_reported_as_a_variant(write):
 def test_a_negative_limit_is_a_bad_option_value(repo, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     res = runner.invoke(app, ["run", str(_fake_suite(repo, tmp_path)), "-q", "--limit", "-1"])
-    assert res.exit_code == 2, res.output
+    assert res.exit_code == 4, res.output  # issue 38: your input is wrong exits 4
     assert "Invalid value for '--limit'" in res.output and "greater than or equal to 0" in res.output, res.output
     assert "no cases selected" not in res.output
     assert not (tmp_path / "runs").exists()  # nothing was started

@@ -76,12 +76,13 @@ def test_warn_rules_never_fail_and_missing_metrics_skip_or_block():
     cmp = compare_records(flips_records(40, 10), INFOS[:2])
     r = rubric([
         {"name": "w", "scenario": "kb_qa", "metric": "citations.recall", "max_flips": 0, "severity": "warn"},
-        {"name": "absent", "scenario": "kb_qa", "metric": "nope.metric", "min": 1},
+        {"name": "absent", "scenario": "kb_qa", "metric": "nope.metric", "min": 1, "required": False},  # issue 38: may match nothing only when it says so
         {"name": "other-scenario", "scenario": "code", "metric": "code.pass", "min": 1, "required": True},
     ])
     v = gate(cmp, r.for_stage("production"))
     assert v.passed and v.exit_code == 0 and len(v.warnings) == 1 and not v.violations
     assert v.result("opt", "absent").status == "skip" and v.result("opt", "other-scenario").status == "skip"
+    assert v.skipped == ("absent", "other-scenario")
     req = rubric([{"name": "absent", "scenario": "kb_qa", "metric": "nope.metric", "min": 1, "required": True}])
     v2 = gate(cmp, req.for_stage("production"))
     assert not v2.judgeable and v2.exit_code == 2 and "nope.metric" in v2.problems[0]
@@ -138,7 +139,7 @@ def test_false_alarm_rate_of_an_unchanged_variant_stays_below_alpha(repo):
         # the zero-tolerance leak metric is noise-free: a canary cannot appear by chance
         records += [rec(v, f"kb_qa-{i}", "grounding.leak", True) for v in ("base", "opt") for i in range(20)]
         v = gate(compare_records(records, infos, resampling=Resampling(n_resamples=50)), r.for_stage("production"))
-        assert v.judgeable
+        assert v.judgeable, v.problems
         if not v.passed:
             alarms += 1
             for name in v.failed_rules():
@@ -197,9 +198,9 @@ def test_cli_gate_exit_codes_and_json(runs, tmp_path, repo):
 def test_cli_gate_cannot_judge(runs, tmp_path, repo, write):
     bad = write("bad.yaml", "rules:\n  - {name: a, metric: json.valid, mni: 1}\n")
     code, text, data = _cli(runs["clean"], tmp_path, bad)
-    assert code == 2 and "mni: unknown field" in text and data["exit_code"] == 2
+    assert code == 4 and "mni: unknown field" in text and data["exit_code"] == 4  # issue 38: your input is wrong exits 4
     code, text, _ = _cli(runs["clean"], tmp_path, repo / "rubrics" / "default.yaml", stage="staging")
-    assert code == 2 and "unknown stage" in text
+    assert code == 4 and "unknown stage" in text  # issue 38: your input is wrong exits 4
     import shutil
 
     inc = tmp_path / "incomplete"
@@ -254,3 +255,38 @@ def test_sandbox_errors_are_counted_never_regressions_and_beyond_the_limit_canno
 def test_max_sandbox_error_rate_is_a_rate():
     with pytest.raises(Exception, match="max_sandbox_error_rate: must be at most 1"):
         rubric([{"name": "sandbox", "max_sandbox_error_rate": 2}])
+
+
+# --------------------------------------------------------------------------- issue 38: no silent rules
+
+
+def test_a_rule_that_matches_no_score_is_a_rubric_mistake_not_a_pass(write):
+    from evalsuite.verdict.gate import unmatched_rules
+
+    cmp = compare_records(flips_records(40, 0), INFOS[:2])
+    path = write("r.yaml", "rules:\n  - name: typo\n    scenario: kb_qa\n    metric: citations.recal\n    min: 0.5\n")
+    sr = load_rubric(path).for_stage("production")
+    (msg,) = unmatched_rules(cmp, sr)
+    assert msg.startswith(f"{path}:4: rule typo: metric citations.recal matches no score") and "did you mean 'citations.recall'" in msg
+    v = gate(cmp, sr)  # called directly, the gate never passes it either
+    assert not v.judgeable and v.result("opt", "typo").status == "missing" and "citations.recal" in v.problems[0]
+    optional = load_rubric(write("o.yaml", "rules:\n  - {name: typo, scenario: kb_qa, metric: citations.recal, min: 0.5, required: false}\n"))
+    assert unmatched_rules(cmp, optional.for_stage("production")) == []
+    v2 = gate(cmp, optional.for_stage("production"))
+    assert v2.passed and v2.skipped == ("typo",) and v2.result("opt", "typo").note.startswith("not checked: ")
+
+
+def test_gate_cli_refuses_a_rubric_rule_that_matches_nothing_and_shows_optional_ones(runs, tmp_path, write):
+    typo = write("typo.yaml", "rules:\n  - name: recall\n    scenario: kb_qa\n    metric: citations.recal\n    max_drop: 0.1\n")
+    code, text, data = _cli(runs["clean"], tmp_path, typo)
+    flat = " ".join(text.split())
+    assert code == 4 and f"{typo}:4: rule recall: metric citations.recal matches no score" in flat and "did you mean 'citations.recall'" in flat
+    assert data["exit_code"] == 4 and not data["passed"]
+    optional = write("opt.yaml", "rules:\n  - {name: recall, scenario: kb_qa, metric: citations.recal, max_drop: 0.1, required: false}\n")
+    from typer.testing import CliRunner
+
+    from evalsuite.cli import app
+
+    res = CliRunner().invoke(app, ["gate", str(runs["clean"].dir), "--rubric", str(optional), "--ledger", str(tmp_path / "l.sqlite")])
+    flat = " ".join(res.output.split())
+    assert res.exit_code == 0 and "1 rule(s) skipped" in flat and "skipped (not checked): recall" in flat, res.output

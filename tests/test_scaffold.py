@@ -110,9 +110,9 @@ def test_cli_writes_prints_next_commands_and_keeps_an_existing_file(project):
     assert res.exit_code == 0, res.output
     assert "evalsuite run suites/x.yaml" in res.output and "evalsuite gate last" in res.output and "ok baseline" in res.output
     again = runner.invoke(app, ["init", "--model", "Org/M", "--out", "suites/x.yaml"])
-    assert again.exit_code == 1 and "--force" in again.output
+    assert again.exit_code == 4 and "--force" in again.output  # issue 38: your input is wrong exits 4
     bad = runner.invoke(app, ["init", "--model", "Org/M", "--variants", "bnb-nf5", "--out", "suites/y.yaml", "--force"])
-    assert bad.exit_code == 1 and "bnb-nf4" in bad.output
+    assert bad.exit_code == 4 and "bnb-nf4" in bad.output  # issue 38: your input is wrong exits 4
 
 
 def test_the_formats_suite_validates_one_variable_each():

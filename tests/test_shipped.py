@@ -114,10 +114,11 @@ def test_init_copies_the_starter_sets_and_rubric_into_the_project_and_keeps_edit
     raw = yaml.safe_load((empty / "suites" / "mine.yaml").read_text())
     assert raw["casesets"] == ["../casesets"] and raw["rubric"] == "../rubrics/default.yaml"
     assert load_suite(empty / "suites" / "mine.yaml").load_cases()
-    (empty / "rubrics" / "default.yaml").write_text("# mine\n")
+    mine = "# mine\n" + (empty / "rubrics" / "default.yaml").read_text()  # an edit that stays a rubric: validate checks the suite's rubric (issue 38)
+    (empty / "rubrics" / "default.yaml").write_text(mine)
     res = _cli("init", "--model", "embedded", "--variants", "bnb-nf4", "--out", "suites/two.yaml")
     assert res.exit_code == 0 and "copied" not in res.output
-    assert (empty / "rubrics" / "default.yaml").read_text() == "# mine\n", "the project's edits are kept"
+    assert (empty / "rubrics" / "default.yaml").read_text() == mine, "the project's edits are kept"
     out = _cli("validate", "suites/mine.yaml")
     assert out.exit_code == 0 and "case set casesets: this project" in out.output and "rubric rubrics/default.yaml: this project" in out.output
 

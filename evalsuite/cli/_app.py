@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from ..errors import EvalsuiteError, ValidationError
 from ..states import ExitCode
@@ -19,7 +20,61 @@ from ..states import ExitCode
 if TYPE_CHECKING:
     from rich.table import Table
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="evalsuite: did quality regress, where, and is it more than noise?")
+
+#: click's UsageError as typer raises it (typer >= 0.2x vendors click: find it from typer's own BadParameter)
+_UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+class _Group(TyperGroup):
+    """The root command group: click's own usage errors (a bad option, a missing argument, a value
+    outside its choices) exit with `ExitCode.USAGE` like every other "your input is wrong", never
+    with click's 2, which is the gate's "cannot judge"."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_help(self)
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except _UsageError as exc:
+            exc.exit_code = int(ExitCode.USAGE)  # type: ignore[attr-defined]
+            raise
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _UsageError as exc:  # a subcommand's arguments are parsed here
+            exc.exit_code = int(ExitCode.USAGE)  # type: ignore[attr-defined]
+            raise
+
+
+def _plain_help(cmd: Any) -> None:
+    """Help as written: brackets are text (`pip install 'evalsuite[mlflow]'` kept its `[mlflow]` from
+    rich's markup), and a flag shows no `<bool>` value it does not take."""
+    from rich.markup import escape as _esc
+
+    for sub in getattr(cmd, "commands", {}).values():
+        _plain_help(sub)
+    if cmd.help:
+        cmd.help = _esc(cmd.help)
+    for param in cmd.params:
+        if getattr(param, "help", None):
+            param.help = _esc(param.help)
+        if getattr(param, "is_flag", False):
+            param.display_type_rich = lambda ctx: None
+    get_help_option = cmd.get_help_option
+
+    def help_option(ctx: Any) -> Any:  # click adds --help when the help is rendered: a flag too
+        opt = get_help_option(ctx)
+        if opt is not None:
+            opt.display_type_rich = lambda ctx: None
+        return opt
+
+    cmd.get_help_option = help_option
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_Group, help="evalsuite: did quality regress, where, and is it more than noise?")
 # piped output (CI logs, files) gets wide tables instead of rich's 80-column default
 console = Console() if sys.stdout.isatty() else Console(width=160)
 err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=160)
@@ -78,9 +133,10 @@ def print_error(exc: BaseException) -> None:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def guarded(code: ExitCode = ExitCode.FAILED) -> Callable[[F], F]:
-    """The error boundary of a command: an EvalsuiteError is printed by `print_error` and ends the
-    command with `code`; anything else is a bug and keeps its traceback."""
+def guarded(code: ExitCode = ExitCode.USAGE) -> Callable[[F], F]:
+    """The error boundary of a command: an EvalsuiteError (bad input: a missing run or file, an
+    invalid suite or rubric, an unknown name) is printed by `print_error` and ends the command with
+    `code`; anything else is a bug and keeps its traceback (`main` exits with ExitCode.INTERNAL)."""
 
     def deco(fn: F) -> F:
         @functools.wraps(fn)

@@ -16,30 +16,24 @@ app.add_typer(import_app, name="import", help="Import case sets (humaneval) and 
 
 @app.command()
 @guarded()
-def validate(paths: list[Path] = typer.Argument(None, help="case-set files or directories, or suite files (default: casesets/)")) -> None:
-    """Check case sets (schema, cross-references) and suite files (every block: variants, generation, timing,
-    executor...); print counts per scenario, kind and language. Every problem as `file:line: field: message`."""
+def validate(paths: list[Path] = typer.Argument(None, help="case-set files or directories, suite files or rubric files (default: casesets/)")) -> None:
+    """Check that `run` and `gate` will start: case sets (schema, cross-references); suites (every block, case-set
+    paths, tags and ids that select nothing, quantization methods, their rubric and its metrics against the
+    selected scenarios' scorers), with counts per scenario, kind, language and size; rubric files. Every
+    problem as `file:line: field: message` (exit 4)."""
     from ..cases.caseset import all_cases, load_cases
-    from ..cases.suite import is_suite_file, load_suite
+    from ..cases.suite import is_suite_file
     from ..errors import ValidationError
     from ..shipped import origin
+    from ..verdict.checkup import is_rubric_file
 
     suites = [p for p in paths or [] if is_suite_file(p)]
-    problems = []
-    for p in suites:
-        try:
-            s = load_suite(p)
-            console.print(f"suite {p}: OK ({len(s.variants)} variants, stage {s.stage or 'not set: production'})", highlight=False)
-            for sel in s.casesets:
-                console.print(f"  case set {sel.path}: {origin(sel.path)}", highlight=False, soft_wrap=True)
-            if s.rubric:
-                console.print(f"  rubric {s.rubric}: {origin(s.rubric)}", highlight=False, soft_wrap=True)
-        except ValidationError as exc:
-            problems += exc.problems
+    rubrics = [p for p in paths or [] if p not in suites and is_rubric_file(p)]
+    problems = _validate_suites(suites) + _validate_rubrics(rubrics)
     if problems:
         raise ValidationError(problems)
-    sets = [p for p in paths or [] if p not in suites]
-    if suites and not sets:
+    sets = [p for p in paths or [] if p not in suites and p not in rubrics]
+    if (suites or rubrics) and not sets:
         return
     loaded = load_cases(sets or [Path("casesets")])
     for p in sets or [Path("casesets")]:
@@ -47,9 +41,46 @@ def validate(paths: list[Path] = typer.Argument(None, help="case-set files or di
     _print_counts(all_cases(loaded), len(loaded))
 
 
-def _print_counts(cases: list, n_files: int) -> None:
+def _validate_suites(suites: list[Path]) -> list:
+    from ..errors import ValidationError
+    from ..shipped import origin
+    from ..verdict.checkup import check_suite
+
+    problems = []
+    for p in suites:
+        try:
+            chk = check_suite(p)
+        except ValidationError as exc:
+            problems += exc.problems
+            continue
+        s = chk.suite
+        console.print(f"suite {p}: OK ({len(s.variants)} variants, {len(chk.cases)} cases, stage {s.stage or 'not set: production'})", highlight=False)
+        for sel in s.casesets:
+            console.print(f"  case set {sel.path}: {origin(sel.path)}", highlight=False, soft_wrap=True)
+        console.print(f"  rubric {chk.rubric_path}: {origin(chk.rubric_path)}", highlight=False, soft_wrap=True)
+        _print_counts(list(chk.cases), len(s.casesets), what="selected by the suite's case sets")
+    return problems
+
+
+def _validate_rubrics(rubrics: list[Path]) -> list:
+    from ..errors import ValidationError
+    from ..verdict.checkup import check_rubric
+
+    problems = []
+    for p in rubrics:
+        try:
+            rub = check_rubric(p)
+        except ValidationError as exc:
+            problems += exc.problems
+            continue
+        rules = {s: len(sr.rules) for s, sr in rub.stages.items()}
+        console.print(f"rubric {p}: OK ({', '.join(f'{n} rules at {s}' for s, n in rules.items())})", highlight=False)
+    return problems
+
+
+def _print_counts(cases: list, n_files: int, what: str = "") -> None:
     counts = Counter((c.scenario, c.kind, c.lang) for c in cases)
-    table = new_table(f"{len(cases)} cases in {n_files} case-set files: OK")
+    table = new_table(f"{len(cases)} cases {what or f'in {n_files} case-set files'}: OK")
     for col in ("scenario", "kind", "en", "zh", "total"):
         table.add_column(col)
     for scen, kind in sorted({(s, k) for s, k, _ in counts}):
@@ -115,6 +146,9 @@ def export(
         written = export_run(store, target, fmt or "csv")
         console.print(f"exported run {store.run_id} ({', '.join(p.name for p in written)}) to {target}", highlight=False, soft_wrap=True)
         return
+    missing = [p for p in paths if not p.exists()]
+    if missing:  # not a run, and no case-set file either: say that, not what --out needs
+        raise EvalsuiteError(f"{missing[0]}: no run of that id under {runs_dir}, and no case-set file or directory of that name")
     if out is None:
         raise EvalsuiteError("--out is required when exporting case sets")
     cases = all_cases(load_cases(paths))

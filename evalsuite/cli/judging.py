@@ -39,6 +39,8 @@ MlflowExpOpt = typer.Option("evalsuite", "--mlflow-experiment", help="MLflow exp
 
 
 def _cannot_judge(exc: EvalsuiteError, stage: str | None, json_out: Path | None) -> typer.Exit:
+    """The gate could not start: the input is wrong (a missing run, a bad rubric or stage): ExitCode.USAGE,
+    never the 2 of a run that cannot be judged."""
     print_error(exc)
     if json_out:  # CI reads the file: it says why, too
         from ..yamlio import atomic_write_text
@@ -46,18 +48,29 @@ def _cannot_judge(exc: EvalsuiteError, stage: str | None, json_out: Path | None)
         doc = {
             "passed": False,
             "judgeable": False,
-            "exit_code": int(ExitCode.CANNOT_JUDGE),
+            "exit_code": int(ExitCode.USAGE),
             "status": CANNOT_JUDGE_WORD,
+            "input_error": True,
             "stage": stage,
             "problems": [str(exc)],
         }
         atomic_write_text(json_out, json.dumps(doc, indent=2) + "\n")
-    return typer.Exit(int(ExitCode.CANNOT_JUDGE))
+    return typer.Exit(int(ExitCode.USAGE))
 
 
-def _record(judgment, ledger: Path | None) -> None:
-    """The gate's decisions into the release ledger, one line about it."""
+def _record(judgment, ledger: Path | None, force: bool = False) -> None:
+    """The gate's decisions into the release ledger, one line about it; a partial run's only with `force`."""
     from ..releases import default_ledger_path, record_gate
+    from ..run.partial import full_run_command
+
+    if judgment.partial and not force:
+        console.print(
+            f"ledger: nothing recorded: a partial run ({'; '.join(judgment.partial)}) clears no variant; "
+            f"judge a full run ({full_run_command(judgment.store.suite)}) or add --record",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
 
     path = ledger or default_ledger_path(judgment.store)
     rows = record_gate(judgment, path)
@@ -102,9 +115,11 @@ def gate(
     mlflow: bool = MlflowOpt,
     mlflow_uri: str | None = MlflowUriOpt,
     mlflow_experiment: str = MlflowExpOpt,
+    record: bool = typer.Option(False, "--record", help="record a partial run's decisions in the ledger too (a partial run clears nothing by default)"),
 ) -> None:
-    """Judge a run against a rubric: exit 0 pass, 1 regression, 2 cannot judge, 3 needs review. Each
-    judged variant's decision is recorded in the release ledger."""
+    """Judge a run against a rubric: exit 0 pass, 1 regression, 2 cannot judge, 3 needs review, 4 bad
+    input (a missing run, a bad rubric or stage). Each judged variant's decision is recorded in the
+    release ledger, unless the run is partial (--limit, --scenarios, --variants)."""
     from ..judge import judge_run
     from ..report.terminal import judgment_view
     from ..run.store import RunStore
@@ -117,7 +132,7 @@ def gate(
     if json_out:
         write_verdict_json(judgment, json_out)
     try:
-        _record(judgment, ledger)
+        _record(judgment, ledger, record)
         if summary or mlflow:
             _publish(judgment, ledger, summary, mlflow, mlflow_uri, mlflow_experiment)
     except EvalsuiteError as exc:  # the verdict stands, but CI must not take an unrecorded one for a pass
@@ -127,7 +142,7 @@ def gate(
 
 
 @app.command()
-@guarded(ExitCode.CANNOT_JUDGE)
+@guarded()
 def report(
     run: str = RunArg,
     rubric: Path | None = RubricOpt,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ._app import ExitCode, app, console, guarded, new_table
+from ._app import ExitCode, app, console, guarded, new_table, print_error
 from .judging import LedgerOpt, QueueOpt, RubricOpt, RunsDir
 
 if TYPE_CHECKING:
@@ -84,6 +84,10 @@ def releases(
     from ..report.releases import ledger_status
     from ..verdict.rubric import load_rubric
 
+    if stage is not None:
+        from ..promotion import stage_below
+
+        stage_below(stage)  # a known stage, or exit 4 with the close match ("0 cleared for prod" was a silent typo)
     path = _ledger(ledger, runs_dir)
     status = ledger_status(path, queue, rubric=load_rubric(rubric) if rubric else None, runs_dir=runs_dir)
     if not path.is_file():
@@ -149,10 +153,16 @@ def rollback(
 ) -> None:
     """Roll a stage back to the previous variant still cleared for it: checks that its files are those
     it was cleared with, prints what to deploy, and records the rollback (exit 1, nothing recorded, when it cannot)."""
-    from ..promotion import ModelRegistry
+    from ..promotion import ModelRegistry, stage_below
     from ..promotion import rollback as do_rollback
+    from ..releases.ledger import LedgerError
 
-    res = do_rollback(stage, ledger=_ledger(ledger, runs_dir), queue=queue, registry=ModelRegistry(uri=mlflow_uri) if mlflow else None)
+    stage_below(stage)  # a known stage (else exit 4, your input)
+    try:
+        res = do_rollback(stage, ledger=_ledger(ledger, runs_dir), queue=queue, registry=ModelRegistry(uri=mlflow_uri) if mlflow else None)
+    except LedgerError as exc:  # refused: nothing to roll back to, or its files changed
+        print_error(exc)
+        raise typer.Exit(int(ExitCode.FAILED)) from None
     dep, prev, c = res.deployment, res.previous, res.clearance
     console.print(f"rollback {stage}: deploy {dep.variant} ({dep.fingerprint[:12]}) instead of {prev.variant} ({prev.fingerprint[:12]})", highlight=False)
     run = c.decision.run_id if c.decision else "-"

@@ -130,7 +130,9 @@ def show_cmd(item_id: int = typer.Argument(..., help="item id"), queue: Path | N
 def annotate_cmd(
     item_id: int = typer.Argument(..., help="item id"),
     verdict: str | None = typer.Option(None, "--verdict", help="acceptable, regression or unsure"),
-    answer: str | None = typer.Option(None, "--answer", help="blind pairwise instead: left-worse, same or right-worse (sides as `show --blind` shows them)"),
+    answer: str | None = typer.Option(
+        None, "--answer", help="an item flagged in pairwise mode: left-worse, same or right-worse, the sides as the review notebook shows them"
+    ),
     note: str = typer.Option("", "--note", help="why"),
     expires: str | None = typer.Option(
         None, "--expires", help="an acceptable verdict's waiver lapses: a date (2026-03-31), days (30d) or 'rubric' (until it changes)"
@@ -141,13 +143,27 @@ def annotate_cmd(
     """Record a verdict on an item (appended to its history; the latest one counts)."""
     if (verdict is None) == (answer is None):
         raise EvalsuiteError("give either --verdict or --answer (blind pairwise)")
+    _check_expires(expires)
     if answer is not None:
+        if _api().show(item_id, queue).get("mode") != "pairwise":  # no blind sides were shown: a verdict is asked for
+            raise EvalsuiteError(f"item #{item_id} is not in pairwise mode: --answer is for blind pairwise items; give --verdict")
         row = _api().answer(item_id, answer, note=note, reviewer=reviewer, queue=queue)
     else:
         row = _api().annotate(item_id, str(verdict), note=note, reviewer=reviewer, queue=queue, expires=expires)
     console.print(
         f"item #{row['item_id']}: {row['verdict']} by {row['reviewer']} (verdict #{row['id']}); the item is now {row['state'] or 'open'}", highlight=False
     )
+
+
+def _check_expires(expires: str | None) -> None:
+    """A waiver that would lapse before it is recorded is a mistake in the date, not a waiver."""
+    import time
+
+    from ..review.store import iso_utc
+
+    until, _ = _api().parse_expiry(expires)
+    if until is not None and until <= iso_utc(time.time()):
+        raise EvalsuiteError(f"--expires {expires}: that is in the past (the waiver would have lapsed at {until}); give a later date, days (30d) or 'rubric'")
 
 
 @review_app.command("adjudicate")
@@ -200,9 +216,8 @@ def back_cmd(
 ) -> None:
     """Show (and claim) the item you answered last, to change your verdict with `annotate` or `undo`."""
     it = _api().back(reviewer, queue, steps=steps)
-    if it is None:
-        console.print("you have not answered that many items")
-        return
+    if it is None:  # nothing to go back to: the request cannot be met (exit 4, not a silent 0)
+        raise EvalsuiteError(f"review back --steps {steps}: you have not answered that many items")
     show_cmd(it["id"], queue)
 
 

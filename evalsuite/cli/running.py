@@ -43,9 +43,11 @@ def run(
     """Generate (or resume) a run of a suite, then score it."""
     from ..cases.suite import load_suite
     from ..run.runner import RunOptions
+    from ..verdict.checkup import check_cases
 
     setup_logging(verbose)
     s = load_suite(suite)
+    check_cases(s)  # a missing case-set path or a selector that selects nothing, at the suite's file:line
     opts = RunOptions(
         variants=variants.split(",") if variants else None,
         scenarios=scenarios.split(",") if scenarios else None,
@@ -69,11 +71,14 @@ def _run_adaptive(suite, opts, stage: str | None, seed: int, until: str, toleran
     """`run --adaptive`: where each variant stopped, then the run's verdict through the one judging path."""
     from ..adaptive.checks import AdaptiveSettings
     from ..adaptive.driver import STATE_FILE, adaptive_summary, run_adaptive
+    from ..cases.options import STAGES
     from ..judge import judge_run
     from ..report.terminal import judgment_view
     from ..verdict.rubric import resolve_stage
 
     stage_name, _ = resolve_stage(stage, {"stage": suite.stage})
+    if stage_name not in STAGES:  # before any generation: a typo leaves no half-made run behind
+        raise UnknownNameError("stage", stage_name, list(STAGES))
     res = run_adaptive(suite, opts, AdaptiveSettings(stage=stage_name, seed=seed, until=until, tolerance=tolerance))
     for row in adaptive_summary(res):
         color = {"pass": "green", "fail": "red"}.get(row["verdict"], "yellow")
@@ -135,7 +140,7 @@ def score(run: str = typer.Argument(..., help="run id, run directory, or 'last'"
 
 
 @app.command()
-@guarded(ExitCode.CANNOT_JUDGE)
+@guarded()
 def compare(run: str = typer.Argument(..., help="run id, run directory, or 'last'"), runs_dir: Path = RunsDir) -> None:
     """Paired comparison of every variant with the baseline, per scenario and metric."""
     from ..report.terminal import comparison_view

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +56,10 @@ def read_lm_eval(path: str | Path) -> ImportedLog:
         if not sample_path.is_file():
             raise EvalsuiteError(f"{sample_path}: missing: lm_eval must run with --log_samples for a per-document import")
         files[str(sample_path)] = file_sha256(sample_path)
-        tasks[task] = _task_info(task, configs[task], results)
-        samples += _read_samples(sample_path, task, tasks[task].output_type)
+        info = _task_info(task, configs[task], results)
+        read = _read_samples(sample_path, task, info.output_type)
+        tasks[task] = replace(info, primary=_stored_primary(info.primary, {m for s in read for m in s.metrics}))
+        samples += read
     cfg = results.get("config") or {}
     args = cfg.get("model_args") or {}
     model = results.get("model_name") or (args.get("pretrained") if isinstance(args, dict) else str(args)) or str(cfg.get("model", ""))
@@ -84,6 +87,15 @@ def _task_info(task: str, config: dict, results: dict) -> TaskInfo:
         higher_is_better={k: bool(v) for k, v in hib.items() if v is not None},
         config={k: v for k, v in config.items() if k not in _NOT_TASK},
     )
+
+
+def _stored_primary(primary: str, stored: set[str]) -> str:
+    """The primary metric under the name the import stores it: a filtered generation metric is
+    `exact_match,strip` (GSM8K's `exact_match,strict-match`), as lm-eval's results name it, not the
+    `exact_match` of `metric_list` (a rubric naming that would match no score)."""
+    if not primary or primary in stored:
+        return primary
+    return next((m for m in sorted(stored) if m.startswith(primary + ",")), primary)
 
 
 def _read_samples(path: Path, task: str, output_type: str) -> list[ImportedSample]:

@@ -162,12 +162,30 @@ def stage_deployments(stage: str, history: Sequence[Deployment], clear: Callable
         if c is not None and c.cleared:
             return StageDeployments(stage, current, d, c, "", tuple(history))
         skipped.append(f"{d.variant} ({d.fingerprint[:12]}): {c.reason if c is not None else f'no {stage} decision'}")
+    target = _rolled_back_from(stack, history, clear)
+    if target is not None:  # the stage ran it before a rollback took it off: a deployment too (issue 38)
+        return StageDeployments(stage, current, target[0], target[1], "", tuple(history))
     why = f"no variant {stage} ran before {current.variant} ({current.fingerprint[:12]}) is still cleared"
     if skipped:
         why += ": " + "; ".join(skipped)
     elif len(stack) == 1:
         why = f"{stage} has run only {current.variant} ({current.fingerprint[:12]}): there is no earlier variant to roll back to"
     return StageDeployments(stage, current, None, None, why, tuple(history))
+
+
+def _rolled_back_from(
+    stack: Sequence[Deployment], history: Sequence[Deployment], clear: Callable[[str], Clearance | None]
+) -> tuple[Deployment, Clearance] | None:
+    """The latest deployment that a rollback took off the stack and that is still cleared, or None."""
+    on_stack = {d.fingerprint for d in stack}
+    for d in reversed(history):
+        if d.fingerprint in on_stack:
+            continue
+        c = clear(d.fingerprint)
+        if c is not None and c.cleared:
+            return d, c
+        on_stack.add(d.fingerprint)  # its latest entry decides
+    return None
 
 
 def _lookup(clear: Mapping[tuple[str, str], Clearance], fingerprint: str, *, stage: str) -> Clearance | None:

@@ -56,6 +56,8 @@ def headline(verdict: Any, stage_line: str | None = None) -> str:
             f"(max_open {verdict.review.get('max_open')}), {stage}"
         )
     warn = f", {len(verdict.warnings)} warning(s)" if verdict.warnings else ""
+    skipped = getattr(verdict, "skipped", ())
+    warn += f", {len(skipped)} rule(s) skipped" if skipped else ""
     if verdict.passed:
         return f"[bold green]PASS[/bold green] run {verdict.run_id}: {len(verdict.variants)} variant(s) vs {verdict.baseline}{warn}, {stage}, rubric {verdict.rubric}"
     return f"[bold red]REGRESSION[/bold red] run {verdict.run_id}: {len(verdict.violations)} violation(s){warn}, {stage}, rubric {verdict.rubric}"
@@ -133,6 +135,8 @@ def verdict_view(
     else:
         for r in rule_lines(verdict, top):
             parts.append(_markup(f"[{'red' if r['status'] == 'fail' else 'yellow'}]{escape(rule_line(r))}[/]"))
+    if not verbose and (skipped := getattr(verdict, "skipped", ())):
+        parts.append(_markup(f"[dim]skipped (not checked): {escape(', '.join(skipped))}; why: --verbose[/dim]"))
     parts += _notes_and_problems(verdict)
     if report_path is not None:
         parts.append(Text(f"report: {report_path}"))
@@ -194,7 +198,9 @@ def comparison_view(cmp: Any) -> Group:
     parts: list[RenderableType] = [Text(f"run {cmp.run_id}: baseline {cmp.baseline}, {len(cmp.variants)} variant(s), {len(cmp.noise_runs)} noise run(s)")]
     for name in cmp.variants + cmp.noise_runs:
         parts.append(_variant_table(cmp, name, noise=name in cmp.noise_runs))
-    t = Table(title="performance vs baseline (interleaved: ratio [95% CI])", title_justify="left")
+    timed = any(getattr(p, "timing", None) == "interleaved" for p in cmp.perf)
+    how = "interleaved: ratio [95% CI]" if timed else "one sequential pass: ratio, not judged for speed"
+    t = Table(title=f"performance vs baseline ({how})", title_justify="left")
     for col in ("variant", "gens", "error rate", "timeout rate", "latency p95 x", "tokens/s x", "peak mem x", "exactness"):
         t.add_column(col)
     for p in cmp.perf:

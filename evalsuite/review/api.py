@@ -550,9 +550,12 @@ def export(out: str | Path, *, fmt: str | None = None, queue: str | Path | Revie
     from ..yamlio import atomic_path
 
     out = Path(out)
+    given = fmt
     fmt = (fmt or out.suffix.lstrip(".") or "csv").lower()
     if fmt not in ("csv", "parquet"):
-        raise QueueError(f"--format: must be csv or parquet, got {fmt!r}")
+        if given:
+            raise QueueError(f"--format: must be csv or parquet, got {given!r}")
+        raise QueueError(f"--out {out}: exports are csv or parquet; name a .csv or .parquet file, or give --format")
     df = dataframe(queue, status=status)
     with atomic_path(out) as tmp:
         if fmt == "csv":

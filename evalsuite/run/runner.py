@@ -20,10 +20,11 @@ from ..backends.base import Backend, Generation, Request, make_backend
 from ..cases.caseset import SCENARIOS, Case
 from ..cases.fault_options import FaultSettings
 from ..cases.suite import Suite, Variant
-from ..errors import EvalsuiteError
+from ..errors import EvalsuiteError, suggest
 from ..executors import Executor, make_executor
 from ..executors.local import LocalExecutor
 from ..perf.context import context_cost
+from .partial import selection
 from .progress import progress_bar
 from .prompting import batches, build_requests, trimmed_cases
 from .signature import engine_identities, make_signature, weights_of
@@ -72,7 +73,8 @@ def select_cases(suite: Suite, scenarios: Sequence[str] | None = None, limit: in
     if scenarios:
         unknown = set(scenarios) - set(SCENARIOS)
         if unknown:
-            raise EvalsuiteError(f"unknown scenario(s) {sorted(unknown)}; known: {', '.join(sorted(SCENARIOS))}")
+            close = "".join(suggest(u, SCENARIOS) for u in sorted(unknown))
+            raise EvalsuiteError(f"unknown scenario(s) {sorted(unknown)}{close}; known: {', '.join(sorted(SCENARIOS))}")
         cases = [c for c in cases if c.scenario in scenarios]
     if limit is not None:
         per: dict[str, int] = {}
@@ -188,8 +190,7 @@ def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult
     factory = opts.backend_factory or make_backend
     backends = {v.name: build_backend(factory, v, cases) for v in variants}
     fingerprints = {name: be.fingerprint() for name, be in backends.items()}
-    for w in suite.warnings:
-        log.warning(w)
+    # suite.warnings (one variable at a time...) were logged once, by load_suite
     store = _open_store(suite, opts, cases, fingerprints, weights_of(backends), engine_identities(backends))
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
     result = RunResult(store=store, cases=cases)
@@ -248,9 +249,11 @@ def _open_store(
     the suite as it is now, and repaired after a kill)."""
     runs_dir = Path(opts.runs_dir or Path(suite.output_dir) / "runs")
     signature = make_signature(suite, cases, fingerprints, weights, engines)
+    signature["partial"] = selection(limit=opts.limit, scenarios=opts.scenarios)  # a smoke run clears nothing (evalsuite.run.partial)
     if not opts.resume:
         return RunStore.create(runs_dir, suite.name, suite.resolved(), signature, prepare=lambda st: _write_cases(cases, st))
-    store = RunStore.find(runs_dir, opts.resume)
+    # `last`: the newest run of this suite, not of any suite (issue 38)
+    store = RunStore.latest(runs_dir, suite.name) if opts.resume == "last" else RunStore.find(runs_dir, opts.resume)
     old = store.signature
     if old.get("case_digest") != signature["case_digest"]:
         raise EvalsuiteError(f"cannot resume {store.run_id}: its cases differ from the suite's now (case digest changed); start a new run")

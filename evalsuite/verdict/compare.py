@@ -70,6 +70,7 @@ class MetricDelta:
     pass_to_fail: tuple[str, ...] = ()  #: case ids that passed on the baseline and fail on the variant
     fail_to_pass: tuple[str, ...] = ()
     worse_cases: tuple[str, ...] = ()  #: continuous metrics: cases where the variant is worse, worst first
+    variant_failed: tuple[str, ...] = ()  #: pass/fail metrics: cases the variant fails (a floor's evidence, whatever the baseline did)
     missing_in_variant: tuple[str, ...] = ()  #: scored on the baseline only (not paired)
     missing_in_baseline: tuple[str, ...] = ()
     baseline_value_mean: float | None = None  #: pass/fail metrics: mean of the raw values too
@@ -289,7 +290,8 @@ def _compare_metric(
     b, v = p.pop("b"), p.pop("v")
     ci = bootstrap_delta_ci(b, v, s, n_resamples)
     offending = p["pass_to_fail"] if pass_fail else p["worse_cases"]
-    details = {c: {k: val for k, val in (var[c].details or {}).items() if k != "_failed"} for c in offending[:MAX_EVIDENCE]}
+    shown = tuple(dict.fromkeys(offending[:MAX_EVIDENCE] + p.get("variant_failed", ())[:MAX_EVIDENCE]))
+    details = {c: {k: val for k, val in (var[c].details or {}).items() if k != "_failed"} for c in shown}
     return MetricDelta(
         variant=variant,
         scenario=scenario,
@@ -322,6 +324,7 @@ def _pass_fail_values(base: dict[str, CaseAgg], var: dict[str, CaseAgg], shared:
     vv = [np.mean(var[c].values) for c in shared if var[c].values]
     return {
         "b": b, "v": v, "higher_is_better": True, "p_value": p_two, "p_worse": p_worse, "p_min": p_min, "pass_to_fail": p2f, "fail_to_pass": f2p,
+        "variant_failed": tuple(c for c, y in zip(shared, vpass) if not y),
         "baseline_value_mean": float(np.mean(bv)) if bv else None, "variant_value_mean": float(np.mean(vv)) if vv else None,
     }  # fmt: skip
 

@@ -19,9 +19,11 @@ accepted outputs waive only in a fixed-n run (verdict/waivers.py).
 
 from __future__ import annotations
 
+import fnmatch
 import math
 from dataclasses import replace
 
+from ..errors import suggest
 from ..states import CANNOT_JUDGE, FAIL, MISSING, PASS, SKIP, WARN, RuleStatus
 from .compare import Comparison, MetricDelta
 from .decisions import AdaptiveDecisions, CheckResult, Decisions
@@ -65,12 +67,15 @@ def _numbers(d: MetricDelta, noise, p_adj: float | None) -> dict:
 
 
 def _evidence(cmp: Comparison, d: MetricDelta) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    cases = tuple(d.offending[:MAX_CASES_SHOWN])
+    # no flips (a floor the baseline is below too): the cases the variant fails are the evidence
+    cases = tuple((d.offending or d.variant_failed)[:MAX_CASES_SHOWN])
     diffs = []
     for c in cases[:MAX_DIFFS]:
         detail = d.details.get(c) or {}
         hint = ", ".join(
-            f"{k}={v}" for k, v in detail.items() if k in ("missing", "invalid", "hits", "canaries", "reason", "error", "status", "not_gold", "phrase") and v
+            f"{k}={v}"
+            for k, v in detail.items()
+            if k in ("missing", "invalid", "hits", "canaries", "facts", "forbidden", "reason", "error", "status", "not_gold", "phrase") and v
         )
         diffs.append(f"{c}: {short_diff(cmp.output(cmp.baseline, c), cmp.output(d.variant, c))}" + (f"  [{hint[:160]}]" if hint else ""))
     return cases, tuple(diffs)
@@ -191,6 +196,12 @@ def _judge_metric_rule(
         where = "any scenario" if "*" in rule.scenarios else "/".join(rule.scenarios)
         present = "*" in rule.scenarios or any(s in cmp.scenarios for s in rule.scenarios)
         note = f"no paired scores of {rule.metric} in {where}" + ("" if present else " (scenario not in this run)")
+        if present and unmatched(cmp, rule):  # the rule names no metric the run has: never a silent pass
+            note = unmatched_message(cmp, rule)
+            if rule.required is False:
+                return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=SKIP, note=f"not checked: {note}")
+            problems.append(f"rule {rule.name}: {note}")
+            return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=MISSING, note=note)
         if rule.required and present:
             problems.append(f"rule {rule.name}: {note} for {variant}")
             return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=MISSING, note=note)
@@ -219,6 +230,51 @@ def _judge_metric_rule(
     status: RuleStatus = (FAIL if rule.severity == "block" else WARN) if violations else PASS
     checked = ", ".join(f"{deltas[i].scenario}/{deltas[i].metric}" for i in idx)
     return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=status, violations=tuple(violations), note=f"checked {checked}")
+
+
+def run_metrics(cmp: Comparison, scenarios: tuple[str, ...] = ("*",)) -> list[str]:
+    """The metric names the run's scores have in `scenarios` (any variant, paired or not)."""
+    return sorted({d.metric for d in cmp.deltas if "*" in scenarios or d.scenario in scenarios})
+
+
+def scorer_metrics(scenarios: tuple[str, ...]) -> list[str]:
+    """The metrics evalsuite's registered scorers produce in `scenarios` (`code.pass@k` as `code.pass@*`)."""
+    from ..scoring.run import load_scorers
+
+    return sorted({s.name.replace("@k", "@*") for s in load_scorers() if "*" in scenarios or not s.scenarios or set(s.scenarios) & set(scenarios)})
+
+
+def unmatched(cmp: Comparison, rule: MetricRule) -> bool:
+    """True when the rule names a metric that no score of the run has, in the rule's scenarios that the
+    run has, and that no scorer of those scenarios produces either (a typo, an unfiltered lm-eval name).
+    A scorer's metric that only this run's cases lack (a smoke run without restricted cases) is not
+    checked, and shown as skipped."""
+    if not cmp.variants or any(rule.matches(d.scenario, d.metric) for d in cmp.deltas):
+        return False
+    scen = rule.scenarios if "*" not in rule.scenarios else cmp.scenarios
+    return not any(fnmatch.fnmatchcase(m, rule.metric) or fnmatch.fnmatchcase(rule.metric, m) for m in scorer_metrics(scen))
+
+
+def unmatched_message(cmp: Comparison, rule: MetricRule) -> str:
+    """`rubrics/x.yaml:12: rule r: metric citations.recal matches no score of this run (did you mean ...?)`."""
+    have = run_metrics(cmp, rule.scenarios)
+    where = f"{rule.where}: " if rule.where else ""
+    scen = "any scenario" if "*" in rule.scenarios else "/".join(rule.scenarios)
+    close = suggest(rule.metric, have, n=3)
+    return (
+        f"{where}rule {rule.name}: metric {rule.metric} matches no score of this run in {scen}{close}; "
+        f"the run's metrics there: {', '.join(have) or 'none'} (a rule that may match nothing says `required: false`)"
+    )
+
+
+def unmatched_rules(cmp: Comparison, sr: StageRubric) -> list[str]:
+    """Every metric rule of the stage that names no metric of the run (and does not say `required: false`),
+    as a message naming the rubric's file:line and the close matches: a rubric mistake, not a pass."""
+    return [
+        unmatched_message(cmp, r)
+        for r in sr.rules
+        if isinstance(r, MetricRule) and r.required is not False and ("*" in r.scenarios or any(s in cmp.scenarios for s in r.scenarios)) and unmatched(cmp, r)
+    ]
 
 
 def _judge_variant_rule(cmp: Comparison, rule: VariantRule, variant: str, problems: list[str]) -> RuleResult:

@@ -111,6 +111,11 @@ class Verdict:
             return NEEDS_REVIEW
         return PASS
 
+    @property
+    def skipped(self) -> tuple[str, ...]:
+        """The rules not checked for some variant (status skip), each once: the summary line counts them."""
+        return tuple(dict.fromkeys(r.rule for r in self.results if r.status == "skip"))
+
     def result(self, variant: str, rule: str) -> RuleResult | None:
         return next((r for r in self.results if r.variant == variant and r.rule == rule), None)
 
@@ -214,6 +219,7 @@ class Judgment:
     stage_source: str  #: where the stage came from: "given", "suite" (its `stage:`) or "default"
     decisions: Decisions  #: the review and adaptive decisions the gate applied
     flagged: FlagSummary | None = None  #: the review queue's FlagResult when the run was flagged first
+    partial: tuple[str, ...] = ()  #: why the run is not a full run of its suite (evalsuite.run.partial): it clears nothing unless asked
 
     @property
     def status(self) -> str:

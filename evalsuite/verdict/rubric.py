@@ -17,6 +17,8 @@ A rubric file holds a base list of rules and per-stage overrides (`dev`, `pilot`
         require_significance: true   # drop/flip checks fire only when the regression is significant
         above_noise: true       # drop/flip checks fire only when they exceed what noise runs show
         severity: block         # block | warn
+        required: false         # may match no score of a run (shown as skipped); unset, a rule whose metric no
+                                # score of the run has is a rubric mistake (`gate` exits 4, naming file:line)
       - name: reliability
         max_error_rate: 0.01    # variant-level rules: no `metric`
         max_timeout_rate: 0.01
@@ -118,8 +120,11 @@ class MetricRule:
     alpha: float | None = None  #: require_significance: drop/flip checks need p (adjusted) < alpha
     above_noise: bool = False  #: drop/flip checks need the variant to exceed the noise floor
     severity: str = "block"
-    required: bool = False  #: a missing metric makes the run unjudgeable (else the rule is skipped)
+    #: None (unset): a metric that no score of the run has is a rubric mistake (the gate refuses, exit 4);
+    #: True: also missing paired scores make the run unjudgeable; False: the rule may match nothing (shown as skipped)
+    required: bool | None = None
     description: str = ""
+    where: str = ""  #: the rubric's file:line of the rule's metric (how a rule that matches nothing is named)
 
     kind = "metric"
 
@@ -141,7 +146,8 @@ class MetricRule:
         what = "pass rate" if delta.pass_fail else "mean"
         reasons = []
         if self.min is not None and delta.variant_mean < self.min:
-            reasons.append(f"{what} {delta.variant_mean:.3f} < min {self.min:g}")
+            own = f" (the baseline's own {what} {delta.baseline_mean:.3f} is below it too)" if delta.baseline_mean < self.min else ""
+            reasons.append(f"{what} {delta.variant_mean:.3f} < min {self.min:g}{own}")
         if self.max is not None and delta.variant_mean > self.max:
             reasons.append(f"{what} {delta.variant_mean:.3f} > max {self.max:g}")
         relative = []
@@ -347,6 +353,7 @@ class Rubric:
         judging again when those change."""
         sr = self.for_stage(stage)
         rules = {k: v for k, v in asdict(sr).items() if k != "path"}
+        rules["rules"] = [{k: v for k, v in r.items() if k != "where"} for r in rules["rules"]]  # a moved line is no new rule
         review = asdict(self.review) if is_dataclass(self.review) and not isinstance(self.review, type) else self.review
         return sha256_json({"stage": rules, "review": review})
 
@@ -512,10 +519,16 @@ def _metric_rule(ctx: _Ctx, raw: dict, path: tuple, who: str, alpha: float, ok: 
         alpha=rule_alpha,
         above_noise=bool(raw.get("above_noise", False)),
         severity=raw.get("severity", "block"),
-        required=bool(raw.get("required", False)),
+        required=raw.get("required"),
         description=raw.get("description", ""),
+        where=_where(ctx, path + ("metric",)),
         **vals,
     )
+
+
+def _where(ctx: _Ctx, path: tuple) -> str:
+    line = ctx.lines.line_of(path) or ctx.lines.line_of(path[:-1])
+    return f"{ctx.file}:{line}" if line else ctx.file
 
 
 def _merge(base: dict, over: dict) -> dict:

@@ -70,7 +70,7 @@ def test_a_bad_timing_block_names_file_line_and_field(write, timing, line, field
 def test_validate_reports_a_bad_suite_block_and_passes_a_good_suite(write):
     bad = suite_with(write, "timing:\n  rounds: 1")
     res = CliRunner().invoke(app, ["validate", str(bad)])
-    assert res.exit_code == 1 and f"{bad}:7: timing.rounds: expected an integer of at least 2" in res.output
+    assert res.exit_code == 4 and f"{bad}:7: timing.rounds: expected an integer of at least 2" in res.output  # issue 38: your input is wrong exits 4
     good = suite_with(write, "timing: interleaved")
     res = CliRunner().invoke(app, ["validate", str(good)])
     assert res.exit_code == 0 and f"suite {good}: OK" in res.output and "stage pilot" in res.output

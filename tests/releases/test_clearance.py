@@ -73,3 +73,21 @@ def test_the_rollback_target_is_the_nearest_earlier_cleared_entry():
     cleared["a"] = False
     sd = stage_deployments("production", deps, lambda fp: Clearance(fingerprint=fp, variant=fp, stage="production", cleared=cleared[fp], since=None, decision=None, reasons=("not cleared",)))
     assert sd.target is None and sd.why_no_target.startswith("no variant production ran before c (c) is still cleared: b (b): not cleared; a (a): not cleared")
+
+
+def test_after_a_rollback_the_variant_rolled_back_from_is_a_target_while_cleared():
+    """Issue 38, point 6: promote int4, promote int8, rollback to int4: `releases` said `rollback
+    target: none`, though int8 was a deployment (and still cleared)."""
+    from evalsuite.releases.clearance import Clearance
+
+    deps = [deployment("int4", "int4"), deployment("int8", "int8"), deployment("int4", "int4", "rollback")]
+    cleared = {"int4": True, "int8": True}
+
+    def clear(fp):
+        return Clearance(fingerprint=fp, variant=fp, stage="production", cleared=cleared[fp], since=None, decision=None, reasons=() if cleared[fp] else ("not cleared",))
+
+    sd = stage_deployments("production", deps, clear)
+    assert (sd.current.fingerprint, sd.target.fingerprint, sd.why_no_target) == ("int4", "int8", "")
+    cleared["int8"] = False  # not cleared any more: no target, and why
+    sd = stage_deployments("production", deps, clear)
+    assert sd.target is None and "production has run only int4" in sd.why_no_target

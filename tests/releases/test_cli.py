@@ -77,4 +77,5 @@ def test_releases_promote_and_rollback_as_a_person_types_them(release_run, tmp_p
     assert "identity unchanged: model " in res.output and f"model: {release_run['root'] / 'models' / 'a'}" in res.output.replace("\n", " ").replace("  ", " ")
     assert json.loads((tmp_path / "rollback.json").read_text("utf-8"))["deployment"]["action"] == "rollback"
     res = invoke(release_run, tmp_path, "rollback")
-    assert res.exit_code == 1 and "error: rollback production: production has run only good-a" in res.output
+    # issue 38: good-b, rolled back from and still cleared, is the stage's rollback target now
+    assert res.exit_code == 0 and "rollback production: deploy good-b" in res.output, res.output

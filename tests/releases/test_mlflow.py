@@ -97,6 +97,6 @@ def test_promote_with_no_matching_model_version_fails_and_records_nothing(releas
     client.create_registered_model("rel-empty")
     assert invoke(["gate", store.run_id, "--stage", "dev"], release_run, tmp_path).exit_code == 0
     res = invoke(["promote", "good-a", "--to", "pilot", "--run", store.run_id, "--mlflow-model", "rel-empty", "--mlflow-uri", tracking["uri"]], release_run, tmp_path)
-    assert res.exit_code == 1 and "no version is tagged evalsuite.fingerprint=" in res.output
+    assert res.exit_code == 4 and "no version is tagged evalsuite.fingerprint=" in res.output  # issue 38: your input is wrong exits 4
     with ReleaseLedger(tmp_path / "releases.sqlite") as led:
         assert led.deployments() == [] and [d.kind for d in led.decisions()] == ["gate"] * 4

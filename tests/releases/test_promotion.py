@@ -130,9 +130,10 @@ def test_rollback_names_the_previous_cleared_variant_and_records_it(release_run,
     assert res.deployment.spec["model"].endswith("models/a")
     deps = rows(paths)[1]
     assert [(d.action, d.variant) for d in deps if d.stage == "production"] == [("promote", "good-a"), ("promote", "good-b"), ("rollback", "good-a")]
-    with pytest.raises(LedgerError, match="production has run only good-a"):
-        promotion.rollback("production", ledger=paths["ledger"], queue=paths["queue"])
-    assert len(rows(paths)[1]) == len(deps)  # refused: nothing recorded
+    # issue 38: good-b, which the rollback took off, was a deployment and is still cleared: the next target
+    again = promotion.rollback("production", ledger=paths["ledger"], queue=paths["queue"])
+    assert (again.previous.variant, again.deployment.variant) == ("good-a", "good-b")
+    assert len(rows(paths)[1]) == len(deps) + 1
 
 
 def test_rollback_skips_a_variant_that_is_no_longer_cleared(release_run, paths):

@@ -22,10 +22,10 @@ def test_report_command_writes_html_and_markdown(report_run, tmp_path):
 def test_report_command_errors_are_clear(report_run, tmp_path):
     store, _ = report_run
     res = runner.invoke(app, ["report", "no-such-run", "--runs-dir", str(store.dir.parent)])
-    assert res.exit_code == 2 and "run 'no-such-run' not found" in res.output
+    assert res.exit_code == 4 and "run 'no-such-run' not found" in res.output  # issue 38: your input is wrong exits 4
     bad = tmp_path / "bad.yaml"
     bad.write_text("rules:\n  - {name: a, metric: json.valid, mni: 1}\n")
     res = runner.invoke(app, ["report", str(store.dir), "--rubric", str(bad), "--out", str(tmp_path / "x")])
-    assert res.exit_code == 2 and "mni" in res.output and not (tmp_path / "x" / "report.html").exists()
+    assert res.exit_code == 4 and "mni" in res.output and not (tmp_path / "x" / "report.html").exists()  # issue 38: your input is wrong exits 4
     res = runner.invoke(app, ["report", str(store.dir), "--stage", "staging", "--out", str(tmp_path / "y")])
-    assert res.exit_code == 2 and "staging" in res.output
+    assert res.exit_code == 4 and "staging" in res.output  # issue 38: your input is wrong exits 4

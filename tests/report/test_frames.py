@@ -81,7 +81,7 @@ def test_export_command_takes_a_run_or_case_sets(report_run, tmp_path, repo):
     n = len((tmp_path / "c.jsonl").read_text().splitlines())
     assert len(df) == n == len(pd.read_csv(tmp_path / "c.csv")) and "expect" in df.columns
     res = runner.invoke(app, ["export", str(sets), "--out", str(tmp_path / "c.xlsx"), "--format", "xlsx"])
-    assert res.exit_code == 1 and "unknown export format 'xlsx'" in res.output
+    assert res.exit_code == 4 and "unknown export format 'xlsx'" in res.output  # issue 38: your input is wrong exits 4
 
 
 def test_unknown_table_and_format():

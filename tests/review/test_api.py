@@ -143,7 +143,7 @@ def test_errors_name_the_problem(queue, tmp_path):
 
     with pytest.raises(QueueError, match="no review queue here"):
         api.list_items(tmp_path / "missing.sqlite")
-    with pytest.raises(QueueError, match="--format: must be csv or parquet"):
+    with pytest.raises(QueueError, match="exports are csv or parquet; name a .csv or .parquet file, or give --format"):  # issue 38: no --format was given
         api.export(tmp_path / "x.xlsx", queue=queue)
     with pytest.raises(QueueError, match="status: must be one of"):
         api.list_items(queue, status="done")
