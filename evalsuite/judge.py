@@ -9,17 +9,19 @@ own, so they cannot disagree. The stage is chosen by one rule everywhere
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .adaptive.gating import adaptive_decisions, is_adaptive
 from .review.api import default_queue_path, flag_run, review_decisions
-from .verdict.compare import compare_run
+from .errors import EvalsuiteError
+from .verdict.compare import Comparison, compare_run
 from .verdict.decisions import Decisions
 from .verdict.gate import gate
 from .verdict.outcome import Judgment
-from .verdict.rubric import Rubric, load_rubric, resolve_rubric_path, resolve_stage
+from .verdict.rubric import DEFAULT_STAGE, Rubric, load_rubric, resolve_rubric_path, resolve_stage
 
 if TYPE_CHECKING:
     from .run.store import RunStore
@@ -51,7 +53,7 @@ def judge_run(
     rub = load_run_rubric(store, rubric)
     stage_name, source = resolve_stage(stage, suite)
     sr = rub.for_stage(stage_name)
-    cmp = compare_run(store)
+    cmp = _comparison(store, stage_name)
     path = Path(queue) if queue is not None else default_queue_path(store)
     flagged = flag_run(store, queue=path, rubric=rub, cmp=cmp) if flag else None
     # the clock is read here, at the entry to judging: the queue's waivers are checked as of now and
@@ -62,3 +64,19 @@ def judge_run(
     decisions = Decisions(review=review, adaptive=adaptive)
     verdict = gate(cmp, sr, decisions, judge_noise=judge_noise)
     return Judgment(verdict=verdict, comparison=cmp, store=store, rubric=rub, stage=stage_name, stage_source=source, decisions=decisions, flagged=flagged)
+
+
+def _comparison(store: RunStore, stage: str) -> Comparison:
+    """The run's comparison; at the production stage without its draft cases (`status: draft`: inferred,
+    unconfirmed), which cannot fail a production gate. Either way a warning names how many drafts ran."""
+    from .cases.drafts import draft_note
+    from .scoring.run import run_cases
+
+    try:
+        drafts = frozenset(c.id for c in run_cases(store) if c.draft)
+    except (EvalsuiteError, OSError, ValueError):
+        drafts = frozenset()
+    if not drafts:
+        return compare_run(store)
+    cmp = compare_run(store, exclude_cases=drafts if stage == DEFAULT_STAGE else frozenset())
+    return replace(cmp, warnings=cmp.warnings + (draft_note(len(drafts), stage, gated=stage != DEFAULT_STAGE),))

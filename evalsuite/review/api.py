@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..verdict.decisions import ReviewDecisions
 from .agreement import agreement, miss_rate, miss_rate_line
+from .keep import DEFAULT_KEPT_DIR, Kept, keep_case
 from .policy import DEFAULT_POLICY, FlagInputs, ReviewPolicy, blind_left, flag_plan
 from .settle import independent
 from .store import DEFAULT_LEASE_S, DEFAULT_QUEUE, QueueError, ReviewStore, VerdictExtra, iso_utc, item_key, now_iso, output_hash
@@ -413,7 +414,10 @@ def annotate(
                 raise QueueError(f"item {item_id}: flagged without a rubric, so a waiver cannot be tied to one; flag its run again (evalsuite review flag RUN)")
         ans, left = blind if blind is not None else (None, None)
         extra = VerdictExtra(role=role or "review", expires=until, expires_rubric=digest, answer=ans, left_side=left)
-        return q.annotate(int(item_id), verdict, reviewer or default_reviewer(), note, extra)
+        row = q.annotate(int(item_id), verdict, reviewer or default_reviewer(), note, extra)
+        if verdict == "regression":
+            row["kept"] = _auto_keep(int(item_id), q)
+        return row
 
 
 def answer(item_id: int, choice: str, *, note: str = "", reviewer: str | None = None, queue: str | Path | ReviewStore | None = None) -> dict:
@@ -563,3 +567,58 @@ def export(out: str | Path, *, fmt: str | None = None, queue: str | Path | Revie
             except ImportError as exc:
                 raise QueueError(f"parquet export needs pyarrow: pip install pyarrow ({exc})") from exc
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# failures kept as cases
+
+
+def keep(
+    item_id: int, *, queue: str | Path | ReviewStore | None = None, runs_dir: str | Path | None = None, into: str | Path | None = None
+) -> Kept:
+    """`evalsuite review keep ITEM`: the item's case, as its run asked it, written into the kept set
+    (`casesets/kept/kept.yaml`) with the baseline's answer as reference and the reviewer's verdict and note."""
+    from ..run.store import RunStore
+
+    it = show(item_id, queue)
+    store = RunStore.find(runs_dir or _runs_dir(queue), str(it["run_id"]))
+    case = _cases(store).get(it["case_id"])
+    if case is None:
+        raise QueueError(f"item {item_id}: case {it['case_id']!r} is not among the cases of run {it['run_id']} (its case sets cannot be loaded)")
+    return keep_case(case, it, it["history"], Path(into) if into is not None else DEFAULT_KEPT_DIR)
+
+
+def keep_regressions(
+    run: Any, *, queue: str | Path | ReviewStore | None = None, runs_dir: str | Path = "reports/runs", into: str | Path | None = None, rubric: Any = None
+) -> list[Kept]:
+    """The rubric's `review: {keep: regression}`: every item of the run whose verdict is `regression`, kept
+    (nothing when the rubric does not ask for it)."""
+    store = _run_store(run, runs_dir)
+    policy, _ = _rubric(store, rubric)
+    if policy.keep != "regression":
+        return []
+    queue = queue if queue is not None else default_queue_path(store)
+    items = list_items(queue, status="regression", run=store.run_id)
+    return [keep(int(i["id"]), queue=queue, runs_dir=store.dir.parent, into=into) for i in items]
+
+
+def _runs_dir(queue: str | Path | ReviewStore | None) -> Path:
+    """Where a queue's runs live: the `runs` folder beside it (reports/review.sqlite -> reports/runs)."""
+    path = queue.path if isinstance(queue, ReviewStore) else Path(queue or default_queue_path())
+    return Path(path).parent / "runs"
+
+
+def _auto_keep(item_id: int, q: ReviewStore) -> str | None:
+    """A regression verdict kept as a case when the run's rubric says `review: {keep: regression}`:
+    the kept case's id, or None (the rubric does not ask, or the run is not beside the queue)."""
+    from ..errors import EvalsuiteError
+    from ..run.store import RunStore
+
+    it = q.item(item_id)
+    try:
+        store = RunStore.find(_runs_dir(q), str(it["run_id"]))
+        if _rubric(store, None)[0].keep != "regression":
+            return None
+    except (EvalsuiteError, OSError):
+        return None
+    return keep(item_id, queue=q, runs_dir=store.dir.parent).case_id
