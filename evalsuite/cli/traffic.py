@@ -34,11 +34,11 @@ def from_traffic_cmd(
     from ..cases.traffic import TrafficSettings, from_traffic
 
     settings = TrafficSettings(out=out, per_stratum=per_stratum, seed=seed, glossary=glossary, scrub=not no_scrub)
+    if as_json:
+        print(json.dumps(from_traffic(files, settings).to_dict(), ensure_ascii=False, indent=2))
+        return
     with console.status("reading traffic ..."):
         report = from_traffic(files, settings, progress=lambda msg: console.log(msg, highlight=False))
-    if as_json:
-        print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2))
-        return
     _print_report(report)
 
 
