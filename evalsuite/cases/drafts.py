@@ -41,6 +41,8 @@ DECISIONS = ("confirm", "edit", "drop", "skip")
 def draft_entries(path: Path) -> list[dict[str, Any]]:
     """The draft cases of a case-set file, as written (defaults not applied)."""
     data, _ = load_yaml(path)
+    if isinstance(data, dict) and data.get("kind") in ("documents", "glossary") and "cases" not in data:
+        return []  # a resource file beside the case sets
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
         raise EvalsuiteError(f"{path}: not a case set (expected a mapping with a `cases` list)")
     return [c for c in data["cases"] if isinstance(c, dict) and c.get("status") == "draft"]

@@ -112,9 +112,10 @@ def _yaml(case: dict) -> str:
 
 def _edit(case: dict) -> dict:
     """The case edited in $EDITOR (YAML); unchanged when the editor is closed without saving."""
+    import click
     import yaml
 
-    text = typer.edit(_yaml(case), extension=".yaml")
+    text = click.edit(_yaml(case), extension=".yaml")
     if text is None:
         return case
     edited = yaml.safe_load(text)
