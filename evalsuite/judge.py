@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .adaptive.gating import adaptive_decisions, is_adaptive
-from .review.api import default_queue_path, flag_run, review_decisions
 from .errors import EvalsuiteError
+from .review.api import default_queue_path, flag_run, review_decisions
 from .verdict.compare import Comparison, compare_run
 from .verdict.decisions import Decisions
 from .verdict.gate import gate

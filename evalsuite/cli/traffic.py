@@ -21,7 +21,9 @@ _CHOICES = {"c": "confirm", "e": "edit", "d": "drop", "s": "skip", "q": "quit"}
 @cases_app.command("from-traffic")
 @guarded()
 def from_traffic_cmd(
-    files: list[Path] = typer.Argument(..., help="traffic: Batch API input/output JSONL, request/response JSONL, Parquet or JSONL with `messages`, a dataset dir"),
+    files: list[Path] = typer.Argument(
+        ..., help="traffic: Batch API input/output JSONL, request/response JSONL, Parquet or JSONL with `messages`, a dataset dir"
+    ),
     out: Path = typer.Option(Path("casesets/traffic"), "--out", help="directory of the draft case sets (one file per scenario)"),
     per_stratum: int = typer.Option(25, "--per-stratum", min=1, help="cases sampled per (scenario, language, prompt length)"),
     seed: int = typer.Option(0, "--seed", help="the sample's seed"),
@@ -63,7 +65,11 @@ def _print_report(report) -> None:
         console.print("[yellow]not scrubbed (--no-scrub): the case sets may hold personal data and secrets; their header says so[/yellow]")
     for p in report.written:
         console.print(f"wrote {p}", highlight=False, soft_wrap=True)
-    console.print("every case is a draft: confirm, edit or drop them with `evalsuite cases review " + str(Path(report.written[0]).parent if report.written else "DIR") + "`")
+    console.print(
+        "every case is a draft: confirm, edit or drop them with `evalsuite cases review "
+        + str(Path(report.written[0]).parent if report.written else "DIR")
+        + "`"
+    )
 
 
 @cases_app.command("review")

@@ -573,9 +573,7 @@ def export(out: str | Path, *, fmt: str | None = None, queue: str | Path | Revie
 # failures kept as cases
 
 
-def keep(
-    item_id: int, *, queue: str | Path | ReviewStore | None = None, runs_dir: str | Path | None = None, into: str | Path | None = None
-) -> Kept:
+def keep(item_id: int, *, queue: str | Path | ReviewStore | None = None, runs_dir: str | Path | None = None, into: str | Path | None = None) -> Kept:
     """`evalsuite review keep ITEM`: the item's case, as its run asked it, written into the kept set
     (`casesets/kept/kept.yaml`) with the baseline's answer as reference and the reviewer's verdict and note."""
     from ..run.store import RunStore

@@ -78,8 +78,8 @@ def glossary_terms(path: Path | None) -> tuple[str, ...]:
     """The preferred terms of a glossary file (its synonyms count as the term when scored)."""
     if path is None:
         return ()
-    from ..caseset import Glossary
     from ...yamlio import load_yaml
+    from ..caseset import Glossary
 
     data, _ = load_yaml(path)
     return tuple(t.term for t in Glossary.parse(data).terms)
@@ -113,7 +113,8 @@ def from_traffic(paths: Iterable[str | Path], settings: TrafficSettings, *, prog
 
 
 def _candidates(read: ReadResult, terms: tuple[str, ...]) -> tuple[list[Candidate], Counter]:
-    candidates, set_aside = [], Counter()
+    candidates: list[Candidate] = []
+    set_aside: Counter = Counter()
     for req in read.requests:
         got = infer(req, terms)
         if isinstance(got, str):

@@ -62,21 +62,29 @@ def infer(req: TrafficRequest, glossary_terms: tuple[str, ...] = ()) -> Inferred
         return NO_ANSWER
     docs, messages = _documents(req)
     text = prompt_text(req)
-    base = dict(lang=language(text), length=length_bucket(text))
     expect: dict[str, Any] = {"reference_answer": req.answer}
     fields = _turns(messages)
+    schema = _json_schema(req.response_format)
     if docs:
+        scenario, kind = "kb_qa", "grounded"
         cited = [d for d, _ in docs if f"[{d}]" in req.answer]
         if cited:
             expect["citations"] = cited
         fields["context"] = [{"id": d, "title": "", "text": t} for d, t in docs]
-        return Inferred(scenario="kb_qa", kind="grounded", fields=_with_expect(fields, expect, req.answer, glossary_terms), **base)
-    schema = _json_schema(req.response_format)
-    if schema is not None:
-        return Inferred(scenario="brand", kind="structured", schema=schema, fields=_with_expect(fields, expect, req.answer, glossary_terms), **base)
-    if _is_code(text, req.answer):
-        return Inferred(scenario="code", kind="explanation", fields=_with_expect(fields, expect, req.answer, glossary_terms), **base)
-    return NO_SCENARIO
+    elif schema is not None:
+        scenario, kind = "brand", "structured"
+    elif _is_code(text, req.answer):
+        scenario, kind = "code", "explanation"
+    else:
+        return NO_SCENARIO
+    return Inferred(
+        scenario=scenario,
+        kind=kind,
+        lang=language(text),
+        length=length_bucket(text),
+        schema=schema if scenario == "brand" else None,
+        fields=_with_expect(fields, expect, req.answer, glossary_terms),
+    )
 
 
 def _with_expect(fields: dict, expect: dict, answer: str, glossary_terms: tuple[str, ...]) -> dict:

@@ -207,12 +207,12 @@ def _documents(raw: Any, name: str) -> tuple[tuple[str, str], ...]:
         return ()
     if not isinstance(raw, (list, tuple)):
         raise BadField(name, f"expected a list, got {type(raw).__name__}")
-    out = []
+    out: list[tuple[str, str]] = []
     for i, d in enumerate(raw):
         if isinstance(d, str):
             out.append((f"doc-{i + 1}", d))
         elif isinstance(d, dict) and isinstance(d.get("text", d.get("content")), str):
-            out.append((str(d.get("id", f"doc-{i + 1}")), d.get("text", d.get("content"))))
+            out.append((str(d.get("id", f"doc-{i + 1}")), str(d.get("text", d.get("content")))))
         else:
             raise BadField(f"{name}[{i}]", "expected text or an object with `text`")
     return tuple(out)

@@ -88,7 +88,8 @@ def _real_ip(found: str) -> bool:
 
 
 def _secret_spans(text: str) -> list[Span]:
-    spans, offset = [], 0
+    spans: list[Span] = []
+    offset = 0
     for n, line in enumerate(text.split("\n")):
         for plugin in _secret_plugins():
             for found in plugin.analyze_line(filename="traffic", line=line, line_number=n):
@@ -137,4 +138,5 @@ def _secret_plugins() -> tuple[Any, ...]:
     """detect-secrets' plugins (keys and tokens of the common providers, private keys, JWTs, high-entropy strings)."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    return tuple(cls() for name, cls in get_mapping_from_secret_type_to_class().items() if name not in _NOT_SECRETS)
+    plugins: dict[str, Any] = get_mapping_from_secret_type_to_class()
+    return tuple(cls() for name, cls in plugins.items() if name not in _NOT_SECRETS)

@@ -63,8 +63,6 @@ def write_casesets(drafts: Sequence[Draft], out: Path, *, scrubbed: bool, glossa
     return written
 
 
-
-
 def _write_schema(out: Path, schema: dict) -> str:
     name = f"schemas/{sha256_json(schema)[:12]}.json"
     (out / "schemas").mkdir(exist_ok=True)
@@ -87,9 +85,5 @@ def _caseset(scenario: str, cases: list[dict], *, scrubbed: bool, glossary: bool
 
 
 def _header(sources: Sequence[str], scrubbed: bool) -> str:
-    lines = [
-        "# written by `evalsuite cases from-traffic` from: " + ", ".join(sources),
-        "# " + (SCRUBBED if scrubbed else NOT_SCRUBBED),
-        "# " + DRAFT,
-    ]
+    lines = ["# written by `evalsuite cases from-traffic` from: " + ", ".join(sources), "# " + (SCRUBBED if scrubbed else NOT_SCRUBBED), "# " + DRAFT]
     return "\n".join(lines) + "\n"
