@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from .adaptive.gating import adaptive_decisions, is_adaptive
 from .errors import EvalsuiteError
-from .review.api import default_queue_path, flag_run, review_decisions
+from .review.api import default_queue_path, flag_run, keep_regressions, review_decisions
 from .verdict.compare import Comparison, compare_run
 from .verdict.decisions import Decisions
 from .verdict.gate import gate
@@ -60,6 +60,8 @@ def judge_run(
     # for this rubric, and the gate itself stays a pure function of what it is handed
     now = datetime.now(timezone.utc)
     review = review_decisions(store, cmp, rub.review, path, now=now, rubric_digest=rub.rules_digest()) if path.is_file() else None
+    if path.is_file() and rub.review is not None and rub.review.keep == "regression":
+        _keep_regressions(store, rub, path)
     adaptive = adaptive_decisions(store, sr, cmp) if is_adaptive(store) else None
     decisions = Decisions(review=review, adaptive=adaptive)
     verdict = gate(cmp, sr, decisions, judge_noise=judge_noise)
@@ -80,3 +82,14 @@ def _comparison(store: RunStore, stage: str) -> Comparison:
         return compare_run(store)
     cmp = compare_run(store, exclude_cases=drafts if stage == DEFAULT_STAGE else frozenset())
     return replace(cmp, warnings=cmp.warnings + (draft_note(len(drafts), stage, gated=stage != DEFAULT_STAGE),))
+
+
+def _keep_regressions(store: RunStore, rub: Rubric, queue: Path) -> None:
+    """The rubric's `review: {keep: regression}`: every output of the run reviewed as a regression kept as a
+    case (casesets/kept/), so the next run includes it."""
+    import logging
+
+    kept = keep_regressions(store, queue=queue, rubric=rub)
+    new = [k for k in kept if not k.replaced]
+    if new:
+        logging.getLogger("evalsuite").info("kept %d regression(s) as cases in %s (review: {keep: regression})", len(new), new[0].path)

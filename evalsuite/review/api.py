@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..verdict.decisions import ReviewDecisions
 from .agreement import agreement, miss_rate, miss_rate_line
-from .keep import DEFAULT_KEPT_DIR, Kept, keep_case
 from .policy import DEFAULT_POLICY, FlagInputs, ReviewPolicy, blind_left, flag_plan
 from .settle import independent
 from .store import DEFAULT_LEASE_S, DEFAULT_QUEUE, QueueError, ReviewStore, VerdictExtra, iso_utc, item_key, now_iso, output_hash
 
 if TYPE_CHECKING:
     from ..run.store import RunStore, ScoreRecord
+    from .keep import Kept
     from ..verdict.compare import Comparison
 
 ANSWERS = ("left_worse", "same", "right_worse")  #: a blind pairwise review's answers
@@ -414,10 +414,7 @@ def annotate(
                 raise QueueError(f"item {item_id}: flagged without a rubric, so a waiver cannot be tied to one; flag its run again (evalsuite review flag RUN)")
         ans, left = blind if blind is not None else (None, None)
         extra = VerdictExtra(role=role or "review", expires=until, expires_rubric=digest, answer=ans, left_side=left)
-        row = q.annotate(int(item_id), verdict, reviewer or default_reviewer(), note, extra)
-        if verdict == "regression":
-            row["kept"] = _auto_keep(int(item_id), q)
-        return row
+        return q.annotate(int(item_id), verdict, reviewer or default_reviewer(), note, extra)
 
 
 def answer(item_id: int, choice: str, *, note: str = "", reviewer: str | None = None, queue: str | Path | ReviewStore | None = None) -> dict:
@@ -577,6 +574,7 @@ def keep(item_id: int, *, queue: str | Path | ReviewStore | None = None, runs_di
     """`evalsuite review keep ITEM`: the item's case, as its run asked it, written into the kept set
     (`casesets/kept/kept.yaml`) with the baseline's answer as reference and the reviewer's verdict and note."""
     from ..run.store import RunStore
+    from .keep import DEFAULT_KEPT_DIR, keep_case
 
     it = show(item_id, queue)
     store = RunStore.find(runs_dir or _runs_dir(queue), str(it["run_id"]))
@@ -605,18 +603,3 @@ def _runs_dir(queue: str | Path | ReviewStore | None) -> Path:
     path = queue.path if isinstance(queue, ReviewStore) else Path(queue or default_queue_path())
     return Path(path).parent / "runs"
 
-
-def _auto_keep(item_id: int, q: ReviewStore) -> str | None:
-    """A regression verdict kept as a case when the run's rubric says `review: {keep: regression}`:
-    the kept case's id, or None (the rubric does not ask, or the run is not beside the queue)."""
-    from ..errors import EvalsuiteError
-    from ..run.store import RunStore
-
-    it = q.item(item_id)
-    try:
-        store = RunStore.find(_runs_dir(q), str(it["run_id"]))
-        if _rubric(store, None)[0].keep != "regression":
-            return None
-    except (EvalsuiteError, OSError):
-        return None
-    return keep(item_id, queue=q, runs_dir=store.dir.parent).case_id

@@ -53,26 +53,29 @@ def test_regression_kept_then_run_and_gated(tmp_path):
     assert recall and case["id"] in recall[0].cases  # the gate evaluates the kept case
 
 
-def test_the_rubric_keeps_every_regression_itself(tmp_path, monkeypatch):
+def test_the_rubric_keeps_every_regression_when_the_run_is_judged(tmp_path, monkeypatch):
     suite = make_suite(tmp_path)
     (tmp_path / "rubric.yaml").write_text(RUBRIC.replace("review:\n", "review:\n  keep: regression\n"), "utf-8")
     store = run_suite_at(suite)
     queue = store.dir.parent.parent / "review.sqlite"
     api.flag_run(store, queue=queue)
     monkeypatch.chdir(tmp_path)  # the kept set's default place: casesets/kept/
-    row = api.annotate(_item(queue, "kb-004")["id"], "regression", reviewer="bo", queue=queue)
-    acceptable = api.annotate(_item(queue, "kb-003")["id"], "acceptable", reviewer="bo", queue=queue)
+    api.annotate(_item(queue, "kb-004")["id"], "regression", reviewer="bo", queue=queue)
+    api.annotate(_item(queue, "kb-003")["id"], "acceptable", reviewer="bo", queue=queue)
+    assert not (tmp_path / "casesets").exists()  # a verdict alone writes nothing (`review annotate` stays light)
+    res = CliRunner().invoke(app, ["gate", str(store.dir), "--runs-dir", str(store.dir.parent)])
+    assert res.exit_code == 1, res.output
     cases = yaml.safe_load((tmp_path / "casesets" / "kept" / "kept.yaml").read_text("utf-8"))["cases"]
-    assert row["kept"] == cases[0]["id"] and "kept" not in acceptable
-    assert [c["origin"]["case"] for c in cases] == ["kb-004"]
+    assert [(c["origin"]["case"], c["origin"]["verdict"]) for c in cases] == [("kb-004", "regression")]
 
 
 def test_without_the_setting_nothing_is_kept(review_run, tmp_path, monkeypatch):
     queue = tmp_path / "q.sqlite"
     api.flag_run(review_run["store"], queue=queue)
     monkeypatch.chdir(tmp_path)
-    row = api.annotate(_item(queue, "kb-004")["id"], "regression", reviewer="bo", queue=queue)
-    assert row.get("kept") is None and not (tmp_path / "casesets").exists()
+    api.annotate(_item(queue, "kb-004")["id"], "regression", reviewer="bo", queue=queue)
+    judge_run(review_run["store"], review_run["rubric"], "production", queue=queue)
+    assert not (tmp_path / "casesets").exists()
     assert api.keep_regressions(review_run["store"], queue=queue, into=tmp_path / "kept") == []
 
 
