@@ -25,8 +25,8 @@ from .store import DEFAULT_LEASE_S, DEFAULT_QUEUE, QueueError, ReviewStore, Verd
 
 if TYPE_CHECKING:
     from ..run.store import RunStore, ScoreRecord
-    from .keep import Kept
     from ..verdict.compare import Comparison
+    from .keep import Kept
 
 ANSWERS = ("left_worse", "same", "right_worse")  #: a blind pairwise review's answers
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...hashing import sha256_json
+from .extra import need
 from .infer import Inferred
 from .records import TrafficRequest
 
@@ -53,8 +54,8 @@ def shingles(text: str) -> set[bytes]:
 
 def dedup(candidates: Sequence[Candidate], *, threshold: float = 0.8) -> Deduped:
     """Exact copies dropped first, then requests whose MinHash Jaccard estimate with a kept one passes `threshold`."""
-    from datasketch import MinHash, MinHashLSH
-
+    datasketch = need("datasketch", "datasketch", "near-duplicates")
+    MinHash, MinHashLSH = datasketch.MinHash, datasketch.MinHashLSH
     seen: set[str] = set()
     distinct = []
     for c in candidates:

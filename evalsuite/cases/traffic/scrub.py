@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from .extra import need
+
 #: phone numbers are matched as written in these regions (and in any region when written with +country code)
 PHONE_REGIONS = ("US", "GB", "CN", "DE", "FR", "IN", "JP", "CA")
 SECRET = "API_KEY"  #: the placeholder type of every key and token detect-secrets finds
@@ -114,6 +116,8 @@ def _whole(plugin: Any, line: str, secret: str) -> list[tuple[int, int]]:
 @cache
 def _recognizers() -> tuple[Any, ...]:
     """presidio's pattern recognizers, imported on first use (presidio's import takes seconds)."""
+    need("phonenumbers", "phonenumbers", "phone numbers")
+    need("presidio_analyzer", "presidio-analyzer", "personal data")
     from presidio_analyzer.predefined_recognizers import CreditCardRecognizer, EmailRecognizer, IpRecognizer, PhoneRecognizer
 
     class OfflineEmailRecognizer(EmailRecognizer):
@@ -136,7 +140,6 @@ def _offline_tld() -> Callable[[str], Any]:
 @cache
 def _secret_plugins() -> tuple[Any, ...]:
     """detect-secrets' plugins (keys and tokens of the common providers, private keys, JWTs, high-entropy strings)."""
-    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-
-    plugins: dict[str, Any] = get_mapping_from_secret_type_to_class()
+    util = need("detect_secrets.core.plugins.util", "detect-secrets", "keys and tokens")
+    plugins: dict[str, Any] = util.get_mapping_from_secret_type_to_class()
     return tuple(cls() for name, cls in plugins.items() if name not in _NOT_SECRETS)
