@@ -602,4 +602,3 @@ def _runs_dir(queue: str | Path | ReviewStore | None) -> Path:
     """Where a queue's runs live: the `runs` folder beside it (reports/review.sqlite -> reports/runs)."""
     path = queue.path if isinstance(queue, ReviewStore) else Path(queue or default_queue_path())
     return Path(path).parent / "runs"
-

@@ -90,3 +90,12 @@ def test_keep_regressions_with_the_setting(review_run, tmp_path):
     assert sorted(k.case_id.split("-", 2)[2] for k in kept) == ["kb-003", "kb-004"]
     again = api.keep_regressions(review_run["store"], queue=queue, into=tmp_path / "kept", rubric=rubric)
     assert all(k.replaced for k in again) and len(yaml.safe_load((tmp_path / "kept" / "kept.yaml").read_text("utf-8"))["cases"]) == 2
+
+
+def test_the_keep_setting_is_checked():
+    from evalsuite.verdict.review_policy import parse_review_policy
+
+    problems = []
+    policy = parse_review_policy({"keep": "regresion"}, lambda path, rule, field, msg: problems.append((field, msg)))
+    assert policy.keep == "none" and problems == [("review.keep", "expected one of none, regression, got 'regresion'")]
+    assert parse_review_policy({"keep": "regression"}, lambda *a: None).keep == "regression"
