@@ -80,8 +80,12 @@ def _comparison(store: RunStore, stage: str) -> Comparison:
         drafts = frozenset()
     if not drafts:
         return compare_run(store)
-    cmp = compare_run(store, exclude_cases=drafts if stage == DEFAULT_STAGE else frozenset())
-    return replace(cmp, warnings=cmp.warnings + (draft_note(len(drafts), stage, gated=stage != DEFAULT_STAGE),))
+    gated = stage != DEFAULT_STAGE
+    cmp = compare_run(store, exclude_cases=frozenset() if gated else drafts)
+    cmp = replace(cmp, warnings=cmp.warnings + (draft_note(len(drafts), stage, gated=gated),))
+    if not gated and {r.case_id for r in store.scores()} <= drafts:
+        cmp = replace(cmp, problems=(draft_note(len(drafts), stage, gated=False, every=True),))
+    return cmp
 
 
 def _keep_regressions(store: RunStore, rub: Rubric, queue: Path) -> None:

@@ -14,8 +14,10 @@ from ..yamlio import atomic_write_text, dump_yaml, load_yaml
 from .caseset import Case, load_caseset
 
 
-def draft_note(n: int, stage: str, *, gated: bool) -> str:
-    """The line the gate and the report show about a run's drafts."""
+def draft_note(n: int, stage: str, *, gated: bool, every: bool = False) -> str:
+    """The line the gate and the report show about a run's drafts (`every`: the run has no other cases)."""
+    if every:
+        return f"every case of the run is a draft (status: draft): drafts are not gated at stage {stage}; confirm them first (evalsuite cases review)"
     if gated:
         return f"{n} draft case(s) (status: draft) count at stage {stage}; at production they cannot fail the gate (confirm them: evalsuite cases review)"
     return f"{n} draft case(s) (status: draft) ran but are not gated at stage {stage} (confirm them: evalsuite cases review)"

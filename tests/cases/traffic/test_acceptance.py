@@ -99,5 +99,14 @@ def test_the_case_set_runs_on_the_fake_backend_and_is_gated(imported, repo):
     assert pilot.verdict.judgeable and not pilot.verdict.passed  # drafts count before production: the broken variant fails
     assert any("draft case(s)" in w for w in pilot.comparison.warnings)
     production = judge_run(store, repo / "rubrics" / "default.yaml", "production")
-    assert not any(v.variant == "broken" and v.cases for v in production.verdict.violations)  # a draft cannot fail a production gate
-    assert any("not gated at stage production" in w for w in production.comparison.warnings)
+    assert not production.verdict.violations and not production.verdict.judgeable  # a draft cannot fail a production gate
+    assert "every case of the run is a draft" in production.comparison.problems[0]
+
+    # a person confirms the KB QA drafts: at production those now fail the broken variant, the brand drafts still cannot
+    assert CliRunner().invoke(app, ["cases", "review", str(root / "casesets" / "kb_qa.yaml"), "--confirm-all"]).exit_code == 0
+    store = run_suite(load_suite(root / "suite.yaml"), RunOptions(progress=False)).store
+    production = judge_run(store, repo / "rubrics" / "default.yaml", "production")
+    failed = {(v.rule, v.variant) for v in production.verdict.violations}
+    assert ("kb-citation-recall", "broken") in failed and not any(rule.startswith("brand-") for rule, _ in failed), failed
+    assert all(case.startswith("traffic-kb_qa-") for v in production.verdict.violations for case in v.cases)
+    assert any("draft case(s)" in w and "not gated at stage production" in w for w in production.comparison.warnings)
