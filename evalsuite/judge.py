@@ -71,11 +71,12 @@ def judge_run(
 def _comparison(store: RunStore, stage: str) -> Comparison:
     """The run's comparison; at the production stage without its draft cases (`status: draft`: inferred,
     unconfirmed), which cannot fail a production gate. Either way a warning names how many drafts ran."""
-    from .cases.drafts import draft_note
+    from .cases.drafts import draft_ids, draft_note
     from .scoring.run import run_cases
 
     try:
-        drafts = frozenset(c.id for c in run_cases(store) if c.draft)
+        own = store.dir / store.CASES
+        drafts = draft_ids(own) if own.is_file() else frozenset(c.id for c in run_cases(store) if c.draft)
     except (EvalsuiteError, OSError, ValueError):
         drafts = frozenset()
     if not drafts:

@@ -3,6 +3,7 @@ are reported, but cannot fail a production gate; `evalsuite cases review` confir
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -21,6 +22,16 @@ def draft_note(n: int, stage: str, *, gated: bool, every: bool = False) -> str:
     if gated:
         return f"{n} draft case(s) (status: draft) count at stage {stage}; at production they cannot fail the gate (confirm them: evalsuite cases review)"
     return f"{n} draft case(s) (status: draft) ran but are not gated at stage {stage} (confirm them: evalsuite cases review)"
+
+
+def draft_ids(cases_jsonl: Path) -> frozenset[str]:
+    """The ids of the draft cases in a run's copy of its cases (`cases.jsonl`), read without validating them
+    again: the gate asks for them on every judgment."""
+    text = cases_jsonl.read_text("utf-8")
+    if '"draft"' not in text:
+        return frozenset()
+    records = (json.loads(line) for line in text.splitlines() if line.strip())
+    return frozenset(r["id"] for r in records if isinstance(r, dict) and r.get("status") == "draft")
 
 
 def origin_counts(cases: Iterable[Case]) -> dict[str, int]:
