@@ -110,3 +110,6 @@ def test_the_case_set_runs_on_the_fake_backend_and_is_gated(imported, repo):
     assert ("kb-citation-recall", "broken") in failed and not any(rule.startswith("brand-") for rule, _ in failed), failed
     assert all(case.startswith("traffic-kb_qa-") for v in production.verdict.violations for case in v.cases)
     assert any("draft case(s)" in w and "not gated at stage production" in w for w in production.comparison.warnings)
+    from evalsuite.report.model import build_report_data
+
+    assert any("draft case(s)" in n for n in build_report_data(production).notes)  # the report marks the drafts
