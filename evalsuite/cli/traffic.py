@@ -29,13 +29,14 @@ def from_traffic_cmd(
     seed: int = typer.Option(0, "--seed", help="the sample's seed"),
     glossary: Path | None = typer.Option(None, "--glossary", help="a glossary file: terms the production answer uses become required terms"),
     no_scrub: bool = typer.Option(False, "--no-scrub", help="write personal data and secrets as logged (the case sets' header says so)"),
+    force: bool = typer.Option(False, "--force", help="replace case sets already in --out (their reviewed drafts are lost)"),
     as_json: bool = typer.Option(False, "--json", help="print the report as JSON"),
 ) -> None:
     """Turn logged chat-completions traffic into draft case sets: scenario and expectations inferred,
     duplicates collapsed, a seeded stratified sample, personal data and secrets replaced before writing."""
     from ..cases.traffic import TrafficSettings, from_traffic
 
-    settings = TrafficSettings(out=out, per_stratum=per_stratum, seed=seed, glossary=glossary, scrub=not no_scrub)
+    settings = TrafficSettings(out=out, per_stratum=per_stratum, seed=seed, glossary=glossary, scrub=not no_scrub, overwrite=force)
     if as_json:
         print(json.dumps(from_traffic(files, settings).to_dict(), ensure_ascii=False, indent=2))
         return

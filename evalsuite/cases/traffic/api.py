@@ -26,6 +26,7 @@ class TrafficSettings:
     scrub: bool = True  #: replace personal data and secrets before writing (off: `--no-scrub`, said in the header)
     glossary: Path | None = None  #: a glossary file: the terms an answer uses become its required terms
     near_threshold: float = 0.8  #: MinHash Jaccard estimate above which two requests are one
+    overwrite: bool = False  #: replace case sets already in `out` (`--force`)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +97,7 @@ def from_traffic(paths: Iterable[str | Path], settings: TrafficSettings, *, prog
     sample, strata = stratified(deduped.kept, per_stratum=settings.per_stratum, seed=settings.seed)
     scrubber = Scrubber()
     drafts = [_draft(c, scrubber if settings.scrub else None) for c in sample]
-    written = write_casesets(drafts, settings.out, scrubbed=settings.scrub, glossary=settings.glossary, sources=read.files)
+    written = write_casesets(drafts, settings.out, scrubbed=settings.scrub, glossary=settings.glossary, sources=read.files, overwrite=settings.overwrite)
     return TrafficReport(
         files=read.files,
         read=len(read.requests) + len(read.skipped),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...errors import EvalsuiteError
 from ...hashing import sha256_json
 from ...yamlio import atomic_write_text, dump_yaml
 from .records import TrafficRequest
@@ -43,8 +44,13 @@ def draft_case(req: TrafficRequest, *, scenario: str, kind: str, lang: str, key:
     return {"id": case_id(scenario, key), "status": "draft", "origin": origin, "kind": kind, "lang": lang, **fields}
 
 
-def write_casesets(drafts: Sequence[Draft], out: Path, *, scrubbed: bool, glossary: Path | None, sources: Sequence[str]) -> list[Path]:
-    """One file per scenario under `out` (schemas under `out/schemas/`); the paths written."""
+def write_casesets(drafts: Sequence[Draft], out: Path, *, scrubbed: bool, glossary: Path | None, sources: Sequence[str], overwrite: bool = False) -> list[Path]:
+    """One file per scenario under `out` (schemas under `out/schemas/`); the paths written. An existing
+    file is replaced only with `overwrite` (a person's review of its drafts would be lost)."""
+    scenarios = sorted({d.scenario for d in drafts})
+    taken = [str(out / f"{s}.yaml") for s in scenarios if (out / f"{s}.yaml").exists()]
+    if taken and not overwrite:
+        raise EvalsuiteError(f"{', '.join(taken)}: already there (reviewed drafts would be lost); choose another --out, or --force to replace")
     out.mkdir(parents=True, exist_ok=True)
     by_scenario: dict[str, list[dict]] = defaultdict(list)
     for d in drafts:
