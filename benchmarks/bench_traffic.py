@@ -22,7 +22,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import REPO  # noqa: E402
+from common import REPO, Row  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests"))
 from traffic_synth import write_traffic  # noqa: E402
@@ -47,6 +47,38 @@ def import_s(files: list[Path], out: Path, per_stratum: int) -> tuple[float, dic
     return time.perf_counter() - t0, report.to_dict()
 
 
+def measure(sizes: list[int], rounds: int, per_stratum: int) -> list[dict]:
+    """Per size: median and min seconds of the import, cases written, duplicate ratio, replacements."""
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            files, _ = write_traffic(Path(tmp) / f"logs-{n}", n, seed=n)
+            times, rep = [], {}
+            for _ in range(rounds):
+                s, rep = import_s(files, Path(tmp) / f"out-{n}", per_stratum)
+                times.append(s)
+            out.append(
+                {
+                    "n": n,
+                    "median": statistics.median(times),
+                    "min": min(times),
+                    "cases": rep["cases"],
+                    "dup": rep["duplicate_ratio"],
+                    "repl": rep["replacements"],
+                }
+            )
+    return out
+
+
+def run(quick: bool = False) -> list[Row]:
+    """`python -m benchmarks --only traffic` (not in its default list: give it its own idle machine)."""
+    libs = libraries_s()
+    rows = [Row("traffic", "libraries loaded (once per process)", f"{libs:.2f} s")]
+    for r in measure([500] if quick else [5000, 50000], 1 if quick else 3, 25):
+        rows.append(Row("traffic", f"from-traffic, {r['n']} requests", f"{r['median']:.2f} s median ({r['cases']} cases, duplicate ratio {r['dup']:.2f})"))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="5000,50000", help="numbers of requests, comma-separated")
@@ -55,15 +87,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     print(f"libraries loaded in {libraries_s():.2f} s (once per process)")
     print(f"{'requests':>9} {'median s':>9} {'min s':>7} {'cases':>6} {'dup ratio':>9}  replacements")
-    with tempfile.TemporaryDirectory() as tmp:
-        for n in (int(x) for x in args.sizes.split(",")):
-            files, _ = write_traffic(Path(tmp) / f"logs-{n}", n, seed=n)
-            times, rep = [], {}
-            for _ in range(args.rounds):
-                s, rep = import_s(files, Path(tmp) / f"out-{n}", args.per_stratum)
-                times.append(s)
-            reps = ", ".join(f"{k} {v}" for k, v in sorted(rep["replacements"].items()))
-            print(f"{n:>9} {statistics.median(times):>9.2f} {min(times):>7.2f} {rep['cases']:>6} {rep['duplicate_ratio']:>9.3f}  {reps}")
+    for r in measure([int(x) for x in args.sizes.split(",")], args.rounds, args.per_stratum):
+        reps = ", ".join(f"{k} {v}" for k, v in sorted(r["repl"].items()))
+        print(f"{r['n']:>9} {r['median']:>9.2f} {r['min']:>7.2f} {r['cases']:>6} {r['dup']:>9.3f}  {reps}")
 
 
 if __name__ == "__main__":
