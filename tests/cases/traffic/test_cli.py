@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,7 @@ def test_review_confirm_edit_drop_skip_on_stdin(drafts, tmp_path, monkeypatch):
     assert len(ids) == 3
     editor = tmp_path / "editor.py"
     editor.write_text("import sys\np = sys.argv[1]\nopen(p, 'a').write('title: edited by a person\\n')\n")
-    monkeypatch.setenv("EDITOR", f"python {editor}")
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
     res = CliRunner().invoke(app, ["cases", "review", str(path)], input="c\nd\ne\n")
     assert res.exit_code == 0, res.output
     assert "1 confirm, 1 drop, 1 edit" in res.output
@@ -80,7 +81,7 @@ def test_an_edit_that_breaks_the_case_set_leaves_the_file_as_it_was(drafts, tmp_
     before = path.read_text("utf-8")
     editor = tmp_path / "editor.py"
     editor.write_text("import sys\np = sys.argv[1]\nopen(p, 'a').write('kind: nonsense\\n')\n")
-    monkeypatch.setenv("EDITOR", f"python {editor}")
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
     res = CliRunner().invoke(app, ["cases", "review", str(path)], input="e\ns\ns\n")
     assert res.exit_code == 1 and "'nonsense' is not a kind of scenario 'code'" in res.output
     assert path.read_text("utf-8") == before
