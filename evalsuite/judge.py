@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .adaptive.gating import adaptive_decisions, is_adaptive
-from .review.api import default_queue_path, flag_run, review_decisions
+from .errors import EvalsuiteError
+from .review.api import default_queue_path, flag_run, keep_regressions, review_decisions
 from .run.partial import full_run_command, partial_reasons
-from .verdict.compare import compare_run
+from .verdict.compare import Comparison, compare_run
 from .verdict.decisions import Decisions
 from .verdict.gate import gate, unmatched_rules
 from .verdict.outcome import Judgment
-from .verdict.rubric import Rubric, RubricError, load_rubric, resolve_rubric_path, resolve_stage
+from .verdict.rubric import DEFAULT_STAGE, Rubric, RubricError, load_rubric, resolve_rubric_path, resolve_stage
 
 if TYPE_CHECKING:
     from .run.store import RunStore
@@ -53,7 +54,7 @@ def judge_run(
     rub = load_run_rubric(store, rubric)
     stage_name, source = resolve_stage(stage, suite)
     sr = rub.for_stage(stage_name)
-    cmp = compare_run(store)
+    cmp = _comparison(store, stage_name)
     mistakes = unmatched_rules(cmp, sr)
     if mistakes:  # a rule that matches no score would pass in silence: the rubric is wrong for this run
         raise RubricError(mistakes)
@@ -63,6 +64,8 @@ def judge_run(
     # for this rubric, and the gate itself stays a pure function of what it is handed
     now = datetime.now(timezone.utc)
     review = review_decisions(store, cmp, rub.review, path, now=now, rubric_digest=rub.rules_digest()) if path.is_file() else None
+    if path.is_file() and rub.review is not None and rub.review.keep == "regression":
+        _keep_regressions(store, rub, path)
     adaptive = adaptive_decisions(store, sr, cmp) if is_adaptive(store) else None
     decisions = Decisions(review=review, adaptive=adaptive)
     verdict = gate(cmp, sr, decisions, judge_noise=judge_noise)
@@ -73,3 +76,35 @@ def judge_run(
     return Judgment(
         verdict=verdict, comparison=cmp, store=store, rubric=rub, stage=stage_name, stage_source=source, decisions=decisions, flagged=flagged, partial=partial
     )
+
+
+def _comparison(store: RunStore, stage: str) -> Comparison:
+    """The run's comparison; at the production stage without its draft cases (`status: draft`: inferred,
+    unconfirmed), which cannot fail a production gate. Either way a warning names how many drafts ran."""
+    from .cases.drafts import draft_ids, draft_note
+    from .scoring.run import run_cases
+
+    try:
+        own = store.dir / store.CASES
+        drafts = draft_ids(own) if own.is_file() else frozenset(c.id for c in run_cases(store) if c.draft)
+    except (EvalsuiteError, OSError, ValueError):
+        drafts = frozenset()
+    if not drafts:
+        return compare_run(store)
+    gated = stage != DEFAULT_STAGE
+    cmp = compare_run(store, exclude_cases=frozenset() if gated else drafts)
+    cmp = replace(cmp, warnings=cmp.warnings + (draft_note(len(drafts), stage, gated=gated),))
+    if not gated and {r.case_id for r in store.scores()} <= drafts:
+        cmp = replace(cmp, problems=(draft_note(len(drafts), stage, gated=False, every=True),))
+    return cmp
+
+
+def _keep_regressions(store: RunStore, rub: Rubric, queue: Path) -> None:
+    """The rubric's `review: {keep: regression}`: every output of the run reviewed as a regression kept as a
+    case (casesets/kept/), so the next run includes it."""
+    import logging
+
+    kept = keep_regressions(store, queue=queue, rubric=rub)
+    new = [k for k in kept if not k.replaced]
+    if new:
+        logging.getLogger("evalsuite").info("kept %d regression(s) as cases in %s (review: {keep: regression})", len(new), new[0].path)

@@ -264,6 +264,17 @@ class Case:
             raw=raw,
         )
 
+    @property
+    def draft(self) -> bool:
+        """Inferred and not yet confirmed (`status: draft`): it runs and the report marks it, but it cannot fail a production gate."""
+        return self.raw.get("status") == "draft"
+
+    @property
+    def origin(self) -> str | None:
+        """Where the case came from (`traffic` or `review`), None for a case written by hand."""
+        got = self.raw.get("origin")
+        return got.get("kind") if isinstance(got, dict) else None
+
     def to_dict(self) -> dict:
         """The resolved case as plain data: context documents inlined, schema embedded."""
         out = dict(self.raw)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from . import cases, importing, installing, judging, releases, review, running, scaffolding  # noqa: F401 - each registers its commands on `app`
+from . import cases, importing, installing, judging, releases, review, running, scaffolding, traffic  # noqa: F401 - each registers its commands on `app`
 from ._app import ExitCode, app, console, err
 
 __all__ = ["ExitCode", "app", "console", "err", "main"]

@@ -92,6 +92,15 @@ def _print_counts(cases: list, n_files: int, what: str = "") -> None:
         table.add_row(f"[bold]{scen}[/bold]", "all", str(en), str(zh), f"{en + zh} ({100 * zh / max(1, en + zh):.0f}% zh)")
     console.print(table)
     _print_long_counts(cases)
+    _print_origins(cases)
+
+
+def _print_origins(cases: list) -> None:
+    """Cases from traffic and failures kept from review (by the run they came from), and drafts."""
+    from ..cases.drafts import origin_counts
+
+    for label, n in origin_counts(cases).items():
+        console.print(f"{n} {label}", highlight=False)
 
 
 def _print_long_counts(cases: list) -> None:

@@ -298,3 +298,18 @@ def _print_agreement(ag: dict) -> None:
             f"adjudicated {d['adjudicated']} by {d['adjudicator']}" if d["adjudicated"] else "awaits adjudication: evalsuite review adjudicate " + str(d["id"])
         )
         console.print(f"  disagreement on item #{d['id']} {d['variant']}/{d['case_id']}: {votes}; {settled}", highlight=False)
+
+
+@review_app.command("keep")
+@guarded()
+def keep_cmd(
+    item_id: int = typer.Argument(..., help="a reviewed item's id"),
+    into: Path = typer.Option(Path("casesets/kept"), "--into", help="the kept set's directory (an ordinary case set: kept.yaml)"),
+    queue: Path | None = QueueOpt,
+    runs_dir: Path | None = typer.Option(None, help="where runs live (default: the runs folder beside the queue)"),
+) -> None:
+    """Keep a reviewed output as a fixed case: the request as asked, the baseline's answer as reference,
+    the reviewer's verdict and note, the run and variant. The next run of a suite that includes the kept set runs it."""
+    kept = _api().keep(item_id, queue=queue, runs_dir=runs_dir, into=into)
+    how = "replaced" if kept.replaced else "added"
+    console.print(f"item #{item_id}: {how} case {kept.case_id} in {kept.path} (kept set version {kept.version})", highlight=False, soft_wrap=True)

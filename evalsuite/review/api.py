@@ -26,6 +26,7 @@ from .store import DEFAULT_LEASE_S, DEFAULT_QUEUE, QueueError, ReviewStore, Verd
 if TYPE_CHECKING:
     from ..run.store import RunStore, ScoreRecord
     from ..verdict.compare import Comparison
+    from .keep import Kept
 
 ANSWERS = ("left_worse", "same", "right_worse")  #: a blind pairwise review's answers
 
@@ -566,3 +567,41 @@ def export(out: str | Path, *, fmt: str | None = None, queue: str | Path | Revie
             except ImportError as exc:
                 raise QueueError(f"parquet export needs pyarrow: pip install pyarrow ({exc})") from exc
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# failures kept as cases
+
+
+def keep(item_id: int, *, queue: str | Path | ReviewStore | None = None, runs_dir: str | Path | None = None, into: str | Path | None = None) -> Kept:
+    """`evalsuite review keep ITEM`: the item's case, as its run asked it, written into the kept set
+    (`casesets/kept/kept.yaml`) with the baseline's answer as reference and the reviewer's verdict and note."""
+    from ..run.store import RunStore
+    from .keep import DEFAULT_KEPT_DIR, keep_case
+
+    it = show(item_id, queue)
+    store = RunStore.find(runs_dir or _runs_dir(queue), str(it["run_id"]))
+    case = _cases(store).get(it["case_id"])
+    if case is None:
+        raise QueueError(f"item {item_id}: case {it['case_id']!r} is not among the cases of run {it['run_id']} (its case sets cannot be loaded)")
+    return keep_case(case, it, it["history"], Path(into) if into is not None else DEFAULT_KEPT_DIR)
+
+
+def keep_regressions(
+    run: Any, *, queue: str | Path | ReviewStore | None = None, runs_dir: str | Path = "reports/runs", into: str | Path | None = None, rubric: Any = None
+) -> list[Kept]:
+    """The rubric's `review: {keep: regression}`: every item of the run whose verdict is `regression`, kept
+    (nothing when the rubric does not ask for it)."""
+    store = _run_store(run, runs_dir)
+    policy, _ = _rubric(store, rubric)
+    if policy.keep != "regression":
+        return []
+    queue = queue if queue is not None else default_queue_path(store)
+    items = list_items(queue, status="regression", run=store.run_id)
+    return [keep(int(i["id"]), queue=queue, runs_dir=store.dir.parent, into=into) for i in items]
+
+
+def _runs_dir(queue: str | Path | ReviewStore | None) -> Path:
+    """Where a queue's runs live: the `runs` folder beside it (reports/review.sqlite -> reports/runs)."""
+    path = queue.path if isinstance(queue, ReviewStore) else Path(queue or default_queue_path())
+    return Path(path).parent / "runs"

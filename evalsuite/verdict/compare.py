@@ -509,14 +509,15 @@ def _pair_load(variant: str, scenario: str, metric: str, base: dict[str, CaseAgg
     return _compare_metric(variant, scenario, metric, base, var, noise=False, seed=DEFAULT_SEED, n_resamples=200)
 
 
-def compare_run(store, *, seed: int = DEFAULT_SEED, n_resamples: int = N_BOOTSTRAP) -> Comparison:
+def compare_run(store, *, seed: int = DEFAULT_SEED, n_resamples: int = N_BOOTSTRAP, exclude_cases: frozenset[str] = frozenset()) -> Comparison:
     """Compare a stored run (scores.jsonl, variants.json, generations.jsonl) with its baseline; computed
-    once per state of the run's files (the store hands the same comparison to every caller)."""
-    return store.memo(("comparison", seed, n_resamples), lambda: _compare_stored(store, seed, n_resamples))
+    once per state of the run's files (the store hands the same comparison to every caller).
+    `exclude_cases`: case ids left out (draft cases at the production stage)."""
+    return store.memo(("comparison", seed, n_resamples, exclude_cases), lambda: _compare_stored(store, seed, n_resamples, exclude_cases))
 
 
-def _compare_stored(store, seed: int, n_resamples: int) -> Comparison:
-    records = store.scores()
+def _compare_stored(store, seed: int, n_resamples: int, exclude_cases: frozenset[str] = frozenset()) -> Comparison:
+    records = [r for r in store.scores() if r.case_id not in exclude_cases] if exclude_cases else store.scores()
     infos = variant_infos(store)
     present = {r.variant for r in records} | set(store.read_json(store.VARIANTS, {}) or {})
     infos = [i for i in infos if i.baseline or i.name in present]  # variants not run (--variants) are not compared

@@ -33,6 +33,7 @@ class ReviewPolicy:
     audit_rate: float = 0.0  #: share of the unflagged outputs that differ from the baseline's, queued at random to audit the flags
     seed: int = 0  #: seeds the audit sample and the blind sides (recorded with each item)
     knife_edge_margin: float = 0.5  #: nats: a flip whose baseline preferred its token by less than this is knife-edge
+    keep: str = "none"  #: regression: every output reviewed as a regression is kept as a case (casesets/kept/; `evalsuite review keep`)
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -40,6 +41,7 @@ class ReviewPolicy:
 
 DEFAULT_POLICY = ReviewPolicy()
 MODES = ("anchors", "pairwise")
+KEEP = ("none", "regression")  #: the review verdicts kept as cases automatically
 
 #: field -> (its type, its range: (low, high) for numbers, the choices for a choice, else empty)
 _SPEC: dict[str, tuple[str, tuple]] = {
@@ -59,6 +61,7 @@ _SPEC: dict[str, tuple[str, tuple]] = {
     "audit_rate": ("num", (0.0, 1.0)),
     "seed": ("int", (0, None)),
     "knife_edge_margin": ("num", (0.0, None)),
+    "keep": ("choice", KEEP),
 }
 
 
