@@ -430,7 +430,7 @@ def _compile_check(code: str, label: str, file: str, line: int | None, case_id: 
 
 
 def _is_resource(data: Any) -> bool:
-    return isinstance(data, dict) and data.get("kind") in ("documents", "glossary") and "cases" not in data
+    return isinstance(data, dict) and data.get("kind") in ("documents", "glossary", "tools") and "cases" not in data
 
 
 @dataclass
@@ -464,7 +464,7 @@ def load_caseset(path: str | Path, _cache: dict | None = None) -> CaseSet:
     _load_documents(ld, data.get("documents", []))
     if "glossary" in data:
         ld.glossary = _load_glossary(ld, data["glossary"])
-    ld.tools = library_tools(data.get("tools", []), lambda p, f, m: ld.add(p, None, f, m))
+    ld.tools = library_tools(_tool_items(ld, data.get("tools", [])), lambda p, f, m: ld.add(p, None, f, m))
     defaults = data.get("defaults", {})
     cases: list[Case] = []
     for i, own in enumerate(data["cases"]):
@@ -515,6 +515,22 @@ def _load_documents(ld: _Loading, items: list) -> None:
             continue
         for d in res["documents"]:
             ld.library[d["id"]] = Document.parse(d)
+
+
+def _tool_items(ld: _Loading, items: list) -> list[dict]:
+    """The file's tool library: inline definitions, and those of files of `kind: tools`."""
+    out: list[dict] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            out.append(item)
+            continue
+        path = ld.base / item
+        res = _load_resource(path, ld.problems, ld.cache) if path.is_file() else None
+        if res is None or res.get("kind") != "tools":
+            ld.add(("tools", i), None, f"tools[{i}]", f"{path} is not a tools file" if path.is_file() else f"tools file not found: {path}")
+            continue
+        out.extend(res["tools"])
+    return out
 
 
 def _load_glossary(ld: _Loading, name: str) -> Glossary | None:
