@@ -92,7 +92,11 @@ TOOLS_INTRO = {
     ),
 }
 _CHOICE = {
-    "en": {"none": "Do not call any function for this request.", "required": "You must call at least one function.", "named": "You must call the function {name}."},
+    "en": {
+        "none": "Do not call any function for this request.",
+        "required": "You must call at least one function.",
+        "named": "You must call the function {name}.",
+    },
     "zh": {"none": "本次请求不要调用任何函数。", "required": "你必须至少调用一个函数。", "named": "你必须调用函数 {name}。"},
 }
 

@@ -45,7 +45,12 @@ class Tool:
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> Tool:
         fn = raw["function"]
-        return cls(name=fn["name"], description=fn.get("description", ""), parameters=dict(fn.get("parameters") or {"type": "object"}), roles=tuple(raw.get("roles", ())))
+        return cls(
+            name=fn["name"],
+            description=fn.get("description", ""),
+            parameters=dict(fn.get("parameters") or {"type": "object"}),
+            roles=tuple(raw.get("roles", ())),
+        )
 
     def to_openai(self) -> dict:
         """The definition as an OpenAI `tools` item (without evalsuite's `roles`)."""
@@ -184,7 +189,8 @@ def _check_messages(messages: Sequence[Mapping[str, Any]], tools: Sequence[Tool]
 
 def _parse_expect(raw: Mapping[str, Any], tools: Sequence[Tool], role: str | None) -> ToolExpect:
     calls = tuple(
-        ExpectedCall(name=c["name"], arguments=c.get("arguments"), match=c.get("match", "normalized" if "arguments" in c else "schema")) for c in raw.get("tool_calls", ())
+        ExpectedCall(name=c["name"], arguments=c.get("arguments"), match=c.get("match", "normalized" if "arguments" in c else "schema"))
+        for c in raw.get("tool_calls", ())
     )
     by_role = [t.name for t in tools if not t.usable_by(role)]
     terms = tuple((t,) if isinstance(t, str) else (t["term"], *t.get("synonyms", ())) for t in raw.get("uses_result", ()))
@@ -223,7 +229,11 @@ def _check_kind(kind: str, use: ToolUse, report: Report) -> None:
         "no_call": (ex.no_call, "expect.no_tool_call", "a no-call case sets `no_tool_call: true`"),
         "multistep": (has_result and bool(ex.calls), "messages", "a multi-step case carries an earlier call's result and expects the next call"),
         "restricted": (bool(ex.forbidden), "expect.forbidden_tools", "a restricted case names a forbidden tool (or a user role that may not use one)"),
-        "final_answer": (has_result and bool(ex.uses_result), "expect.uses_result", "a final-answer case carries a tool result and the terms the answer must use"),
+        "final_answer": (
+            has_result and bool(ex.uses_result),
+            "expect.uses_result",
+            "a final-answer case carries a tool result and the terms the answer must use",
+        ),
     }
     ok, label, message = needs.get(kind, (True, "", ""))
     if not ok:

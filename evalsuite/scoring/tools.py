@@ -125,9 +125,7 @@ def valid_call(inp: ScoreInput) -> list[Score]:
     if use is None or not use.expect.calls:
         return _na("tool.valid_call", "the case expects no call")
     calls = calls_of(inp)
-    problems = [
-        {"index": i, "error": c.error or f"{c.name!r} is not an offered tool"} for i, c in enumerate(calls) if not c.ok or use.tool(c.name) is None
-    ]
+    problems = [{"index": i, "error": c.error or f"{c.name!r} is not an offered tool"} for i, c in enumerate(calls) if not c.ok or use.tool(c.name) is None]
     if not calls:
         problems = [{"index": None, "error": "no tool call"}]
     return _binary("tool.valid_call", not problems, {"calls": _shown(calls), "problems": problems})
@@ -140,8 +138,8 @@ def name(inp: ScoreInput) -> list[Score]:
     if use is None or not use.expect.calls:
         return _na("tool.name", "the case expects no call")
     made = Counter(c.name for c in calls_of(inp))
-    wanted = Counter(e.name for e in use.expect.calls)
-    missing, extra = sorted((wanted - made).elements()), sorted(str(n) for n in (made - wanted).elements())
+    wanted: Counter[str | None] = Counter(e.name for e in use.expect.calls)
+    missing, extra = sorted(str(n) for n in (wanted - made).elements()), sorted(str(n) for n in (made - wanted).elements())
     return _binary("tool.name", not missing and not extra, {"expected": sorted(wanted.elements()), "missing": missing, "extra": extra})
 
 
@@ -202,8 +200,8 @@ def parallel_complete(inp: ScoreInput) -> list[Score]:
     if use is None or not use.expect.parallel:
         return _na("tool.parallel_complete", "the case expects no parallel calls")
     made = Counter(c.name for c in calls_of(inp))
-    wanted = Counter(e.name for e in use.expect.calls)
-    missing = sorted((wanted - made).elements())
+    wanted: Counter[str | None] = Counter(e.name for e in use.expect.calls)
+    missing = sorted(str(n) for n in (wanted - made).elements())
     share = 1 - len(missing) / len(use.expect.calls)
     return [Score("tool.parallel_complete", share, passed=not missing, details={"missing": missing, "made": sorted(str(n) for n in made.elements())})]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalsuite.cases.caseset import all_cases, load_caseset, load_cases
+from evalsuite.cases.caseset import all_cases, load_cases, load_caseset
 from evalsuite.errors import ValidationError
 from evalsuite.run.prompting import offered_tools, render_messages
 
