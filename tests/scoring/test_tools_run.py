@@ -103,3 +103,16 @@ def test_a_forbidden_call_is_a_zero_tolerance_violation(judged):
     viol = [x for x in v.violations if x.rule == "tool-no-forbidden"]
     assert len(viol) == 1 and viol[0].severity == "block" and viol[0].cases == ("tool-r-001",)
     assert viol[0].variant == "broken" and any("issue_refund" in diff for diff in viol[0].diffs)
+
+
+def test_the_report_shows_tool_validity_per_variant_and_the_broken_calls(judged, tmp_path):
+    from evalsuite.report import write_report
+
+    res = write_report(judged, out_dir=tmp_path, plots=False)
+    html = res.html.read_text("utf-8")
+    assert "tool.valid_call" in html and "tool-no-forbidden" in html
+    flagged = {f.case_id: f for f in res.data.flagged if f.variant == "broken"}
+    assert {"tool-r-001", "tool-s-002", "tool-s-003", "tool-p-001"} <= set(flagged)
+    enum = flagged["tool-s-002"].tool_calls["pairs"][0]
+    assert {r["path"]: r["change"] for r in enum["arguments"]}["$.unit"] == "changed" and enum["tool"] == "get_weather"
+    assert "get_weather parameters" in html and "invalid JSON" in html
