@@ -22,7 +22,11 @@ from evalsuite.backends.toolcalls import (
 
 TEXT = [
     ("one call", '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>', [("f", {"a": 1}, None)]),
-    ("two calls and prose", 'ok <tool_call>{"name": "f", "arguments": {}}</tool_call> and <tool_call>{"name": "g", "arguments": {"b": "x"}}</tool_call>', [("f", {}, None), ("g", {"b": "x"}, None)]),
+    (
+        "two calls and prose",
+        'ok <tool_call>{"name": "f", "arguments": {}}</tool_call> and <tool_call>{"name": "g", "arguments": {"b": "x"}}</tool_call>',
+        [("f", {}, None), ("g", {"b": "x"}, None)],
+    ),
     ("fenced body", '<tool_call>\n```json\n{"name": "f", "arguments": {"a": 1}}\n```\n</tool_call>', [("f", {"a": 1}, None)]),
     ("arguments as a JSON string", '<tool_call>{"name": "f", "arguments": "{\\"a\\": 1}"}</tool_call>', [("f", {"a": 1}, None)]),
     ("trailing comma", '<tool_call>{"name": "f", "arguments": {"a": 1,}}</tool_call>', [("f", None, "invalid JSON")]),
@@ -117,7 +121,12 @@ def test_the_jinja_template_renders_what_evalsuite_renders():
 
     env = ImmutableSandboxedEnvironment()
     env.filters["tojson"] = lambda x: json.dumps(x, ensure_ascii=False)  # as transformers' chat templates define it
-    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "get_weather", "description": "Weather.", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
+        }
+    ]
     c1 = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
     c2 = {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}}
     messages = [

@@ -27,17 +27,57 @@ cases:
 """
 
 BAD = [
-    ("unknown expected tool", "  - {id: x, kind: single, prompt: p, expect: {tool_calls: [{name: get_wether}]}}\n", "expect.tool_calls[0].name", "did you mean 'get_weather'"),
-    ("arguments off schema", "  - {id: x, kind: single, prompt: p, expect: {tool_calls: [{name: get_weather, arguments: {city: B, unit: k}}]}}\n", "expect.tool_calls[0].arguments", "at unit: 'k' is not one of"),
+    (
+        "unknown expected tool",
+        "  - {id: x, kind: single, prompt: p, expect: {tool_calls: [{name: get_wether}]}}\n",
+        "expect.tool_calls[0].name",
+        "did you mean 'get_weather'",
+    ),
+    (
+        "arguments off schema",
+        "  - {id: x, kind: single, prompt: p, expect: {tool_calls: [{name: get_weather, arguments: {city: B, unit: k}}]}}\n",
+        "expect.tool_calls[0].arguments",
+        "at unit: 'k' is not one of",
+    ),
     ("unknown offered tool", "  - {id: x, kind: no_call, tools: [wether], prompt: p, expect: {no_tool_call: true}}\n", "tools[0]", "unknown tool 'wether'"),
     ("single without a call", "  - {id: x, kind: single, prompt: p}\n", "expect.tool_calls", "exactly one call"),
-    ("parallel with one call", "  - {id: x, kind: parallel, prompt: p, expect: {tool_calls: [{name: get_weather}]}}\n", "expect.tool_calls", "two or more calls"),
-    ("parallel flag with one call", "  - {id: x, kind: single, prompt: p, expect: {parallel: true, tool_calls: [{name: get_weather}]}}\n", "expect.parallel", "at least two"),
-    ("no call and calls", "  - {id: x, kind: no_call, prompt: p, expect: {no_tool_call: true, tool_calls: [{name: get_weather}]}}\n", "expect.no_tool_call", "cannot expect"),
-    ("expected and forbidden", "  - {id: x, kind: restricted, user_role: intern, prompt: p, expect: {tool_calls: [{name: refund}]}}\n", "expect.tool_calls[0].name", "expected and forbidden"),
-    ("restricted without a forbidden tool", "  - {id: x, kind: restricted, user_role: finance, prompt: p, expect: {no_tool_call: true}}\n", "expect.forbidden_tools", "names a forbidden tool"),
+    (
+        "parallel with one call",
+        "  - {id: x, kind: parallel, prompt: p, expect: {tool_calls: [{name: get_weather}]}}\n",
+        "expect.tool_calls",
+        "two or more calls",
+    ),
+    (
+        "parallel flag with one call",
+        "  - {id: x, kind: single, prompt: p, expect: {parallel: true, tool_calls: [{name: get_weather}]}}\n",
+        "expect.parallel",
+        "at least two",
+    ),
+    (
+        "no call and calls",
+        "  - {id: x, kind: no_call, prompt: p, expect: {no_tool_call: true, tool_calls: [{name: get_weather}]}}\n",
+        "expect.no_tool_call",
+        "cannot expect",
+    ),
+    (
+        "expected and forbidden",
+        "  - {id: x, kind: restricted, user_role: intern, prompt: p, expect: {tool_calls: [{name: refund}]}}\n",
+        "expect.tool_calls[0].name",
+        "expected and forbidden",
+    ),
+    (
+        "restricted without a forbidden tool",
+        "  - {id: x, kind: restricted, user_role: finance, prompt: p, expect: {no_tool_call: true}}\n",
+        "expect.forbidden_tools",
+        "names a forbidden tool",
+    ),
     ("bad kind", "  - {id: x, kind: chained, prompt: p}\n", "kind", "one of: single, parallel"),
-    ("tools on another scenario", "  - {id: x, scenario: brand, kind: structured, prompt: p, tools: [get_weather], expect: {schema: s.json}}\n", "tools", "belong to the tool_use scenario"),
+    (
+        "tools on another scenario",
+        "  - {id: x, scenario: brand, kind: structured, prompt: p, tools: [get_weather], expect: {schema: s.json}}\n",
+        "tools",
+        "belong to the tool_use scenario",
+    ),
     (
         "result answering no call",
         "  - id: x\n    kind: final_answer\n    messages:\n      - {role: user, content: hi}\n      - {role: tool, tool_call_id: nope, content: r}\n    expect: {uses_result: [r]}\n",
@@ -51,8 +91,18 @@ BAD = [
         "messages[1].tool_calls[0].function.arguments",
         "do not fit get_weather's parameters",
     ),
-    ("tool message without its call id", "  - id: x\n    kind: final_answer\n    messages:\n      - {role: user, content: hi}\n      - {role: tool, content: r}\n", "messages.1", "'tool_call_id' is a required property"),
-    ("library tool with a bad schema", "  - {id: x, kind: no_call, prompt: p, tools: [{type: function, function: {name: t, parameters: {type: objekt}}}], expect: {no_tool_call: true}}\n", "tools[0].function.parameters", "not a valid JSON Schema"),
+    (
+        "tool message without its call id",
+        "  - id: x\n    kind: final_answer\n    messages:\n      - {role: user, content: hi}\n      - {role: tool, content: r}\n",
+        "messages.1",
+        "'tool_call_id' is a required property",
+    ),
+    (
+        "library tool with a bad schema",
+        "  - {id: x, kind: no_call, prompt: p, tools: [{type: function, function: {name: t, parameters: {type: objekt}}}], expect: {no_tool_call: true}}\n",
+        "tools[0].function.parameters",
+        "not a valid JSON Schema",
+    ),
 ]
 
 
