@@ -36,6 +36,9 @@ BROKEN = {
 }
 
 
+NATIVE = {"tool-s-001": [{"id": "c1", "name": "get_weather", "arguments": {"city": "Berlin"}}], "tool-n-001": []}
+
+
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory):
     from evalsuite.cases.suite import load_suite
@@ -54,6 +57,8 @@ def judged(tmp_path_factory):
         "variants": [
             {"name": "baseline", "baseline": True, "backend": "fake", "options": {"outputs": GOOD}},
             {"name": "broken", "quantization": {"method": "bnb", "bits": 4}, "options": {"outputs": BROKEN}},
+            # a backend that returns parsed calls beside a text without blocks (as OpenAI's `tool_calls`)
+            {"name": "native", "quantization": {"method": "bnb", "bits": 8}, "options": {"outputs": {**GOOD, "tool-s-001": ""}, "tool_calls": NATIVE}},
         ],
     }
     path = root / "tools.yaml"
@@ -116,3 +121,13 @@ def test_the_report_shows_tool_validity_per_variant_and_the_broken_calls(judged,
     enum = flagged["tool-s-002"].tool_calls["pairs"][0]
     assert {r["path"]: r["change"] for r in enum["arguments"]}["$.unit"] == "changed" and enum["tool"] == "get_weather"
     assert "get_weather parameters" in html and "invalid JSON" in html
+
+
+def test_calls_the_backend_parsed_are_stored_and_scored(judged):
+    gens = {g.case_id: g for g in judged.store.generations() if g.variant == "native"}
+    assert gens["tool-s-001"].text == "" and gens["tool-s-001"].tool_calls[0].arguments == {"city": "Berlin"}
+    assert gens["tool-n-001"].tool_calls == () and gens["tool-s-002"].tool_calls is None
+    scores = {(r.case_id, r.metric): r.value for r in judged.store.scores() if r.variant == "native"}
+    assert scores[("tool-s-001", "tool.valid_call")] == 1.0 and scores[("tool-s-001", "tool.args_match")] == 1.0
+    assert scores[("tool-s-001", "tool.drift")] == 0.0, "the baseline's text calls and the native calls agree"
+    assert not any(v.variant == "native" for v in judged.verdict.violations if v.severity == "block")
