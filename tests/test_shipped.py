@@ -64,7 +64,7 @@ def test_installed_package_data_wins_over_the_source_tree(installed, kind, name,
 def test_a_clone_answers_from_the_repository_top():
     assert shipped.shipped_root() == REPO
     assert shipped.shipped_path("rubric", "default") == REPO / "rubrics" / "default.yaml"
-    assert shipped.names("caseset") == ["brand", "code", "kb_qa", "kb_qa_long"]
+    assert shipped.names("caseset") == ["brand", "code", "kb_qa", "kb_qa_long", "tool_use"]
 
 
 @pytest.mark.parametrize("name", ["kbqa", "../rubrics", "", ".hidden"])

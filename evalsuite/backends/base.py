@@ -12,6 +12,7 @@ from ..cases.options import GenerationSettings
 from ..errors import EvalsuiteError
 from ..hashing import sha256_json
 from ..registry import BACKENDS
+from .toolcalls import ToolCall, calls_from_dicts
 
 if TYPE_CHECKING:
     from ..cases.suite import Variant
@@ -73,6 +74,9 @@ class Generation:
     cached: bool = False  #: served from the generation cache
     batch_size: int = 1
     extra: dict = field(default_factory=dict)  #: backend-specific facts (token ids, peak memory...)
+    #: the tool calls the backend parsed (evalsuite.backends.toolcalls); None when it parsed none
+    #: (scorers then read calls from the text), () when it looked and the model made no call
+    tool_calls: tuple[ToolCall, ...] | None = None
 
     @property
     def ok(self) -> bool:
@@ -86,11 +90,18 @@ class Generation:
         # types, without its recursive deep copy (the runner encodes every generation it stores)
         d = {name: getattr(self, name) for name in _GENERATION_FIELDS}
         d["extra"] = dict(self.extra)
+        if self.tool_calls is None:
+            del d["tool_calls"]  # records without calls stay as they were before calls existed
+        else:
+            d["tool_calls"] = [c.to_dict() for c in self.tool_calls]
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> Generation:
-        return cls(**{k: v for k, v in d.items() if k in _GENERATION_FIELDS})
+        known = {k: v for k, v in d.items() if k in _GENERATION_FIELDS}
+        if known.get("tool_calls") is not None:
+            known["tool_calls"] = calls_from_dicts(known["tool_calls"])
+        return cls(**known)
 
 
 _GENERATION_FIELDS = tuple(Generation.__dataclass_fields__)

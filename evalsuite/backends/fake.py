@@ -5,6 +5,8 @@ Options (under a variant's `options`):
 - `outputs`:  {case_id: text, or a list of texts indexed by sample}
 - `default`:  text for other cases; `{case_id}` and `{sample}` are filled in
 - `function`: "module:attr" of a callable(request) -> text (wins over `default`)
+- `tool_calls`: {case_id: [{name, arguments}, ...]}: the calls a backend that parses them would
+  return beside the text (`Generation.tool_calls`; `[]`: it looked and found none)
 - `errors`:   {case_id: message}: generating that case raises (the whole batch fails, as a real
   backend would; the runner then retries the batch's requests one by one)
 - `delay_s`:  seconds per request (a number, or {case_id: seconds}); past the suite's
@@ -35,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from .base import Backend, Generation, Request
+from .toolcalls import ToolCall
 
 FAULTS = ("raise", "oom", "cuda_oom", "hang", "wrong_count", "none_text", "non_str", "not_generation", "other_case")
 
@@ -183,9 +186,17 @@ class FakeBackend(Backend):
                     finish_reason="stop",
                     batch_size=len(requests),
                     extra=self._cost(prompt_tokens, ntok),
+                    tool_calls=self._calls(req),
                 )
             )
         return out
+
+    def _calls(self, req: Request) -> tuple[ToolCall, ...] | None:
+        """The scripted parsed calls of a case (option `tool_calls`), or None."""
+        scripted = (self.options.get("tool_calls") or {}).get(req.case_id)
+        if scripted is None:
+            return None
+        return tuple(ToolCall(id=c.get("id"), name=c["name"], arguments=c.get("arguments"), raw=c.get("raw", ""), error=c.get("error")) for c in scripted)
 
     def _cost(self, prompt_tokens: int, new_tokens: int) -> dict:
         """The scripted cost record of a generation (option `cost`), or none."""

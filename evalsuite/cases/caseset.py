@@ -22,17 +22,19 @@ from ..errors import Problem, ValidationError
 from ..hashing import sha256_json
 from ..schemalib import jsonschema as _jsonschema
 from ..yamlio import LineMap, load_jsonl, load_yaml
+from .tools import TOOL_KINDS, Tool, ToolUse, build_tool_use, library_tools
 
 if TYPE_CHECKING:
     import jsonschema
 
-SCENARIOS = ("kb_qa", "code", "brand")
+SCENARIOS = ("kb_qa", "code", "brand", "tool_use")
 #: an imported run's scenarios are its tasks, named `<tool>:<task>` (evalsuite.importers; rubrics name them so)
 IMPORTED_PREFIXES = ("lm-eval:", "inspect:")
 KINDS: dict[str, tuple[str, ...]] = {
     "kb_qa": ("grounded", "ungrounded", "restricted", "multiturn"),
     "code": ("completion", "explanation", "refactor", "tests"),
     "brand": ("structured",),
+    "tool_use": TOOL_KINDS,
 }
 CASE_SUFFIXES = (".yaml", ".yml", ".jsonl")
 LONG_TAG = "long"  #: the tag of long-context cases; each also names its size with one `ctx-<N>k` tag
@@ -238,17 +240,31 @@ class Case:
     source: str = ""  #: file the case came from
     line: int | None = None  #: line of the case in that file
     raw: dict = field(default_factory=dict)  #: the case as written (after defaults), for lossless export
+    tool_use: ToolUse | None = None  #: tools, earlier calls and tool expectations (scenario tool_use)
 
     @classmethod
-    def build(cls, raw: dict, *, context: tuple[Document, ...], json_schema: dict | None, glossary: Glossary | None, source: str, line: int | None) -> Case:
-        """A case from its written fields (`raw`, defaults applied) and its resolved parts."""
+    def build(
+        cls,
+        raw: dict,
+        *,
+        context: tuple[Document, ...],
+        json_schema: dict | None,
+        glossary: Glossary | None,
+        source: str,
+        line: int | None,
+        tool_use: ToolUse | None = None,
+    ) -> Case:
+        """A case from its written fields (`raw`, defaults applied) and its resolved parts (its tool
+        use, when not given, from inline tools: how an exported case comes back)."""
+        if tool_use is None and raw.get("scenario") == "tool_use":
+            tool_use = build_tool_use(raw, {}, lambda *_: None)
         return cls(
             id=raw["id"],
             scenario=raw["scenario"],
             kind=raw["kind"],
             lang=raw.get("lang", "en"),
             prompt=raw.get("prompt"),
-            messages=tuple((m["role"], m["content"]) for m in raw.get("messages", ())),
+            messages=tuple((m["role"], m.get("content") or "") for m in raw.get("messages", ())),
             system=raw.get("system"),
             context=context,
             user_role=raw.get("user_role"),
@@ -262,6 +278,7 @@ class Case:
             source=source,
             line=line,
             raw=raw,
+            tool_use=tool_use,
         )
 
     @property
@@ -286,6 +303,8 @@ class Case:
             out["expect"]["schema_inline"] = self.json_schema
         if self.user_role:
             out["user_role"] = self.user_role
+        if self.tool_use is not None:  # inline, so a changed library tool changes the digest
+            out["tools"] = [_tool_raw(t) for t in self.tool_use.tools]
         return out
 
     def digest(self) -> str:
@@ -299,6 +318,13 @@ class Case:
             known = sha256_json(payload)
             object.__setattr__(self, "_digest", known)  # a frozen dataclass's memo, outside its fields
         return known
+
+
+def _tool_raw(tool: Tool) -> dict:
+    out = tool.to_openai()
+    if tool.roles:
+        out["roles"] = list(tool.roles)
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -415,7 +441,7 @@ def _compile_check(code: str, label: str, file: str, line: int | None, case_id: 
 
 
 def _is_resource(data: Any) -> bool:
-    return isinstance(data, dict) and data.get("kind") in ("documents", "glossary") and "cases" not in data
+    return isinstance(data, dict) and data.get("kind") in ("documents", "glossary", "tools") and "cases" not in data
 
 
 @dataclass
@@ -429,6 +455,7 @@ class _Loading:
     cache: dict
     library: dict[str, Document] = field(default_factory=dict)
     glossary: Glossary | None = None
+    tools: dict[str, Tool] = field(default_factory=dict)  #: the file's `tools:` library
 
     def add(self, path: tuple, case_id: str | None, fld: str, message: str) -> None:
         self.problems.append(Problem(self.file, self.lines.line_of(path), case_id, fld, message))
@@ -448,6 +475,7 @@ def load_caseset(path: str | Path, _cache: dict | None = None) -> CaseSet:
     _load_documents(ld, data.get("documents", []))
     if "glossary" in data:
         ld.glossary = _load_glossary(ld, data["glossary"])
+    ld.tools = library_tools(_tool_items(ld, data.get("tools", [])), lambda p, f, m: ld.add(p, None, f, m))
     defaults = data.get("defaults", {})
     cases: list[Case] = []
     for i, own in enumerate(data["cases"]):
@@ -500,6 +528,22 @@ def _load_documents(ld: _Loading, items: list) -> None:
             ld.library[d["id"]] = Document.parse(d)
 
 
+def _tool_items(ld: _Loading, items: list) -> list[dict]:
+    """The file's tool library: inline definitions, and those of files of `kind: tools`."""
+    out: list[dict] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            out.append(item)
+            continue
+        path = ld.base / item
+        res = _load_resource(path, ld.problems, ld.cache) if path.is_file() else None
+        if res is None or res.get("kind") != "tools":
+            ld.add(("tools", i), None, f"tools[{i}]", f"{path} is not a tools file" if path.is_file() else f"tools file not found: {path}")
+            continue
+        out.extend(res["tools"])
+    return out
+
+
 def _load_glossary(ld: _Loading, name: str) -> Glossary | None:
     gpath = ld.base / name
     if not gpath.is_file():
@@ -528,8 +572,9 @@ def _build_case(ld: _Loading, i: int, raw: dict) -> Case | None:
     has_prompt, has_messages = "prompt" in raw, "messages" in raw
     if has_prompt == has_messages:
         ld.add(at(), cid, "prompt", "give exactly one of `prompt` or `messages`")
-    if has_messages and raw["messages"][-1]["role"] != "user":
-        ld.add(at("messages"), cid, "messages", "the last message must be from the user")
+    last = raw["messages"][-1]["role"] if has_messages else "user"
+    if last != "user" and not (scenario == "tool_use" and last == "tool"):
+        ld.add(at("messages"), cid, "messages", "the last message must be from the user" + (" or a tool" if scenario == "tool_use" else ""))
     context = _case_context(ld, i, cid, raw.get("context", []))
     json_schema = _check_expect(ld, i, raw, [d.id for d in context])
     if (raw.get("perturbation_of") is None) != (raw.get("perturbation") is None):
@@ -537,7 +582,9 @@ def _build_case(ld: _Loading, i: int, raw: dict) -> Case | None:
     tags = raw.get("tags", [])
     if LONG_TAG in tags and sum(bool(_SIZE_TAG.fullmatch(t)) for t in tags) != 1:
         ld.add(at("tags"), cid, "tags", f"a case tagged `{LONG_TAG}` names its context size with exactly one `ctx-<N>k` tag (e.g. ctx-4k)")
-    return Case.build(raw, context=tuple(context), json_schema=json_schema, glossary=ld.glossary, source=ld.file, line=ld.lines.line_of(at()))
+    tool_use = build_tool_use(raw, ld.tools, lambda p, f, m: ld.add(at(*p), cid, f, m))
+    line = ld.lines.line_of(at())
+    return Case.build(raw, context=tuple(context), json_schema=json_schema, glossary=ld.glossary, source=ld.file, line=line, tool_use=tool_use)
 
 
 def _case_path(i: int, *p: Any) -> tuple:

@@ -46,8 +46,9 @@ def calibration_texts(source: str | os.PathLike | Sequence[str] | None, limit: i
             raise EvalsuiteError(f"cannot read the GPTQ calibration case sets {paths}: {exc}") from exc
         # the long-context set's large document pool would displace the other sets' texts from the
         # hash-ordered sample, changing the calibration (hence the weights) of every existing GPTQ
-        # variant: its cases count only where they are all there is
-        cases = [c for c in cases if "long" not in c.tags] or cases
+        # variant: its cases count only where they are all there is; the tool_use set (added later)
+        # likewise, for the same reason
+        cases = [c for c in cases if "long" not in c.tags and c.scenario != "tool_use"] or cases
         for c in cases:
             for d in c.context:
                 texts.add(f"{d.title}\n{d.text.strip()}")

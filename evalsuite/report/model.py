@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..models.describe import matrix_text, variant_matrix
 from ..models.engines import variant_engines
 from ..perf.context import context_cost
-from ..scoring.evidence import citations_evidence, code_evidence, json_drift_rows, trim_drops
+from ..scoring.evidence import citations_evidence, code_evidence, json_drift_rows, tool_evidence, trim_drops
 from ..states import CANNOT_JUDGE, CANNOT_JUDGE_WORD
 from .faults import fault_rows
 from .frames import LoadedRun, engine_metrics_rows, load_run, perf_rows
@@ -60,6 +60,7 @@ class FlaggedCase:
     json_drift: dict | None = None  #: rows by key path, or the parse errors
     citations: dict | None = None  #: context documents with gold and cited marks
     code: dict | None = None  #: tests, per-side test results, pass@k
+    tool_calls: dict | None = None  #: tool_use: both sides' calls by position, key by key, with the tool's schema
 
     @property
     def severity(self) -> str:
@@ -454,6 +455,7 @@ def add_evidence(flagged: Sequence[FlaggedCase], cmp: Any, lr: LoadedRun) -> Non
         f.citations = citations_evidence(case, f.baseline_text, f.variant_text, dropped=trim_drops([gv]).get((f.variant, f.case_id), ()) if gv else ())
         if f.scenario == "code" or (case is not None and case.expect.tests):
             f.code = code_evidence(case, {"baseline": base_recs, "variant": var_recs})
+        f.tool_calls = tool_evidence(case, f.baseline_text, f.variant_text)
 
 
 def quality_delta(rows: Sequence[Mapping], variant: str) -> float | None:

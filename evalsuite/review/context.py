@@ -5,9 +5,10 @@ carries its own context, as JSON: what was asked (`brief`: system prompt, conver
 the user's role, the expected answer or behaviour, the JSON schema, the unit tests), the KB
 documents with the passages each side cites (`documents`), the JSON key by key (`json`), the
 glossary terms each side kept or dropped (`terms`), the documents a trimming variant left out
-(`documents.dropped`), the unit-test results of both sides (`code`),
-and each side's failed checks in words (`checks`). Built from the evidence functions the report
-uses (evalsuite.scoring.evidence); items flagged before queue schema 3 have none.
+(`documents.dropped`), the unit-test results of both sides (`code`), the tool calls side by side
+with the called tool's schema (`tools`), and each side's failed checks in words (`checks`). Built
+from the evidence functions the report uses (evalsuite.scoring.evidence); items flagged before
+queue schema 3 have none.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..scoring.evidence import CLIP, case_brief, citations_evidence, code_evidence, json_drift_rows, terms_evidence
+from ..scoring.evidence import CLIP, case_brief, citations_evidence, code_evidence, json_drift_rows, terms_evidence, tool_evidence
 
 
 def _failed(recs: Mapping[str, Any]) -> list[dict]:
@@ -43,6 +44,9 @@ def item_context(
     terms = terms_evidence(case, baseline_text, variant_text)
     if terms is not None:
         ctx["terms"] = terms
+    tools = tool_evidence(case, baseline_text, variant_text)
+    if tools is not None:
+        ctx["tools"] = tools
     if case.scenario == "code" or case.expect.tests:
         ctx["code"] = code_evidence(case, {"baseline": base_recs, "variant": var_recs})
     ctx["checks"] = {"baseline": _failed(base_recs), "variant": _failed(var_recs)}

@@ -11,6 +11,10 @@ Choices, measured on the embedded 135M model over the whole case sets (`suites/c
   user turn, and neither the JSON Schema nor the glossary in the system turn: 61 of 96 outputs
   parse and 42 validate, against 13 and 0 with the whole schema and the glossary in the system
   turn (the model echoed the schema's structure instead of filling it).
+- tool_use: the tools and the call format in the system turn (evalsuite.backends.toolcalls: the
+  Hermes / Qwen2.5 `<tool_call>` fragment, since the embedded model's template has no tools), the
+  user's role and which tools it may not use; earlier calls as `<tool_call>` blocks in the
+  assistant's turn and their results as `<tool_response>` blocks in a user turn.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Request
+from ..backends.toolcalls import render_call, render_result, render_tools
 from ..cases.caseset import Case
 from .trimming import Trimmed, document_text, token_counter, trim_case
 
@@ -47,6 +52,12 @@ _CODE_SYSTEM = {
     "zh": "你是一名严谨的 Python 程序员。编写代码时，请放在一个 ```python 代码块中。",
 }
 _BRAND_SYSTEM = {"en": "Reply with one JSON object only, no prose.", "zh": "只回复一个 JSON 对象，不要其他文字。"}
+_TOOL_SYSTEM = {
+    "en": "You are the company's assistant. Use the tools when they help; never call a tool the user's role may not use.",
+    "zh": "你是公司的助手。需要时使用工具；不要调用用户角色无权使用的工具。",
+}
+_TOOL_ROLE = {"en": "\nThe user's role: {role}.", "zh": "\n用户角色：{role}。"}
+_TOOL_ONLY_FOR = {"en": " (Only for roles: {roles}.)", "zh": "（仅限角色：{roles}。）"}
 _LABELS = {
     "en": {"docs": "Documents:", "role": "\nThe user's role: {role}.", "format": "JSON format:"},
     "zh": {"docs": "文档：", "role": "\n用户角色：{role}。", "format": "JSON 格式："},
@@ -94,7 +105,43 @@ def system_prompt(case: Case) -> str | None:
         labels = _LABELS[lang]
         head = _KB_SYSTEM[lang] + labels["role"].format(role=case.user_role or "employee")
         return f"{head}\n\n{labels['docs']}\n{documents_block(case)}" if case.context else head
+    if case.tool_use is not None:
+        return _TOOL_SYSTEM[lang] + (_TOOL_ROLE[lang].format(role=case.user_role) if case.user_role else "")
     return {"code": _CODE_SYSTEM, "brand": _BRAND_SYSTEM}.get(case.scenario, {}).get(lang)
+
+
+def offered_tools(case: Case) -> list[dict]:
+    """The case's tools as OpenAI `tools` items; a tool only some roles may use says so in its
+    description (the model cannot otherwise know it is restricted)."""
+    if case.tool_use is None:
+        return []
+    out = []
+    for t in case.tool_use.tools:
+        d = t.to_openai()
+        if t.roles:
+            d["function"]["description"] = (d["function"]["description"] + _TOOL_ONLY_FOR[_lang(case)].format(roles=", ".join(t.roles))).strip()
+        out.append(d)
+    return out
+
+
+def _tool_turns(case: Case) -> list[tuple[str, str]]:
+    """A tool-use case's conversation as text turns: calls as `<tool_call>` blocks, consecutive
+    results joined in one user turn of `<tool_response>` blocks."""
+    assert case.tool_use is not None
+    if not case.tool_use.messages:
+        return [("user", case.prompt or "")]
+    turns: list[tuple[str, str]] = []
+    for m in case.tool_use.messages:
+        if m["role"] == "tool":
+            block = render_result(m["content"])
+            if turns and turns[-1][0] == "tool":
+                block = f"{turns.pop()[1]}\n{block}"
+            turns.append(("tool", block))
+        elif m.get("tool_calls"):
+            turns.append(("assistant", "\n".join([m.get("content") or "", *map(render_call, m["tool_calls"])]).strip()))
+        else:
+            turns.append((m["role"], m.get("content") or ""))
+    return [("user", c) if r == "tool" else (r, c) for r, c in turns]
 
 
 def _first_user_turn(case: Case, text: str) -> str:
@@ -108,7 +155,11 @@ def render_messages(case: Case) -> tuple[tuple[str, str], ...]:
     """The full chat for a case: system prompt, then the case's prompt or messages."""
     msgs: list[tuple[str, str]] = []
     sys = system_prompt(case)
-    turns = list(case.messages) if case.messages else [("user", case.prompt or "")]
+    if case.tool_use is not None:
+        sys = f"{sys}\n\n{render_tools(offered_tools(case), tool_choice=case.tool_use.tool_choice, lang=_lang(case))}"
+        turns = _tool_turns(case)
+    else:
+        turns = list(case.messages) if case.messages else [("user", case.prompt or "")]
     own_system = [c for r, c in turns if r == "system"]
     if own_system:  # a case's own system message joins the scenario's
         sys = "\n\n".join(x for x in [sys, *own_system] if x)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..backends.toolcalls import ToolCall
 from ..cases.caseset import Case
 from ..registry import Registry
 from ..run.store import ScoreRecord  # the stored form of a score (the run directory owns its records)
@@ -42,6 +43,8 @@ class ScoreInput:
     error: str | None = None  #: the generation's error, if it failed (text is then empty)
     tokens: tuple[int, ...] | None = None  #: generated token ids, when the backend recorded them
     baseline_tokens: tuple[int, ...] | None = None  #: the baseline's, for the same case and sample
+    calls: tuple[ToolCall, ...] | None = None  #: the tool calls the backend parsed; None: read them from the text
+    baseline_calls: tuple[ToolCall, ...] | None = None  #: the baseline's, for the same case and sample
 
 
 PerOutputScorer = Callable[[ScoreInput], Sequence[Score]]

@@ -3,7 +3,8 @@
 The report's flagged cases and the review queue's items show the same evidence, built here once:
 what was asked (`case_brief`), the context documents with what each side cites and where
 (`citations_evidence`), the JSON key by key (`json_drift_rows`), the glossary terms each side kept
-or dropped (`terms_evidence`) and the unit-test results of both sides (`code_evidence`). Pure
+or dropped (`terms_evidence`), the unit-test results of both sides (`code_evidence`) and the tool
+calls of both sides with their tools' schemas (`tool_evidence`). Pure
 functions of their inputs: no files, no models.
 """
 
@@ -69,6 +70,49 @@ def json_drift_rows(baseline_text: str | None, variant_text: str | None) -> dict
         "baseline_error": None if b.ok else (b.error or "no JSON found"),
         "variant_error": None if v.ok else (v.error or "no JSON found"),
         "changed": sum(1 for r in rows if r["change"] != "same"),
+    }
+
+
+def _call_view(call: Any) -> dict | None:
+    if call is None:
+        return None
+    view = {"name": call.name, "arguments": call.arguments}
+    if call.error:
+        view.update(error=call.error, raw=clip(call.raw, 600))
+    return view
+
+
+def tool_evidence(case: Any, baseline_text: str | None, variant_text: str | None) -> dict | None:
+    """A tool-use case's calls side by side, paired by position: each pair's arguments key by key
+    and the schema of the tool called; with the calls expected and the tools forbidden. None for
+    other cases."""
+    use = getattr(case, "tool_use", None)
+    if use is None:
+        return None
+    from ..backends.toolcalls import parse_text_calls
+
+    b, v = parse_text_calls(baseline_text), parse_text_calls(variant_text)
+    pairs = []
+    for i in range(max(len(b), len(v))):
+        cb, cv = (b[i] if i < len(b) else None), (v[i] if i < len(v) else None)
+        tool = use.tool(cv.name if cv is not None else None) or use.tool(cb.name if cb is not None else None)
+        fb = flatten_json(cb.arguments) if cb is not None and cb.arguments is not None else {}
+        fv = flatten_json(cv.arguments) if cv is not None and cv.arguments is not None else {}
+        ok = cv is not None and cv.arguments is not None
+        pairs.append(
+            {
+                "baseline": _call_view(cb),
+                "variant": _call_view(cv),
+                "arguments": [_drift_row(p, fb, fv, ok) for p in dict.fromkeys(list(fb) + list(fv))],
+                "tool": tool.name if tool else None,
+                "schema": clip(json.dumps(tool.parameters, indent=1, ensure_ascii=False)) if tool else None,
+            }
+        )
+    return {
+        "pairs": pairs,
+        "expected": [{"name": e.name, "arguments": e.arguments, "match": e.match} for e in use.expect.calls],
+        "forbidden": list(use.expect.forbidden),
+        "no_call": use.expect.no_call,
     }
 
 
@@ -212,13 +256,39 @@ def _expected(case: Any) -> dict:
         out["citations"] = list(e.citations)
     if e.forbidden_terms:
         out["forbidden_terms"] = list(e.forbidden_terms)
+    use = getattr(case, "tool_use", None)
+    if use is not None:
+        out.update(_tool_expected(use.expect))
     return out
+
+
+def _tool_expected(t: Any) -> dict:
+    """A tool-use case's expectations in the brief's words."""
+    out: dict[str, Any] = {}
+    if t.calls:
+        out["tool_calls"] = [{"name": c.name, "arguments": c.arguments, "match": c.match} for c in t.calls]
+    if t.no_call:
+        out["behaviour"] = "answer without calling a tool"
+    if t.forbidden:
+        out["forbidden_tools"] = list(t.forbidden)
+    if t.uses_result:
+        out["uses_result"] = [forms[0] for forms in t.uses_result]
+    return out
+
+
+def _turn_text(message: Mapping[str, Any]) -> str:
+    """A tool-use turn as text: its content, and its calls as `<tool_call>` blocks."""
+    from ..backends.toolcalls import render_call
+
+    return "\n".join([message.get("content") or "", *map(render_call, message.get("tool_calls") or ())]).strip()
 
 
 def case_brief(case: Any) -> dict:
     """What was asked and what a good answer does: the system prompt, the conversation (or the
     prompt), the user's role, the expected answer or behaviour, and the JSON schema."""
     messages = [{"role": r, "text": clip(t)} for r, t in case.messages] if case.messages else []
+    if getattr(case, "tool_use", None) is not None and case.tool_use.messages:
+        messages = [{"role": m["role"], "text": clip(_turn_text(m))} for m in case.tool_use.messages]
     if case.prompt and not messages:
         messages = [{"role": "user", "text": clip(case.prompt)}]
     return {

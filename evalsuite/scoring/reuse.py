@@ -32,7 +32,7 @@ from .base import Score, ScoreInput, ScorerSpec
 #: bumped when the stored form of a score set changes
 SCORE_CACHE_VERSION = 1
 #: ScoreInput fields that go into the input key (every field a scorer may read)
-KEYED_FIELDS = ("text", "error", "tokens", "baseline_text", "baseline_tokens")
+KEYED_FIELDS = ("text", "error", "tokens", "baseline_text", "baseline_tokens", "calls", "baseline_calls")
 #: ScoreInput fields left out of the key: scorers never read them (the case is keyed by its digest)
 UNKEYED_FIELDS = ("case", "sample", "variant")
 #: libraries whose version can change a score

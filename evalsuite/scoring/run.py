@@ -21,6 +21,7 @@ SCORER_MODULES = (
     "evalsuite.scoring.grounding",
     "evalsuite.scoring.code",
     "evalsuite.scoring.similarity",
+    "evalsuite.scoring.tools",
 )
 
 
@@ -112,6 +113,8 @@ def _work(cases: Sequence[Case], gens: dict, variants: Sequence[str], baseline: 
                         error=g.error,
                         tokens=_token_ids(g),
                         baseline_tokens=_token_ids(bg) if bg else None,
+                        calls=g.tool_calls if g.ok else None,
+                        baseline_calls=bg.tool_calls if bg else None,
                     )
                 )
             work.append((variant, case, inputs))

@@ -44,6 +44,7 @@ def assert_same_cases(back, cases):
         assert (b.expect, b.context, b.glossary, b.json_schema) == (a.expect, a.context, a.glossary, a.json_schema), a.id
         assert (b.messages, b.tags, b.title, b.user_role, b.system) == (a.messages, a.tags, a.title, a.user_role, a.system), a.id
         assert (b.source, b.line, b.perturbation_of, b.perturbation) == (a.source, a.line, a.perturbation_of, a.perturbation), a.id
+        assert b.tool_use == a.tool_use, a.id
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +55,7 @@ def repo_cases():
     assert any(c.json_schema is not None for c in cases)
     assert any(c.context for c in cases)
     assert any(c.expect.mutants for c in cases)
+    assert any(c.tool_use is not None and c.tool_use.messages and c.tool_use.expect.forbidden for c in cases)
     return cases
 
 
