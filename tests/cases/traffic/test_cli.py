@@ -83,7 +83,7 @@ def test_an_edit_that_breaks_the_case_set_leaves_the_file_as_it_was(drafts, tmp_
     editor.write_text("import sys\np = sys.argv[1]\nopen(p, 'a').write('kind: nonsense\\n')\n")
     monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
     res = CliRunner().invoke(app, ["cases", "review", str(path)], input="e\ns\ns\n")
-    assert res.exit_code == 1 and "'nonsense' is not a kind of scenario 'code'" in res.output
+    assert res.exit_code == 4 and "'nonsense' is not a kind of scenario 'code'" in res.output
     assert path.read_text("utf-8") == before
 
 
@@ -91,7 +91,7 @@ def test_existing_case_sets_are_not_replaced_without_force(drafts):
     out, _ = drafts
     before = (out / "kb_qa.yaml").read_text("utf-8")
     res = CliRunner().invoke(app, ["cases", "from-traffic", str(DATA / "chat_pairs.jsonl"), "--out", str(out)])
-    assert res.exit_code == 1 and "already there" in res.output and "--force" in res.output
+    assert res.exit_code == 4 and "already there" in res.output and "--force" in res.output
     assert (out / "kb_qa.yaml").read_text("utf-8") == before
     res = CliRunner().invoke(app, ["cases", "from-traffic", str(DATA / "chat_pairs.jsonl"), "--out", str(out), "--force"])
     assert res.exit_code == 0 and (out / "kb_qa.yaml").read_text("utf-8") != before
