@@ -82,6 +82,7 @@ $(VLLM_STAMP):
 	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
 	$(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0
 	$(VLLM_VENV)/bin/python -m pip install -q '$(VLLM_DIST)'
+	$(VLLM_VENV)/bin/python -m pip install -q pandas  # `vllm bench serve`'s custom dataset reads JSONL with pandas (vllm[bench])
 	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec || true
 	$(VLLM_VENV)/bin/python -c "import vllm; print('vllm', vllm.__version__)"
 	touch $@

@@ -153,6 +153,15 @@ class Backend(abc.ABC):
         variant is described from its spec alone."""
         return None
 
+    def environment(self) -> dict:
+        """Where this variant's outputs would be computed if it ran now, read without loading its
+        model: the versions of the libraries that compute them, the interpreter, the device and its
+        driver. A cleared variant whose environment differs from the one it was cleared with is
+        *stale* (`evalsuite releases`, `evalsuite recheck`). Default: evalsuite's own process
+        (`local_environment()`); a backend that runs elsewhere (a worker in its own environment,
+        an engine in `.venv-vllm`) reports that environment instead."""
+        return local_environment()
+
     def load(self) -> object:
         """Load the model (or start the engine) now, before the runner's clock starts; idempotent.
         Default: nothing to load ahead (the first `generate` does what is needed)."""
@@ -174,6 +183,37 @@ class Backend(abc.ABC):
         """Start the backend's own server again (after it died, or to replace a wedged one); returns
         its URL. Default: refused, the backend has no server of its own."""
         raise EvalsuiteError(f"backend {self.name!r} has no server of its own to restart")
+
+
+def local_environment(libraries: Sequence[str] = ("torch", "transformers")) -> dict:
+    """evalsuite's own process as an environment (`Backend.environment`'s default): the installed
+    versions of `libraries` (read from package metadata, nothing imported), python, the platform,
+    and the NVIDIA driver where `nvidia-smi` answers (None elsewhere)."""
+    import platform
+    import shutil
+    import subprocess
+    from importlib import metadata
+
+    versions: dict[str, str | None] = {}
+    for name in libraries:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    driver = None
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader"], capture_output=True, text=True, timeout=10)
+            driver = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+        except (OSError, subprocess.SubprocessError):
+            driver = None
+    return {
+        "libraries": versions,
+        "python": platform.python_version(),
+        "platform": f"{platform.system().lower()}-{platform.machine()}",
+        "device": "cuda" if driver else "cpu",
+        "driver": driver,
+    }
 
 
 def check_options(variant: Variant, backend: str, known: set[str]) -> dict:
