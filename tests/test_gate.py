@@ -81,7 +81,7 @@ def test_warn_rules_never_fail_and_missing_metrics_skip_or_block():
     ])
     v = gate(cmp, r.for_stage("production"))
     assert v.passed and v.exit_code == 0 and len(v.warnings) == 1 and not v.violations
-    assert v.result("opt", "absent").status == "skip" and v.result("opt", "other-scenario").status == "skip"
+    assert v.result("opt", "absent").status == "cannot_judge" and v.result("opt", "other-scenario").status == "skip"
     assert v.skipped == ("absent", "other-scenario")
     req = rubric([{"name": "absent", "scenario": "kb_qa", "metric": "nope.metric", "min": 1, "required": True}])
     v2 = gate(cmp, req.for_stage("production"))
@@ -273,7 +273,8 @@ def test_a_rule_that_matches_no_score_is_a_rubric_mistake_not_a_pass(write):
     optional = load_rubric(write("o.yaml", "rules:\n  - {name: typo, scenario: kb_qa, metric: citations.recal, min: 0.5, required: false}\n"))
     assert unmatched_rules(cmp, optional.for_stage("production")) == []
     v2 = gate(cmp, optional.for_stage("production"))
-    assert v2.passed and v2.skipped == ("typo",) and v2.result("opt", "typo").note.startswith("not checked: ")
+    assert v2.passed and v2.judgeable and v2.skipped == ("typo",) and v2.result("opt", "typo").note.startswith("not checked: ")
+    assert v2.result("opt", "typo").status == "cannot_judge" and v2.result("opt", "typo").optional  # cannot judge, and the verdict does not wait on it
 
 
 def test_gate_cli_refuses_a_rubric_rule_that_matches_nothing_and_shows_optional_ones(runs, tmp_path, write):
@@ -289,4 +290,4 @@ def test_gate_cli_refuses_a_rubric_rule_that_matches_nothing_and_shows_optional_
 
     res = CliRunner().invoke(app, ["gate", str(runs["clean"].dir), "--rubric", str(optional), "--ledger", str(tmp_path / "l.sqlite")])
     flat = " ".join(res.output.split())
-    assert res.exit_code == 0 and "1 rule(s) skipped" in flat and "skipped (not checked): recall" in flat, res.output
+    assert res.exit_code == 0 and "1 rule(s) skipped" in flat and "cannot judge (required: false): recall: " in flat and "rule recall: metric citations.recal matches no score" in flat, res.output

@@ -4,6 +4,7 @@ optional capabilities a backend declares (deadline, identities, load, memory, en
 from __future__ import annotations
 
 import abc
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -31,10 +32,23 @@ class Request:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 1234
+    #: the tools offered, as OpenAI `tools` JSON, for a backend that passes them itself (a variant's
+    #: `tools: native`); None: no tools, or tools rendered into the system turn as text (the default)
+    tools: str | None = None
+    #: the case's `tool_choice` as JSON, beside `tools` (None: the API's default, "auto")
+    tool_choice: str | None = None
 
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
+
+    def tool_list(self) -> list[dict] | None:
+        """`tools` as a list of OpenAI tool objects (None: none passed natively)."""
+        return None if self.tools is None else json.loads(self.tools)
+
+    def tool_choice_value(self) -> str | dict | None:
+        """`tool_choice` as the API takes it ("auto", "none", "required" or a named function)."""
+        return None if self.tool_choice is None else json.loads(self.tool_choice)
 
     def request_hash(self) -> str:
         """Hash of what is asked (not of the sample index, which is a separate cache-key part)."""
@@ -45,6 +59,8 @@ class Request:
                 "temperature": self.temperature,
                 "top_p": self.top_p,
                 "seed": self.seed,
+                # only when set: every request hash made before native tools existed stays valid
+                **({"tools": self.tools, "tool_choice": self.tool_choice} if self.tools is not None else {}),
             }
         )
 
@@ -153,6 +169,15 @@ class Backend(abc.ABC):
         variant is described from its spec alone."""
         return None
 
+    def passes_tools(self) -> bool:
+        """Whether the backend takes a request's `tools` itself (`Request.tools`: a chat template's
+        `tools`, an API's `tools` field) and returns the calls it parsed (`Generation.tool_calls`).
+        A variant asks for that with `options: {tools: native}`; one whose backend cannot is refused
+        when it is built. Default False: the tools are rendered into the system turn as text (the
+        Hermes `<tool_call>` fragment: evalsuite.backends.toolcalls.render_tools) and the scorers
+        parse the calls from the output text."""
+        return False
+
     def environment(self) -> dict:
         """Where this variant's outputs would be computed if it ran now, read without loading its
         model: the versions of the libraries that compute them, the interpreter, the device and its
@@ -216,11 +241,23 @@ def local_environment(libraries: Sequence[str] = ("torch", "transformers")) -> d
     }
 
 
+#: how a tool-use case's tools reach the model (a variant's `options.tools`): `text`, rendered into the
+#: system turn by evalsuite (the default, any backend); `native`, passed to the backend (`Backend.passes_tools`)
+TOOL_MODES = ("text", "native")
+
+
+def native_tools(variant: Variant) -> bool:
+    """Whether the variant's backend is to pass the tools itself (`options: {tools: native}`)."""
+    return (variant.options or {}).get("tools") == "native"
+
+
 def check_options(variant: Variant, backend: str, known: set[str]) -> dict:
     """A variant's backend options, refusing unknown names and `trust_remote_code` (a suite must
     not run code shipped with a model): one check for every backend."""
     options = dict(variant.options or {})
-    unknown = set(options) - known
+    unknown = set(options) - known - {"tools"}
+    if options.get("tools", "text") not in TOOL_MODES:
+        raise EvalsuiteError(f"variant {variant.name!r}: options.tools must be one of {', '.join(TOOL_MODES)} (got {options['tools']!r})")
     if unknown:
         raise EvalsuiteError(f"variant {variant.name!r}: unknown {backend} option(s) {sorted(unknown)}; known: {', '.join(sorted(known))}")
     if options.get("trust_remote_code") or (options.get("engine_args") or {}).get("trust_remote_code"):
@@ -231,4 +268,10 @@ def check_options(variant: Variant, backend: str, known: set[str]) -> dict:
 def make_backend(variant: Variant) -> Backend:
     """Build the backend a variant names (lazy import of its module)."""
     cls = BACKENDS.get(variant.backend)
-    return cls(variant)
+    backend = cls(variant)
+    if native_tools(variant) and not backend.passes_tools():
+        raise EvalsuiteError(
+            f"variant {variant.name!r}: options.tools is native, but the {variant.backend} backend cannot pass tools itself "
+            "(drop the option: the tools are then rendered into the system turn as text)"
+        )
+    return backend

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from .base import Backend, Generation, Request
-from .toolcalls import ToolCall
+from .toolcalls import ToolCall, parse_text_calls
 
 FAULTS = ("raise", "oom", "cuda_oom", "hang", "wrong_count", "none_text", "non_str", "not_generation", "other_case")
 
@@ -185,17 +185,23 @@ class FakeBackend(Backend):
                     tokens_per_s=ntok / latency if latency > 0 else None,
                     finish_reason="stop",
                     batch_size=len(requests),
-                    extra=self._cost(prompt_tokens, ntok),
-                    tool_calls=self._calls(req),
+                    extra=self._cost(prompt_tokens, ntok)
+                    | ({"tools_received": [t["function"]["name"] for t in req.tool_list() or []]} if req.tools is not None else {}),
+                    tool_calls=self._calls(req, text),
                 )
             )
         return out
 
-    def _calls(self, req: Request) -> tuple[ToolCall, ...] | None:
-        """The scripted parsed calls of a case (option `tool_calls`), or None."""
+    def passes_tools(self) -> bool:
+        """The fake takes tools natively (`tools: native`): it parses the calls in its scripted text, as a server would."""
+        return True
+
+    def _calls(self, req: Request, text: str) -> tuple[ToolCall, ...] | None:
+        """The scripted parsed calls of a case (option `tool_calls`); with tools passed natively, the
+        calls in its text; else None (the scorers parse the text)."""
         scripted = (self.options.get("tool_calls") or {}).get(req.case_id)
         if scripted is None:
-            return None
+            return parse_text_calls(text) if req.tools is not None else None
         return tuple(ToolCall(id=c.get("id"), name=c["name"], arguments=c.get("arguments"), raw=c.get("raw", ""), error=c.get("error")) for c in scripted)
 
     def _cost(self, prompt_tokens: int, new_tokens: int) -> dict:

@@ -269,12 +269,21 @@ class HTTPBackend(ServedBackend):
         else:
             assert self.renderer is not None
             body["prompt"] = self.renderer.render(req.messages)
+        if req.tools is not None:  # `tools: native` (chat endpoint only: passes_tools)
+            body["tools"] = req.tool_list()
+            if req.tool_choice is not None:
+                body["tool_choice"] = req.tool_choice_value()
         body.update({k: v for k, v in self._settings(req).items() if k not in self.opts.unsupported})
         body["stream"] = self.opts.stream
         if self.opts.stream and self.transport.stream_options:
             body["stream_options"] = {"include_usage": True}
         body.update(self.opts.extra_body)
         return body
+
+    def passes_tools(self) -> bool:
+        """The chat endpoint takes `tools` (the server must parse calls: vLLM's `--enable-auto-tool-choice
+        --tool-call-parser hermes`; calls it leaves in the text are parsed here); the completions endpoint cannot."""
+        return self.opts.endpoint == "chat"
 
     def request_body(self, req: Request, *, stream: bool | None = None) -> dict:
         """The JSON body this backend sends for `req` (`stream` overrides the variant's choice)."""

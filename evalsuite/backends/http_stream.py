@@ -1,7 +1,9 @@
 """Reading an OpenAI-compatible reply: a server-sent event stream, or one JSON body.
 
 Each reader returns an `Attempt`, the outcome of one try of one request; TTFT is the arrival of
-the first non-empty content delta of a stream.
+the first non-empty content delta of a stream (or the first tool-call fragment). Tool calls the
+server parsed are read here too: a chat message's `tool_calls`, or the `delta.tool_calls` fragments
+of a stream joined by index (evalsuite.backends.toolcalls).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from ..states import AttemptKind
+from .toolcalls import StreamedCalls, ToolCall, parse_openai_calls
 
 
 @dataclass
@@ -30,6 +33,8 @@ class Attempt:
     ttft: float | None = None
     extra: dict = field(default_factory=dict)
     stamps: tuple[float, ...] = ()  #: a stream's content chunks: seconds since the request was sent (inter-token gaps)
+    #: the calls the server parsed (chat `message.tool_calls`, or streamed `delta.tool_calls` joined); None: the reply had none
+    tool_calls: tuple[ToolCall, ...] | None = None
 
 
 def choice_text(choice: dict, *, endpoint: str, delta: bool) -> str:
@@ -48,6 +53,7 @@ def read_body(raw: bytes, *, endpoint: str, redact: Callable[[str], str]) -> Att
     return Attempt(
         "ok",
         text=choice_text(choice, endpoint=endpoint, delta=False),
+        tool_calls=parse_openai_calls(choice.get("message")) if endpoint == "chat" else None,
         usage=data.get("usage"),
         finish=choice.get("finish_reason"),
         extra={"served_model": data.get("model"), "system_fingerprint": data.get("system_fingerprint"), "ttft_source": None},
@@ -61,6 +67,7 @@ async def read_stream(lines: AsyncIterator[str], t0: float, *, endpoint: str, re
     parts: list[str] = []
     stamps: list[float] = []
     usage = finish = served = fingerprint = None
+    calls = StreamedCalls()
     events = 0
     async for line in lines:
         if not line.startswith("data:"):
@@ -78,8 +85,12 @@ async def read_stream(lines: AsyncIterator[str], t0: float, *, endpoint: str, re
             usage = event["usage"]
         for choice in event.get("choices") or []:
             content = choice_text(choice, endpoint=endpoint, delta=True)
-            if content:
+            called = endpoint == "chat" and bool((choice.get("delta") or {}).get("tool_calls"))
+            if called:
+                calls.add(choice.get("delta"))
+            if content or called:  # a tool call's fragments are output too: the first one is the first token
                 stamps.append(time.perf_counter() - t0)
+            if content:
                 parts.append(content)
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
@@ -89,7 +100,7 @@ async def read_stream(lines: AsyncIterator[str], t0: float, *, endpoint: str, re
         return Attempt("fail", reason="the server's reply had no `data:` events (not a server-sent event stream)")
     ttft = stamps[0] if stamps else None
     extra = {"served_model": served, "system_fingerprint": fingerprint, "ttft_source": "stream" if ttft is not None else None, "content_chunks": len(stamps)}
-    return Attempt("ok", text="".join(parts), usage=usage, finish=finish, ttft=ttft, extra=extra, stamps=tuple(stamps))
+    return Attempt("ok", text="".join(parts), usage=usage, finish=finish, ttft=ttft, extra=extra, stamps=tuple(stamps), tool_calls=calls.calls())
 
 
 def names(text: str, key: str) -> bool:

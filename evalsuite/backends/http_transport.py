@@ -13,6 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 import httpx
@@ -22,6 +23,7 @@ from .base import Generation, Request
 from .http_options import ENDPOINTS, SETTINGS
 from .http_retry import parse_retry_after, retryable_status
 from .http_stream import Attempt, error_message, names, read_body, read_stream
+from .toolcalls import parse_text_calls
 
 if TYPE_CHECKING:
     from .http_options import HTTPOptions
@@ -124,6 +126,8 @@ class Transport:
                 meta["stream_options"] = "refused by the server"
             done = self._settled(base, res, meta, (attempt, limit, total))
             if done is not None:
+                if req.tools is not None and done.ok:  # tools sent: the server's parsed calls, else those in its text
+                    done = replace(done, tool_calls=res.tool_calls if res.tool_calls is not None else parse_text_calls(done.text))
                 return done
             wait = retry.wait(attempt - 1, res.retry_after, self._rng)
             why = self._why_give_up(res, attempt, wait, deadline)

@@ -41,6 +41,7 @@ from ..errors import EvalsuiteError, MissingExtraError
 from ..models import formats
 from ..models.quiet import quiet_libraries
 from .base import Backend, Generation, Request, check_options
+from .toolcalls import TOOL_CHAT_TEMPLATE, parse_text_calls
 from .transformers_cache import parse_kv_cache, probe
 from .transformers_loader import ModelLoader, gptq_kernel
 from .transformers_memory import ServingMemory, malloc_trim, weights_mb
@@ -266,9 +267,18 @@ class TransformersBackend(Backend):
         log.debug("loaded %s (%s) in %.1fs", self.variant.name, self.model_dir, self.load_s)
 
     # -- prompts -------------------------------------------------------------------------------
+    def passes_tools(self) -> bool:
+        """Tools go through the chat template's `tools` (TOOL_CHAT_TEMPLATE where the model's own has none)."""
+        return True
+
     def prompt_text(self, request: Request) -> str:
         msgs = [{"role": r, "content": c} for r, c in request.messages]
-        return self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+        tools = request.tool_list()
+        if tools is None:
+            return self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+        own = self.tokenizer.chat_template if isinstance(self.tokenizer.chat_template, str) else ""
+        template = None if "tools" in own else TOOL_CHAT_TEMPLATE  # the model's own template, where it renders tools
+        return self.tokenizer.apply_chat_template(msgs, tools=tools, chat_template=template, add_generation_prompt=True, tokenize=False)
 
     def encode(self, requests: Sequence[Request]) -> dict:
         """Left-padded input ids and attention mask for a batch of chats."""
@@ -393,11 +403,13 @@ class TransformersBackend(Backend):
         if batch.timed_out and finish != "stop" and len(ids) < req.max_new_tokens:
             timeout = self.variant.generation.timeout_s
             return Generation(req.case_id, self.variant.name, req.sample, error=f"timed out after {timeout}s", timeout=True, finish_reason="timeout", **common)
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
         return Generation(
             case_id=req.case_id,
             variant=self.variant.name,
             sample=req.sample,
-            text=self.tokenizer.decode(ids, skip_special_tokens=True),
+            text=text,
+            tool_calls=parse_text_calls(text) if req.tools is not None else None,
             ttft_s=batch.ttft,
             tokens_per_s=len(ids) / batch.latency if batch.latency > 0 else None,
             finish_reason=finish,

@@ -48,6 +48,7 @@ from ..errors import EvalsuiteError
 from ..models import compressed
 from . import vllm_env
 from .base import Backend, Generation, Request, check_options
+from .toolcalls import TOOL_CHAT_TEMPLATE, parse_text_calls
 from .vllm_metrics import from_samples, metrics_delta
 
 _PASSED = ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs", "enforce_eager", "seed")
@@ -239,6 +240,10 @@ class VLLMBackend(Backend):
         """What the engine reports about itself (version, device, dtype, kernel, engine arguments)."""
         return dict(self.load().info)
 
+    def passes_tools(self) -> bool:
+        """Tools go to `llm.chat(tools=...)`, with TOOL_CHAT_TEMPLATE where the model's template has none."""
+        return True
+
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
         if not requests:
             return []
@@ -250,6 +255,7 @@ class VLLMBackend(Backend):
                 "temperature": 0.0 if r.greedy else r.temperature,
                 "top_p": 1.0 if r.greedy else r.top_p,
                 "seed": r.sample_seed(),
+                **({"tools": r.tool_list(), "tool_template": TOOL_CHAT_TEMPLATE} if r.tools is not None else {}),
             }
             for r in requests
         ]
@@ -292,6 +298,7 @@ class VLLMBackend(Backend):
         return Generation(
             **common,
             text=out["text"],
+            tool_calls=parse_text_calls(out["text"]) if req.tools is not None else None,  # the Hermes format the tool template asks for
             ttft_s=out.get("ttft_s"),
             tokens_per_s=len(ids) / latency if latency > 0 else None,
             finish_reason=out.get("finish_reason"),

@@ -8,7 +8,8 @@ in-process where vllm installs beside evalsuite. Both ways build the same `Engin
 Worker protocol, JSON lines: the first line read is `{"engine_args": {...}}`, answered by
 `{"ok": true, "info": {...}}` (vLLM version, device, resolved dtype, kernel, engine arguments) or
 `{"ok": false, "error": "..."}`; then each `{"requests": [...]}` line is answered by
-`{"ok": true, "outputs": [...]}`, one output per request (text, token ids, finish reason, latency,
+`{"ok": true, "outputs": [...]}` (a request may carry `tools`, OpenAI format, passed to `llm.chat`
+with the model's template or the `tool_template` it sends), one output per request (text, token ids, finish reason, latency,
 TTFT, or that request's own error), and `{"metrics": true}` by `{"ok": true, "metrics": [[name,
 value], ...]}` (vLLM's counters and histogram sums and counts, by their Prometheus sample names). The answers go to the stdout the worker was started with;
 everything vLLM prints goes to stderr.
@@ -105,10 +106,33 @@ class Engine:
         return outs
 
     def _batch(self, requests: list[dict]) -> list[dict]:
+        """`llm.chat` takes one `tools` list per call: requests that carry tools go in groups of equal tools."""
+        groups: dict[str, list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(json.dumps(r.get("tools"), sort_keys=True) if r.get("tools") else "", []).append(i)
+        if list(groups) == [""]:
+            return self._chat(requests)
+        res: list[dict] = [{} for _ in requests]
+        for idx in groups.values():
+            for i, out in zip(idx, self._chat([requests[i] for i in idx])):
+                res[i] = out
+        return res
+
+    def _tool_template(self, fallback: str | None) -> str | None:
+        """The chat template for a request with tools: the model's own where it renders `tools`, else the fallback sent."""
+        try:
+            own = self.llm.get_tokenizer().chat_template
+        except Exception:  # noqa: BLE001 - no tokenizer template to read: use the fallback
+            own = None
+        return None if isinstance(own, str) and "tools" in own else fallback
+
+    def _chat(self, requests: list[dict]) -> list[dict]:
         SamplingParams = self.vllm.SamplingParams
         params = [SamplingParams(n=1, max_tokens=r["max_tokens"], temperature=r["temperature"], top_p=r["top_p"], seed=r["seed"]) for r in requests]
+        tools = requests[0].get("tools")
+        kw: dict[str, Any] = {} if not tools else {"tools": tools, "chat_template": self._tool_template(requests[0].get("tool_template"))}
         t0 = time.perf_counter()
-        outputs = self.llm.chat([r["messages"] for r in requests], params, use_tqdm=False)
+        outputs = self.llm.chat([r["messages"] for r in requests], params, use_tqdm=False, **kw)
         latency = time.perf_counter() - t0
         res = []
         for out in outputs:

@@ -61,6 +61,7 @@ class FlaggedCase:
     citations: dict | None = None  #: context documents with gold and cited marks
     code: dict | None = None  #: tests, per-side test results, pass@k
     tool_calls: dict | None = None  #: tool_use: both sides' calls by position, key by key, with the tool's schema
+    draft: bool = False  #: the case is a draft (`status: draft`, inferred from traffic, not confirmed): it cannot fail a production gate
 
     @property
     def severity(self) -> str:
@@ -406,7 +407,8 @@ def flagged_cases(verdict: Any, cmp: Any, lr: LoadedRun) -> list[FlaggedCase]:
 
     def add(variant: str, case_id: str, reason: Reason) -> None:
         scen, kind = scen_of.get(case_id, ("", ""))
-        fc = flagged.setdefault((variant, case_id), FlaggedCase(variant, case_id, scen, kind))
+        case = lr.cases.get(case_id)
+        fc = flagged.setdefault((variant, case_id), FlaggedCase(variant, case_id, scen, kind, draft=bool(case is not None and case.draft)))
         if not any(r.rule == reason.rule and r.metric == reason.metric and r.severity == reason.severity for r in fc.reasons):
             fc.reasons.append(reason)
 

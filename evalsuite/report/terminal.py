@@ -135,7 +135,10 @@ def verdict_view(
     else:
         for r in rule_lines(verdict, top):
             parts.append(_markup(f"[{'red' if r['status'] == 'fail' else 'yellow'}]{escape(rule_line(r))}[/]"))
-    if not verbose and (skipped := getattr(verdict, "skipped", ())):
+    unchecked = {r.rule: r for r in verdict.results if r.optional}  # `required: false` rules that matched nothing
+    for r in unchecked.values():
+        parts.append(_markup(f"[yellow]cannot judge (required: false): {escape(r.rule)}: {escape(r.note.removeprefix('not checked: '))}[/]"))
+    if not verbose and (skipped := [s for s in getattr(verdict, "skipped", ()) if s not in unchecked]):
         parts.append(_markup(f"[dim]skipped (not checked): {escape(', '.join(skipped))}; why: --verbose[/dim]"))
     parts += _notes_and_problems(verdict)
     if report_path is not None:

@@ -23,7 +23,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..backends.base import Request
+from ..backends.base import Request, native_tools
 from ..backends.toolcalls import render_call, render_result, render_tools
 from ..cases.caseset import Case
 from .trimming import Trimmed, document_text, token_counter, trim_case
@@ -151,12 +151,15 @@ def _first_user_turn(case: Case, text: str) -> str:
     return text
 
 
-def render_messages(case: Case) -> tuple[tuple[str, str], ...]:
-    """The full chat for a case: system prompt, then the case's prompt or messages."""
+def render_messages(case: Case, *, native_tools: bool = False) -> tuple[tuple[str, str], ...]:
+    """The full chat for a case: system prompt, then the case's prompt or messages. A tool-use case's
+    tools go into the system turn as text, unless the backend passes them itself (`native_tools`:
+    then they travel in `Request.tools`; earlier calls and results stay text turns either way)."""
     msgs: list[tuple[str, str]] = []
     sys = system_prompt(case)
     if case.tool_use is not None:
-        sys = f"{sys}\n\n{render_tools(offered_tools(case), tool_choice=case.tool_use.tool_choice, lang=_lang(case))}"
+        if not native_tools:
+            sys = f"{sys}\n\n{render_tools(offered_tools(case), tool_choice=case.tool_use.tool_choice, lang=_lang(case))}"
         turns = _tool_turns(case)
     else:
         turns = list(case.messages) if case.messages else [("user", case.prompt or "")]
@@ -189,11 +192,25 @@ def build_requests(cases: Sequence[Case], variant: Variant, trimmed: Mapping[str
     `trim:` leaves it) and its generation settings. `trimmed`: `trimmed_cases`, when the caller has it."""
     g = variant.generation
     trimmed = trimmed_cases(cases, variant) if trimmed is None else trimmed
+    native = native_tools(variant)
     out = []
     for c in cases:
-        msgs = render_messages(trimmed[c.id].case if c.id in trimmed else c)
+        msgs = render_messages(trimmed[c.id].case if c.id in trimmed else c, native_tools=native)
+        tools = _native_tools(c) if native else {}
         for s in range(g.samples):
-            out.append(Request(case_id=c.id, messages=msgs, sample=s, max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p, seed=g.seed))
+            out.append(
+                Request(case_id=c.id, messages=msgs, sample=s, max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p, seed=g.seed, **tools)
+            )
+    return out
+
+
+def _native_tools(case: Case) -> dict[str, str]:
+    """A tool-use case's `tools` and `tool_choice` as `Request` fields (JSON), for a backend that passes them."""
+    if case.tool_use is None:
+        return {}
+    out = {"tools": json.dumps(offered_tools(case), ensure_ascii=False, sort_keys=True)}
+    if case.tool_use.tool_choice is not None:
+        out["tool_choice"] = json.dumps(case.tool_use.tool_choice, ensure_ascii=False, sort_keys=True)
     return out
 
 

@@ -172,7 +172,7 @@ def _assemble_verdict(comparison: Comparison, sr: StageRubric, judged: list[str]
             "on the machine moves by tens of percent; time the run with `timing: interleaved` to judge it (docs/performance.md)"
         ]
     if not any(r.status == FAIL for r in results):  # a sure regression outranks a performance check that cannot be judged
-        problems += [f"rule {r.rule}: {r.variant}: cannot judge: {r.note}" for r in results if r.status == CANNOT_JUDGE and r.severity == "block"]
+        problems += [f"rule {r.rule}: {r.variant}: cannot judge: {r.note}" for r in results if r.status == CANNOT_JUDGE and r.severity == "block" and not r.optional]
     judgeable = not problems
     passed = judgeable and not any(r.status == FAIL for r in results)
     return Verdict(
@@ -199,7 +199,7 @@ def _judge_metric_rule(
         if present and unmatched(cmp, rule):  # the rule names no metric the run has: never a silent pass
             note = unmatched_message(cmp, rule)
             if rule.required is False:
-                return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=SKIP, note=f"not checked: {note}")
+                return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=CANNOT_JUDGE, note=f"not checked: {note}", optional=True)
             problems.append(f"rule {rule.name}: {note}")
             return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=MISSING, note=note)
         if rule.required and present:

@@ -54,6 +54,9 @@ class RuleResult:
     violations: tuple[Violation, ...] = ()
     note: str = ""
     single_pass: bool = False  #: speed ratios from one sequential pass, not judged (the verdict notes it once)
+    #: a `required: false` rule that matched no score: cannot judge, shown as such, counted among the
+    #: rules not checked, but the verdict does not wait on it (the rubric said it may match nothing)
+    optional: bool = False
 
     def to_dict(self) -> dict:
         return {**asdict(self), "violations": [v.to_dict() for v in self.violations]}
@@ -114,7 +117,7 @@ class Verdict:
     @property
     def skipped(self) -> tuple[str, ...]:
         """The rules not checked for some variant (status skip), each once: the summary line counts them."""
-        return tuple(dict.fromkeys(r.rule for r in self.results if r.status == "skip"))
+        return tuple(dict.fromkeys(r.rule for r in self.results if r.status == "skip" or r.optional))
 
     def result(self, variant: str, rule: str) -> RuleResult | None:
         return next((r for r in self.results if r.variant == variant and r.rule == rule), None)

@@ -128,6 +128,8 @@ class _Handler(BaseHTTPRequestHandler):
             # done before the reply is written: once the client has read it, it may send its next
             # request before this thread gets to run again, and that must not count as an overlap
             self._entry["end"] = time.monotonic()
+        if last in ("call tools", "call in text") and body.get("tools"):
+            return self._tool_reply(body, in_text=last == "call in text")
         if last == "seeded":
             words = [f"seed-{body.get('seed')}"]
         elif last in ("trickle", "verbose"):
@@ -177,6 +179,43 @@ class _Handler(BaseHTTPRequestHandler):
         event(chunk | {"choices": [piece(None) | {"finish_reason": finish}]})
         if (body.get("stream_options") or {}).get("include_usage"):
             event(chunk | {"choices": [], "usage": usage})
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+    def _tool_reply(self, body: dict, *, in_text: bool) -> None:
+        """Two parallel calls of the first tool offered, parsed as a server with a tool parser does
+        (`tool_calls`; streamed: the id and name first, then the arguments in pieces), or left in the
+        text as a server without one does (`in_text`)."""
+        name = body["tools"][0]["function"]["name"]
+        args = ['{"city": "Paris"}', '{"city": "Oslo"}']
+        if in_text:
+            text = "\n".join(f'<tool_call>\n{{"name": "{name}", "arguments": {a}}}\n</tool_call>' for a in args)
+            message: dict = {"role": "assistant", "content": text}
+        else:
+            message = {"role": "assistant", "content": None, "tool_calls": [{"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": a}} for i, a in enumerate(args)]}
+        usage = {"prompt_tokens": 10, "completion_tokens": 12, "total_tokens": 22}
+        if not body.get("stream"):
+            return self._json(200, {"id": "c1", "object": "chat.completion", "model": body["model"], "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}], "usage": usage})
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunk = {"id": "c1", "object": "chat.completion.chunk", "model": body["model"]}
+
+        def event(delta: dict, finish=None) -> None:
+            self.wfile.write(f"data: {json.dumps(chunk | {'choices': [{'index': 0, 'delta': delta, 'finish_reason': finish}]})}\n\n".encode())
+            self.wfile.flush()
+
+        event({"role": "assistant", "content": ""})
+        if in_text:
+            event({"content": message["content"]})
+        else:
+            for i, a in enumerate(args):
+                event({"tool_calls": [{"index": i, "id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": ""}}]})
+                for piece in (a[: len(a) // 2], a[len(a) // 2 :]):
+                    event({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+        event({}, "tool_calls")
+        if (body.get("stream_options") or {}).get("include_usage"):
+            self.wfile.write(f"data: {json.dumps(chunk | {'choices': [], 'usage': usage})}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
 
 
@@ -599,3 +638,39 @@ def test_run_suite_with_an_http_baseline(server, write, tmp_path, monkeypatch, c
     assert again.cached == 6 and again.generated == 4  # the failed cases are asked again, the rest cached
     # per variant: q3 twice (a retry), q4 once, and the settings check's second q3 (twice: it fails too)
     assert len(server.posts()) == posts + 2 * (2 + 1 + 2)
+
+
+# -- tools passed natively (`tools: native`, issue 43) -------------------------------------------
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("prompt", ["call tools", "call in text"])
+def test_native_tools_are_sent_and_the_calls_read_back(server, stream, prompt):
+    be = make_backend(server, stream=stream, tools="native")
+    assert be.passes_tools()
+    r = req(prompt, tools=json.dumps(TOOLS), tool_choice=json.dumps("auto"))
+    (g,) = be.generate([r])
+    assert g.ok, g.error
+    sent = server.posts()[-1]["body"]
+    assert sent["tools"] == TOOLS and sent["tool_choice"] == "auto"
+    assert [(c.name, c.arguments, c.error) for c in g.tool_calls] == [("get_weather", {"city": "Paris"}, None), ("get_weather", {"city": "Oslo"}, None)]
+    if prompt == "call tools" and stream:
+        assert g.ttft_s is not None  # the first tool-call fragment is the first token
+
+
+def test_requests_without_tools_send_none_and_record_no_calls(server):
+    be = make_backend(server, tools="native")
+    (g,) = be.generate([req("hello")])
+    assert "tools" not in server.posts()[-1]["body"] and g.tool_calls is None and g.text == "Hello there friend"
+
+
+def test_native_tools_need_the_chat_endpoint():
+    from evalsuite.backends.base import make_backend as build
+    from evalsuite.errors import EvalsuiteError
+
+    v = Variant(name="srv", backend="http", model="m", options={"base_url": "http://127.0.0.1:9/v1", "endpoint": "completions", "prompt_format": "plain", "tools": "native"})
+    with pytest.raises(EvalsuiteError, match="cannot pass tools itself"):
+        build(v)
+    with pytest.raises(EvalsuiteError, match="options.tools must be one of text, native"):
+        build(Variant(name="srv", backend="http", model="m", options={"base_url": "http://127.0.0.1:9/v1", "tools": "yes"}))

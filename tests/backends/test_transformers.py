@@ -424,3 +424,27 @@ def test_cuda_probe_without_gpu_nodes_does_not_import_torch(monkeypatch):
     assert tb._cuda_available() is False and asked == []
     monkeypatch.setattr(tb.os.path, "exists", lambda p: p == "/dev/nvidiactl")
     assert tb._cuda_available() is torch.cuda.is_available() and asked == [1]
+
+
+def test_native_tools_go_through_the_tool_template_and_calls_are_parsed(greedy, monkeypatch):
+    """`tools: native`: a request's tools are rendered by the chat template's `tools` (the documented
+    TOOL_CHAT_TEMPLATE, since the model's own has none) and the calls in the output are parsed."""
+    import json
+
+    from evalsuite.backends import transformers as tf_backend
+
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    plain = Request("c0", (("system", "answer briefly"), ("user", "fox")), 0, 6)
+    native = dataclasses.replace(plain, tools=json.dumps(tools))
+    greedy.load()
+    text = greedy.prompt_text(native)
+    assert "<tools>" in text and '"get_weather"' in text and "answer briefly" in text
+    assert "<tools>" not in greedy.prompt_text(plain)
+    (g_plain,) = greedy.generate([plain])
+    assert g_plain.tool_calls is None
+    # the model is random: script its decoded text to see the parse (the tokens are real, the text is not)
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    monkeypatch.setattr(greedy.tokenizer, "decode", lambda ids, **kw: call)
+    (g,) = greedy.generate([native])
+    assert [(c.name, c.arguments) for c in g.tool_calls] == [("get_weather", {"city": "Oslo"})]
+    assert tf_backend.TOOL_CHAT_TEMPLATE  # the fallback template the backend documents

@@ -138,11 +138,13 @@ class _FakeLLM:
     kwargs: dict
     calls: list = field(default_factory=list)
 
-    def chat(self, messages, sampling_params=None, use_tqdm=True):
-        self.calls.append((messages, sampling_params, use_tqdm))
+    def chat(self, messages, sampling_params=None, use_tqdm=True, **kw):
+        self.calls.append((messages, sampling_params, use_tqdm) + ((kw,) if kw else ()))
         out = []
         for conv, sp in zip(messages, sampling_params):
             words = conv[-1]["content"].split()[: sp.max_tokens]
+            if kw.get("tools"):  # a model that calls the first tool it was given
+                words = ['<tool_call>{"name":', f'"{kw["tools"][0]["function"]["name"]}",', '"arguments":', "{}}</tool_call>"]
             out.append(
                 _RequestOutput(
                     list(range(7)),
@@ -151,6 +153,10 @@ class _FakeLLM:
                 )
             )
         return out
+
+
+    def get_tokenizer(self):
+        return types.SimpleNamespace(chat_template="{% for m in messages %}{{ m['content'] }}{% endfor %}")  # no tools in it
 
 
 @pytest.fixture
@@ -439,3 +445,31 @@ def test_the_demo_runs_its_vllm_variant_only_with_an_environment(monkeypatch, tm
     assert demo_missing(v) is None  # the fixture's interpreter
     monkeypatch.setenv("EVALSUITE_VLLM_PYTHON", str(tmp_path / "absent" / "python"))
     assert "make vllm" in demo_missing(v)
+
+
+def test_native_tools_go_to_llm_chat_grouped_by_tools_with_the_tool_template(fake_vllm, tmp_path):
+    """`tools: native`: `llm.chat` takes one tools list per call, so requests with other tools go in a
+    call of their own; the model's template has no tools, so evalsuite's TOOL_CHAT_TEMPLATE is passed."""
+    import json
+
+    from evalsuite.backends.toolcalls import TOOL_CHAT_TEMPLATE
+
+    def tools(name):
+        return json.dumps([{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}])
+
+    be = VLLMBackend(_variant(str(tmp_path / "base"), options={"tools": "native"}))
+    assert be.passes_tools()
+    reqs = [
+        Request("a", (("user", "one two"),), 0, 8, tools=tools("get_weather")),
+        Request("b", (("user", "three"),), 0, 8),
+        Request("c", (("user", "four"),), 0, 8, tools=tools("get_time")),
+        Request("d", (("user", "five"),), 0, 8, tools=tools("get_weather")),
+    ]
+    gens = be.generate(reqs)
+    calls = fake_vllm.made[0].calls
+    assert [[conv[-1]["content"] for conv in c[0]] for c in calls] == [["one two", "five"], ["three"], ["four"]]
+    assert calls[0][3]["tools"][0]["function"]["name"] == "get_weather" and calls[0][3]["chat_template"] == TOOL_CHAT_TEMPLATE
+    assert len(calls[1]) == 3, "a request without tools: no tools, no template"
+    assert [g.case_id for g in gens] == ["a", "b", "c", "d"]
+    assert [c.name for c in gens[0].tool_calls] == ["get_weather"] and [c.name for c in gens[2].tool_calls] == ["get_time"]
+    assert gens[1].tool_calls is None and gens[1].text == "three"

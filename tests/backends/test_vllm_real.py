@@ -16,6 +16,7 @@ import yaml
 from evalsuite.backends import vllm_env
 from evalsuite.backends.base import Request
 from evalsuite.backends.vllm import VLLMBackend
+from evalsuite.cases.options import GenerationSettings
 from evalsuite.cases.suite import Variant
 from evalsuite.errors import EvalsuiteError
 from evalsuite.scoring.similarity import first_divergent_token
@@ -207,3 +208,42 @@ def test_the_report_shows_the_engine_and_vllms_metrics(tmp_path):
     md = rep.markdown.read_text("utf-8")
     assert f"| `vllm-spec` | {engine} |" in md and "### vLLM's own metrics per variant" in md
     print(f"engine: {engine}; vLLM's metrics: {m}")
+
+
+def _tool_requests(n: int = 6) -> list[Request]:
+    """The first easy tool-use cases with their tools passed natively (`tools: native`)."""
+    from evalsuite.cases.caseset import all_cases, load_cases
+    from evalsuite.run.prompting import build_requests
+
+    cases = [c for c in all_cases(load_cases([REPO / "casesets" / "tool_use"])) if "easy" in c.tags][:n]
+    return build_requests(cases, Variant(name="t", backend="vllm", options={"tools": "native"}, generation=GenerationSettings(max_new_tokens=48)))
+
+
+def test_tools_pass_natively_offline_and_served(tmp_path):
+    """`tools: native` on real vLLM: offline through `llm.chat(tools=...)` with evalsuite's tool template,
+    and served with vLLM's own hermes tool parser (`--enable-auto-tool-choice --tool-call-parser hermes`)
+    on the same template; every answer carries its parsed calls (possibly none: the model is weak)."""
+    from evalsuite.backends.http import HTTPBackend
+    from evalsuite.backends.toolcalls import TOOL_CHAT_TEMPLATE
+
+    reqs = _tool_requests()
+    assert reqs and all(r.tools for r in reqs)
+    offline = VLLMBackend(_variant("vllm-tools", options=dict(_OPTS, tools="native")))
+    try:
+        off = offline.generate(reqs)
+    finally:
+        offline.close()
+    template = tmp_path / "tool_chat_template.jinja"
+    template.write_text(TOOL_CHAT_TEMPLATE, "utf-8")
+    args = ["--max-model-len", "2048", "--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--chat-template", str(template)]
+    served = HTTPBackend(Variant(name="served-tools", backend="http", model="embedded", options={"serve": {"launcher": "vllm", "args": args}, "timeout_s": 600, "tools": "native"}))
+    try:
+        body = served.request_body(reqs[0])
+        srv = served.generate(reqs)
+    finally:
+        served.close()
+    assert body["tools"] == reqs[0].tool_list()
+    for side, gens in (("offline", off), ("served", srv)):
+        assert all(g.ok and g.tool_calls is not None for g in gens), (side, [(g.error, g.tool_calls) for g in gens])
+    named = {side: sum(1 for g in gens for c in g.tool_calls if c.name) for side, gens in (("offline", off), ("served", srv))}
+    print(f"tools passed natively on the embedded model, {len(reqs)} easy cases: calls with a tool name offline {named['offline']}, served {named['served']}")

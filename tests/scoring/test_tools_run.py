@@ -59,6 +59,8 @@ def judged(tmp_path_factory):
             {"name": "broken", "quantization": {"method": "bnb", "bits": 4}, "options": {"outputs": BROKEN}},
             # a backend that returns parsed calls beside a text without blocks (as OpenAI's `tool_calls`)
             {"name": "native", "quantization": {"method": "bnb", "bits": 8}, "options": {"outputs": {**GOOD, "tool-s-001": ""}, "tool_calls": NATIVE}},
+            # the tools passed to the backend (`tools: native`): they travel in the request, not the system turn
+            {"name": "passed", "quantization": {"method": "bnb", "bits": 8, "group_size": 64}, "options": {"outputs": GOOD, "tools": "native"}},
         ],
     }
     path = root / "tools.yaml"
@@ -131,3 +133,34 @@ def test_calls_the_backend_parsed_are_stored_and_scored(judged):
     assert scores[("tool-s-001", "tool.valid_call")] == 1.0 and scores[("tool-s-001", "tool.args_match")] == 1.0
     assert scores[("tool-s-001", "tool.drift")] == 0.0, "the baseline's text calls and the native calls agree"
     assert not any(v.variant == "native" for v in judged.verdict.violations if v.severity == "block")
+
+
+def test_tools_passed_natively_travel_in_the_request_not_the_prompt(judged):
+    from evalsuite.cases.caseset import all_cases, load_cases
+    from evalsuite.cases.suite import Variant
+    from evalsuite.run.prompting import build_requests
+
+    cases = [c for c in all_cases(load_cases([REPO / "casesets" / "tool_use"])) if c.id in GOOD]
+    text = {r.case_id: r for r in build_requests(cases, Variant(name="t", backend="fake"))}
+    native = {r.case_id: r for r in build_requests(cases, Variant(name="n", backend="fake", options={"tools": "native"}))}
+    for cid, r in native.items():
+        offered = [t["function"]["name"] for t in r.tool_list()]
+        assert offered and all(f"\"{name}\"" not in r.messages[0][1] for name in offered), "no tools in the system turn"
+        assert all(f"\"{name}\"" in text[cid].messages[0][1] for name in offered) and text[cid].tools is None
+        assert r.request_hash() != text[cid].request_hash()
+    gens = {g.case_id: g for g in judged.store.generations() if g.variant == "passed"}
+    assert set(gens["tool-p-001"].extra["tools_received"]) == {t["function"]["name"] for t in native["tool-p-001"].tool_list()}
+    assert [c.name for c in gens["tool-p-001"].tool_calls] == ["get_weather", "get_weather"] and gens["tool-n-001"].tool_calls == ()
+    flips = [d for d in judged.comparison.deltas if d.variant == "passed" and d.pass_to_fail]
+    assert not flips, [(d.metric, d.pass_to_fail) for d in flips]
+
+
+def test_a_request_without_tools_hashes_as_before():
+    from evalsuite.backends.base import Request
+
+    from evalsuite.hashing import sha256_json
+
+    r = Request("c", (("user", "hi"),))
+    before = {"messages": [["user", "hi"]], "max_new_tokens": 256, "temperature": 0.0, "top_p": 1.0, "seed": 1234}  # the hashed fields before tools existed
+    assert r.request_hash() == sha256_json(before), "cached generations of every other request stay valid"
+    assert Request("c", (("user", "hi"),), tools="[]").request_hash() != r.request_hash()

@@ -112,4 +112,14 @@ def test_the_case_set_runs_on_the_fake_backend_and_is_gated(imported, repo):
     assert any("draft case(s)" in w and "not gated at stage production" in w for w in production.comparison.warnings)
     from evalsuite.report.model import build_report_data
 
-    assert any("draft case(s)" in n for n in build_report_data(production).notes)  # the report marks the drafts
+    data = build_report_data(production)
+    assert any("draft case(s)" in n for n in data.notes)  # the report counts the drafts
+    # and marks each flagged draft: the brand drafts the broken variant fails are shown, marked, beside confirmed KB QA cases
+    pilot_data = build_report_data(judge_run(store, repo / "rubrics" / "default.yaml", "pilot"))
+    marks = {f.case_id: f.draft for f in pilot_data.flagged}
+    assert any(marks.values()) and not all(marks.values()), marks
+    assert all(d == (not cid.startswith("traffic-kb_qa-")) for cid, d in marks.items()), marks
+    from evalsuite.report.html import render_html
+
+    html = render_html(pilot_data)
+    assert html.count('class="badge draft"') == sum(marks.values()), "one draft badge per flagged draft case"
