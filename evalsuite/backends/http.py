@@ -248,6 +248,15 @@ class HTTPBackend(ServedBackend):
         server evalsuite starts (no server is started to say it), else the server's address."""
         return _engine_identity(self.launcher)
 
+    def environment(self) -> dict:
+        """For a server evalsuite starts, its launcher's environment (`.venv-vllm` for vLLM, evalsuite's
+        own for `transformers serve` and llama.cpp), read without starting it. An external server's
+        libraries cannot be seen from here: its environment is only its address (no `libraries`), which
+        `evalsuite releases` shows as unknown, never as stale or fresh."""
+        if self.launcher is not None:
+            return self.launcher.server_environment()
+        return {"server": self.base_url}
+
     def fingerprint(self) -> str:
         core = replace(self.variant, options=self.opts.fingerprint_options())
         return core.fingerprint(self.identity())
