@@ -253,14 +253,16 @@ class Suite:
         }
 
 
+def _selector_fields(saved: dict) -> dict[str, Any]:
+    """A case selector's fields as a resolved suite saved them (lists back to tuples)."""
+    return {str(k): tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in CaseSelector.__dataclass_fields__}
+
+
 def suite_from_resolved(resolved: dict) -> Suite:
     """The suite a run's resolved suite (suite.json) describes, as it ran: its variants, generation
     settings, rubric, stage and folders, without reading the suite file again (it may have changed
     since). Timing, fault probes and load are left out: a rerun from it judges outputs (`evalsuite recheck`)."""
-    selectors = tuple(
-        CaseSelector(**{k: tuple(v) if isinstance(v, list) else v for k, v in sel.items() if k in CaseSelector.__dataclass_fields__})
-        for sel in resolved.get("casesets") or []
-    )
+    selectors = tuple(CaseSelector(**_selector_fields(sel)) for sel in resolved.get("casesets") or [])
     try:
         variants = tuple(Variant.from_dict(v) for v in resolved.get("variants") or [])
         generation = GenerationSettings(**(resolved.get("generation") or {}))

@@ -189,3 +189,16 @@ def test_the_report_marks_a_stale_clearance_with_what_changed(env_run, paths, mo
     monkeypatch.setenv(ENV_VAR, CLEARED)
     history = release_history(judge_run(env_run["store"], None, "dev", paths["queue"]), paths["ledger"], paths["queue"])
     assert "stale" not in next(ln for ln in release_lines(history) if ln.startswith("| `good-a`"))
+
+
+def test_the_suite_a_run_saved_rebuilds_its_variants_as_they_ran(env_run):
+    """A recheck reruns the suite as the cleared run saved it: each variant rebuilt from that block has
+    the fingerprint the run recorded (the suite file is not read again)."""
+    from evalsuite.backends.base import make_backend
+    from evalsuite.cases.suite import suite_from_resolved
+
+    store = env_run["store"]
+    suite = suite_from_resolved(store.suite)
+    assert [v.name for v in suite.variants] == ["baseline", "good-a", "good-b", "tweak", "bad"] and suite.baseline.name == "baseline"
+    assert {v.name: make_backend(v).fingerprint() for v in suite.variants} == store.signature["variants"]
+    assert suite.resolved()["variants"] == store.suite["variants"] and [c.path for c in suite.casesets] == [c["path"] for c in store.suite["casesets"]]
