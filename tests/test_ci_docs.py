@@ -141,3 +141,17 @@ def test_the_gitlab_ci_job_runs_on_the_fake_suite_with_the_cache_an_earlier_job_
     with ReleaseLedger(repo / "reports" / "releases.sqlite", create=False) as led:
         (d,) = led.decisions()
     assert (d.actor, d.origin, d.status) == ("gl-bot", "https://gitlab.example/acme/models/-/jobs/7", "pass")
+
+
+def test_the_scheduled_recheck_job_runs_recheck_for_production_and_fails_on_a_revoked_clearance():
+    """Issue 42: docs/ci.md's scheduled job; `evalsuite recheck`'s own behaviour is tests/releases/test_recheck.py's."""
+    wf = workflows()[".github/workflows/evalsuite-recheck.yml"]
+    on = wf.get("on", wf.get(True))  # YAML 1.1 reads the key `on` as true
+    assert on["schedule"][0]["cron"].split()[2:] == ["*", "*", "1"] and "workflow_dispatch" in on
+    steps = wf["jobs"]["recheck"]["steps"]
+    (step,) = [s for s in steps if " recheck " in f" {s.get('run', '')} "]
+    assert step["run"].split()[:4] == [".venv/bin/evalsuite", "recheck", "--stage", "production"]
+    assert "if" not in step and "continue-on-error" not in step  # its exit code (1: a clearance revoked) fails the job
+    assert wf["jobs"]["recheck"]["env"]["EVALSUITE_RELEASE_LEDGER"]  # the ledger the gates wrote, not a fresh one
+    (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert upload["if"] == "${{ !cancelled() }}" and upload["with"]["path"] in step["run"]

@@ -51,6 +51,8 @@ CASES = [
     ("promote: bad stage", "promote fake-int8 --to prod --run last --runs-dir {runs} --ledger {ledger}"),
     ("rollback: bad stage", "rollback --stage prod --runs-dir {runs} --ledger {ledger}"),
     ("releases: bad stage", "releases --stage prod --runs-dir {runs} --ledger {ledger}"),
+    ("recheck: bad stage", "recheck --stage prod --runs-dir {runs} --ledger {ledger}"),
+    ("recheck: bad stage, dry run", "recheck --stage prod --dry-run --runs-dir {runs} --ledger {ledger}"),
     ("review flag: missing run", "review flag typo --runs-dir {runs} --queue {queue}"),
     ("review show: missing item", "review show 999 --queue {queue}"),
     ("export: missing run", "export typo --runs-dir {runs} --out {root}/x.csv"),
@@ -75,6 +77,10 @@ def test_the_verdict_codes_and_a_refusal(work):
     assert res.exit_code == ExitCode.OK, res.output
     # a refusal is 1: rollback with nothing promoted
     assert runner.invoke(app, ["rollback", "--stage", "production", *common]).exit_code == ExitCode.FAILED
+    # recheck with nothing stale (the environment is the one the gate recorded) is 0, and runs nothing
+    res = runner.invoke(app, ["recheck", "--stage", "production", *common])
+    assert res.exit_code == ExitCode.OK and "nothing stale for production" in res.output, res.output
+    assert [p.name for p in work["runs"].iterdir()] == [work["run"].name]
     # review back with nothing to go back to is no silent 0
     assert runner.invoke(app, ["review", "back", "--queue", str(work["queue"])]).exit_code == ExitCode.USAGE
 

@@ -181,6 +181,7 @@ class _Run:
 def _bound_backend(run: _Run, v, factory, cases) -> tuple[Any, str]:
     """The variant's backend and fingerprint, recorded in the run's signature (a resumed run refuses a changed variant)."""
     from ..run.runner import build_backend, engine_identities, refuse_changed_variants
+    from ..run.signature import environments_of
 
     backend = build_backend(factory, v, cases)
     fp = backend.fingerprint()
@@ -192,6 +193,7 @@ def _bound_backend(run: _Run, v, factory, cases) -> tuple[Any, str]:
     sig = run.store.signature
     sig.setdefault("variants", {})[v.name] = fp
     sig.setdefault("engines", {}).update(engine_identities({v.name: backend}))
+    sig.setdefault("environments", {}).update(environments_of({v.name: backend}))
     run.store.write_json(run.store.SIGNATURE, sig)
     return backend, fp
 

@@ -25,21 +25,49 @@ Options (under a variant's `options`):
   the backend is closed: the runner's hard limit must stop it), `wrong_count` (one generation
   too few). Kinds that spoil that request's answer only: `none_text`, `non_str` (an int),
   `not_generation` (a dict), `other_case` (the answer of another case id)
+
+Two environment variables stand in for an engine upgrade (tests of `evalsuite releases` and
+`evalsuite recheck`), neither part of the fingerprint, as a library version is not part of a fake's:
+
+- `EVALSUITE_FAKE_ENVIRONMENT`: JSON merged over the environment the fake reports
+  (`Backend.environment`: evalsuite's own process), e.g. `{"libraries": {"transformers": "5.25.0"}}`
+- `EVALSUITE_FAKE_OUTPUTS`: JSON `{variant: {case_id: text}}`: these outputs win over the variant's
+  scripted `outputs` (what the upgraded engine now answers)
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from .base import Backend, Generation, Request
+from ..errors import EvalsuiteError
+from .base import Backend, Generation, Request, local_environment
 from .toolcalls import ToolCall, parse_text_calls
 
 FAULTS = ("raise", "oom", "cuda_oom", "hang", "wrong_count", "none_text", "non_str", "not_generation", "other_case")
+
+
+ENVIRONMENT_VAR = "EVALSUITE_FAKE_ENVIRONMENT"
+OUTPUTS_VAR = "EVALSUITE_FAKE_OUTPUTS"
+
+
+def _json_var(name: str) -> dict:
+    """A JSON mapping from an environment variable ({} when unset); anything else is refused by name."""
+    raw = os.environ.get(name)
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise EvalsuiteError(f"${name}: not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise EvalsuiteError(f"${name}: must be a JSON mapping, got {type(value).__name__}")
+    return value
 
 
 class SimulatedCudaOOM(RuntimeError):
@@ -57,8 +85,6 @@ class FakeBackend(Backend):
         self.faults = dict(self.options.get("faults") or {})
         bad = {k: v for k, v in self.faults.items() if v not in FAULTS}
         if bad:
-            from ..errors import EvalsuiteError
-
             raise EvalsuiteError(f"variant {variant.name!r}: unknown fake fault(s) {bad}; known: {', '.join(FAULTS)}")
         fn = self.options.get("function")
         self._fn = None
@@ -73,13 +99,22 @@ class FakeBackend(Backend):
         """The engine for the report's engine column: scripted outputs, no version."""
         return {"engine": "fake"}
 
+    def environment(self) -> dict:
+        """evalsuite's own process, with `$EVALSUITE_FAKE_ENVIRONMENT` merged over it (a test's upgrade)."""
+        env = local_environment()
+        extra = _json_var(ENVIRONMENT_VAR)
+        for key, value in extra.items():
+            env[key] = {**(env.get(key) or {}), **value} if isinstance(value, dict) and isinstance(env.get(key), dict) else value
+        return env
+
     def engine_metrics(self) -> dict | None:
         """The scripted `engine_metrics` option (None without one), as a vLLM engine's would be read."""
         scripted = self.options.get("engine_metrics")
         return dict(scripted) if scripted is not None else None
 
     def _text(self, req: Request) -> str:
-        scripted = self.options.get("outputs", {}).get(req.case_id)
+        drifted = (_json_var(OUTPUTS_VAR).get(self.variant.name) or {}).get(req.case_id)
+        scripted = drifted if drifted is not None else self.options.get("outputs", {}).get(req.case_id)
         if scripted is not None:
             if isinstance(scripted, list):
                 return scripted[req.sample % len(scripted)]

@@ -123,6 +123,14 @@ def _engine_identity(launcher: type[Launcher] | None) -> dict:
     return {"engine": launcher.name, "version": main}
 
 
+def _environment(launcher: type[Launcher] | None, base_url: str) -> dict:
+    """For a server evalsuite starts, its launcher's environment (`.venv-vllm` for vLLM, evalsuite's own
+    for `transformers serve` and llama.cpp), read without starting it. An external server's libraries
+    cannot be seen from here: its environment is only its address (no `libraries`), which `evalsuite
+    releases` shows as unknown, never as stale or fresh."""
+    return launcher.server_environment() if launcher is not None else {"server": base_url}
+
+
 class HTTPBackend(ServedBackend):
     """OpenAI-compatible chat or text completions over HTTP; a batch's requests go out concurrently.
     It composes the checked options (`HTTPOptions`), the transport (client, retries) and, with
@@ -247,6 +255,10 @@ class HTTPBackend(ServedBackend):
         """The engine for the report's engine column: the launcher and its library's version for a
         server evalsuite starts (no server is started to say it), else the server's address."""
         return _engine_identity(self.launcher)
+
+    def environment(self) -> dict:
+        """The server's environment, as far as evalsuite can see it (`_environment`)."""
+        return _environment(self.launcher, self.base_url)
 
     def fingerprint(self) -> str:
         core = replace(self.variant, options=self.opts.fingerprint_options())

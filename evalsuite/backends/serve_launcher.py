@@ -79,6 +79,14 @@ class Launcher:
         return models.library_identity(*cls.libraries)
 
     @classmethod
+    def server_environment(cls) -> dict:
+        """Where the server computes its outputs (`Backend.environment` of a served variant): by
+        default evalsuite's own environment, whose interpreter runs the server, with `libraries`."""
+        from .base import local_environment
+
+        return local_environment(cls.libraries)
+
+    @classmethod
     def around_batch(cls, base_url: str, generate: Callable[[], list[Generation]]) -> list[Generation]:
         """Run one batch's requests (`generate`); a launcher may read server-side figures around it."""
         return generate()

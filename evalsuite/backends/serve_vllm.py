@@ -120,6 +120,10 @@ class VLLMLauncher(Launcher):
         return {"vllm": identity()}
 
     @classmethod
+    def server_environment(cls) -> dict:
+        return vllm_env.environment(vllm_env.locate())
+
+    @classmethod
     def around_batch(cls, base_url: str, generate: Callable[[], list[Generation]]) -> list[Generation]:
         return with_metrics(base_url, generate)
 

@@ -203,6 +203,10 @@ class VLLMBackend(Backend):
             args["speculative_config"] = dict(args["speculative_config"], model=Path(str(args["speculative_config"]["model"])).name)
         return {"engine": "vllm", "dist": probe.get("dist"), "version": probe.get("version"), "device": probe.get("device"), "settings": args}
 
+    def environment(self) -> dict:
+        """vLLM's environment (`.venv-vllm`, or this process where vllm imports here), not evalsuite's."""
+        return vllm_env.environment(self.python)
+
     def load(self) -> vllm_env.EngineHandle:
         """Start the engine once; a failed start is remembered (each batch then fails at once with vLLM's reason)."""
         if self._load_error is not None:

@@ -75,6 +75,25 @@ def probe(python: str | None) -> dict:
     return found
 
 
+@cache
+def environment(python: str | None) -> dict:
+    """vLLM's environment as `Backend.environment` describes one: in this process, evalsuite's own
+    libraries with vLLM's distribution; else the worker interpreter's, read by running `vllm_worker.py
+    --environment` there (package metadata only: no engine, no vllm import)."""
+    from . import vllm_worker
+
+    if python is None:
+        return vllm_worker.environment()
+    try:
+        out = subprocess.run([python, str(WORKER), "--environment"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise EvalsuiteError(f"the vLLM environment's interpreter {python} does not run ({exc}); {BUILD_HINT}") from None
+    found = json.loads(out.stdout.strip() or "null") if out.returncode == 0 else None
+    if not isinstance(found, dict):
+        raise EvalsuiteError(f"the vLLM environment {python} did not describe itself (exit {out.returncode}): {out.stderr.strip()[-300:]}")
+    return found
+
+
 class EngineHandle(Protocol):
     """A started engine: what it reports about itself, batches in, outputs (plain dicts) out."""
 

@@ -181,6 +181,37 @@ def probe() -> dict | None:
     return None
 
 
+def environment() -> dict:
+    """This environment as `Backend.environment` describes one (evalsuite.backends.base.local_environment's
+    shape, from package metadata and `nvidia-smi`: nothing imported): vLLM's distribution, torch and
+    transformers, python, the platform, the device and its driver."""
+    import platform
+    import subprocess
+    from importlib import metadata
+
+    found = probe() or {}
+    versions: dict[str, str | None] = {str(found.get("dist") or "vllm"): found.get("version")}
+    for name in ("torch", "transformers"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    driver = None
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,name", "--format=csv,noheader"], capture_output=True, text=True, timeout=10)
+            driver = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+        except (OSError, subprocess.SubprocessError):
+            driver = None
+    return {
+        "libraries": versions,
+        "python": platform.python_version(),
+        "platform": f"{platform.system().lower()}-{platform.machine()}",
+        "device": found.get("device") or ("cuda" if driver else "cpu"),
+        "driver": driver,
+    }
+
+
 def main() -> int:
     """The worker loop (see the module docstring); the answers use a copy of stdout, vLLM's prints go to stderr."""
     out = os.fdopen(os.dup(1), "w", buffering=1)
@@ -217,5 +248,8 @@ if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
     if sys.argv[1:] == ["--probe"]:
         print(json.dumps(probe()))
+        sys.exit(0)
+    if sys.argv[1:] == ["--environment"]:
+        print(json.dumps(environment()))
         sys.exit(0)
     sys.exit(main())

@@ -146,6 +146,19 @@ class Variant:
             d["description"] = self.description
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> Variant:
+        """The variant a resolved suite's block describes (`to_dict`'s output, as a run saved it):
+        the variant as it ran, without the suite file (a recheck runs it again from its run)."""
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        if isinstance(known.get("generation"), dict):
+            known["generation"] = GenerationSettings(**known["generation"])
+        if isinstance(known.get("trim"), dict):
+            known["trim"] = ContextTrim(**known["trim"])
+        known["changes"] = tuple(known.get("changes") or ())
+        known["options"] = dict(known.get("options") or {})
+        return cls(**known)
+
 
 @dataclass(frozen=True)
 class CaseSelector:
@@ -238,6 +251,38 @@ class Suite:
             "executor": self.executor.to_dict() if self.executor else {"kind": "local"},
             **({"faults": self.faults.to_dict()} if self.faults else {}),
         }
+
+
+def _selector_fields(saved: dict) -> dict[str, Any]:
+    """A case selector's fields as a resolved suite saved them (lists back to tuples)."""
+    return {str(k): tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in CaseSelector.__dataclass_fields__}
+
+
+def suite_from_resolved(resolved: dict) -> Suite:
+    """The suite a run's resolved suite (suite.json) describes, as it ran: its variants, generation
+    settings, rubric, stage and folders, without reading the suite file again (it may have changed
+    since). Timing, fault probes and load are left out: a rerun from it judges outputs (`evalsuite recheck`)."""
+    selectors = tuple(CaseSelector(**_selector_fields(sel)) for sel in resolved.get("casesets") or [])
+    try:
+        variants = tuple(Variant.from_dict(v) for v in resolved.get("variants") or [])
+        generation = GenerationSettings(**(resolved.get("generation") or {}))
+    except TypeError as exc:
+        raise EvalsuiteError(f"suite {resolved.get('name')!r} as its run saved it cannot be read: {exc}") from None
+    if sum(v.baseline for v in variants) != 1:
+        raise EvalsuiteError(f"suite {resolved.get('name')!r} as its run saved it has no single baseline variant")
+    return Suite(
+        name=str(resolved.get("name") or "suite"),
+        path=str(resolved.get("path") or ""),
+        casesets=selectors,
+        variants=variants,
+        generation=generation,
+        rubric=resolved.get("rubric"),
+        stage=resolved.get("stage"),
+        output_dir=str(resolved.get("output_dir") or "reports"),
+        cache=resolved.get("cache"),
+        raw=dict(resolved),
+        warnings=tuple(resolved.get("warnings") or ()),
+    )
 
 
 def _variant_problem(file: str, line: int | None, variant: str | None, field: str, message: str) -> Problem:

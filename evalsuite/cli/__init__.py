@@ -21,7 +21,7 @@ WORKFLOW = {
     "2. run": ("run", "score", "compare", "summary", "demo"),
     "3. judge": ("gate", "report"),
     "4. review": ("review", "notebook"),
-    "5. releases": ("releases", "promote", "rollback"),
+    "5. releases": ("releases", "promote", "rollback", "recheck"),
     "6. import and setup": ("import", "models"),
 }
 

@@ -1,5 +1,5 @@
-"""`evalsuite releases`, `promote` and `rollback`: thin commands over evalsuite.promotion and the
-release ledger (evalsuite.releases)."""
+"""`evalsuite releases`, `promote`, `rollback` and `recheck`: thin commands over evalsuite.promotion,
+evalsuite.recheck and the release ledger (evalsuite.releases)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ._app import ExitCode, app, console, guarded, new_table, print_error
+from ._app import ExitCode, app, console, guarded, new_table, print_error, setup_logging
 from .judging import LedgerOpt, QueueOpt, RubricOpt, RunsDir
 
 if TYPE_CHECKING:
@@ -47,9 +47,32 @@ def _clearance_table(status: Any, stage: str | None, show_all: bool) -> Table:
     for c in rows:
         d = c.decision
         latest = f"#{d.id} {d.kind} {d.status}, run {d.run_id}, {_when(d.created)} by {d.actor}" if d is not None else "-"
-        cells = [c.stage, c.variant, c.fingerprint[:12], _when(c.since) if c.cleared else "not cleared", latest, str(len(d.waivers) if d else 0)]
+        cells = [c.stage, c.variant, c.fingerprint[:12], _since(c), latest, str(len(d.waivers) if d else 0)]
         t.add_row(*cells, *((c.reason or "-",) if show_all else ()))
     return t
+
+
+def _since(c: Any) -> str:
+    """The cleared-since cell, marked stale or with its environment unknown (the lines below the table say more)."""
+    if not c.cleared:
+        return "not cleared"
+    state = c.environment.state if c.environment is not None else "fresh"
+    return _when(c.since) + {"fresh": "", "stale": " (stale)", "unknown": " (environment unknown)"}[state]
+
+
+def _environment_lines(status: Any, stage: str | None) -> list[str]:
+    """The stale clearances with what changed, and those whose environment is unknown, with why."""
+    lines = []
+    stale = status.stale(stage)
+    if stale:
+        names = "; ".join(f"{c.variant} ({c.stage}: {', '.join(c.environment.changes)})" for c in stale if c.environment is not None)
+        again = "evalsuite recheck" + (f" --stage {stage}" if stage else "")
+        lines.append(f"{len(stale)} cleared variant(s) stale, their environment changed since: {names}; `{again}` judges them again")
+    unknown = [c for c in status.cleared(stage) if c.environment is not None and c.environment.state == "unknown"]
+    if unknown:
+        names = "; ".join(f"{c.variant} ({c.stage}: {c.environment.reason})" for c in unknown)
+        lines.append(f"{len(unknown)} cleared variant(s) with an environment unknown, neither stale nor fresh: {names}")
+    return lines
 
 
 def _deployment_lines(status: Any, stage: str | None) -> list[str]:
@@ -80,7 +103,8 @@ def releases(
     runs_dir: Path = RunsDir,
     json_out: Path | None = JsonOpt,
 ) -> None:
-    """What is cleared for which stage, and since when; what each stage runs and its rollback target."""
+    """What is cleared for which stage, and since when, and whether its environment changed since (stale);
+    what each stage runs and its rollback target."""
     from ..report.releases import ledger_status
     from ..verdict.rubric import load_rubric
 
@@ -89,12 +113,14 @@ def releases(
 
         stage_below(stage)  # a known stage, or exit 4 with the close match ("0 cleared for prod" was a silent typo)
     path = _ledger(ledger, runs_dir)
-    status = ledger_status(path, queue, rubric=load_rubric(rubric) if rubric else None, runs_dir=runs_dir)
+    status = ledger_status(path, queue, rubric=load_rubric(rubric) if rubric else None, runs_dir=runs_dir, environments=True)
     if not path.is_file():
         console.print(f"no release ledger at {path} yet: `evalsuite gate RUN` records each decision there", highlight=False)
     else:
         console.print(_clearance_table(status, stage, show_all))
         for line in _deployment_lines(status, stage):
+            console.print(line, highlight=False, soft_wrap=True)
+        for line in _environment_lines(status, stage):
             console.print(line, highlight=False, soft_wrap=True)
     _write_json(
         json_out,
@@ -177,3 +203,79 @@ def rollback(
         console.print(f"mlflow: model {r['model']!r} alias {r['alias']!r} -> version {r['version']} (was {r['previous'] or 'unset'})", highlight=False)
     console.print(f"ledger: deployment #{dep.id} (rollback) recorded", highlight=False)
     _write_json(json_out, asdict(res))
+
+
+def _recheck_plan_lines(res: Any, dry_run: bool) -> list[str]:
+    lines = []
+    for r in res.plan:
+        stages = "; ".join(f"{c.variant} for {c.stage}: {', '.join(c.environment.changes)}" for c in r.clearances if c.environment is not None)
+        if r.problem:
+            lines.append(f"  cannot run again: {r.problem} ({stages})")
+        else:
+            verb = "would rerun" if dry_run else "rerun"
+            lines.append(f"  {verb} run {r.run_id}: {', '.join(r.variants)} with baseline {r.baseline} again on its {r.cases} case(s) ({stages})")
+    return lines
+
+
+def _recheck_outcome_lines(o: Any) -> list[str]:
+    c = o.clearance
+    head = f"{c.variant} ({c.fingerprint[:12]}) for {c.stage}"
+    where = f" on run {o.run_id}" if o.run_id else ""
+    if o.outcome == "cannot judge":
+        return [f"[yellow]cannot judge[/yellow] {head}{where}: {o.reason} (nothing recorded: still cleared, still stale)"]
+    d = o.decision
+    rules = f" ({o.reason})" if o.reason else ""
+    said = {"kept": "[green]kept[/green]", "revoked": "[red]revoked[/red]", "suspended": "[yellow]suspended[/yellow]"}[o.outcome]
+    what = {
+        "kept": "clearance renewed with the new environment",
+        "revoked": "clearance revoked",
+        "suspended": "clearance suspended until its flagged outputs are reviewed and a gate records a pass",
+    }[o.outcome]
+    lines = [f"{said} {head}: {o.status}{rules}{where}; {what} (decision #{d.id if d else '-'})"]
+    if o.drift is not None:
+        lines.append(f"  against the cleared run {c.decision.run_id if c.decision else '-'}: {o.drift.summary()}")
+    if o.baseline_drift is not None:
+        lines.append(f"  its baseline {o.baseline_drift.variant} against the cleared run: {o.baseline_drift.summary()}")
+    if o.rollback:
+        lines.append(f"  {o.rollback}")
+    return lines
+
+
+@app.command()
+@guarded()
+def recheck(
+    stage: str | None = typer.Option(None, help="only the clearances for this stage (dev, pilot, production)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="say what is stale and what would run again; run nothing"),
+    ledger: Path | None = LedgerOpt,
+    queue: Path | None = QueueOpt,
+    runs_dir: Path = RunsDir,
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars"),
+    json_out: Path | None = JsonOpt,
+) -> None:
+    """Run the stale clearances again (their environment changed since they were cleared) on the suite
+    and cases they were cleared with, and judge them: exit 0 all kept (or nothing stale), 1 a clearance
+    revoked, 2 cannot judge, 3 one suspended for review, 4 bad input."""
+    from ..recheck import RecheckRequest, plan_recheck
+    from ..recheck import recheck as do_recheck
+
+    setup_logging()
+    req = RecheckRequest(ledger=_ledger(ledger, runs_dir), stage=stage, dry_run=dry_run, queue=queue, runs_dir=runs_dir, progress=not quiet)
+    planned = plan_recheck(req)
+    unknown = f"; {len(planned.unknown)} cleared with an unknown environment (not rechecked)" if planned.unknown else ""
+    if not planned.stale:
+        _write_json(json_out, {"ledger": str(req.ledger), "exit_code": int(planned.exit_code), **asdict(planned)})
+        console.print(f"nothing stale{' for ' + stage if stage else ''} in {req.ledger}{unknown}", highlight=False, soft_wrap=True)
+        return
+    console.print(f"{len(planned.stale)} stale clearance(s){unknown}:", highlight=False, soft_wrap=True)
+    for line in _recheck_plan_lines(planned, dry_run):
+        console.print(line, highlight=False, soft_wrap=True)
+    res = do_recheck(req, planned=planned, notify=lambda line: console.print(line, highlight=False, soft_wrap=True))
+    _write_json(json_out, {"ledger": str(req.ledger), "exit_code": int(res.exit_code), **asdict(res)})
+    if dry_run:
+        return
+    for o in res.outcomes:
+        for line in _recheck_outcome_lines(o):
+            console.print(line, highlight=False, soft_wrap=True)
+    if any(o.rollback for o in res.outcomes):
+        console.print("a stage runs a variant that lost its clearance: roll it back (the line above names what `evalsuite rollback` deploys)", highlight=False)
+    raise typer.Exit(int(res.exit_code))

@@ -62,6 +62,13 @@ def variant_fingerprint(store: RunStore, variant: str) -> str:
     return ((store.signature or {}).get("variants") or {}).get(variant) or f"name:{variant}"
 
 
+def variant_environment(store: RunStore, variant: str) -> dict | None:
+    """The environment a variant's outputs in the run were computed in (its signature's `environments`
+    entry), or None: a run made before environments were recorded, or a backend that could not say."""
+    env = ((store.signature or {}).get("environments") or {}).get(variant)
+    return dict(env) if isinstance(env, dict) else None
+
+
 def decision_for(judgment: Any, variant: str, *, kind: str = "gate", actor: str | None = None) -> Decision:
     """What the ledger records of one variant's verdict in a Judgment (evalsuite.judge.judge_run's)."""
     store, verdict, review = judgment.store, judgment.verdict, judgment.decisions.review
@@ -90,6 +97,7 @@ def decision_for(judgment: Any, variant: str, *, kind: str = "gate", actor: str 
         failed_rules=tuple(verdict.failed_rules(variant)),
         actor=actor or default_actor(),
         origin=ci_origin(),
+        environment=variant_environment(store, variant),
     )
 
 

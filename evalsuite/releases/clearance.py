@@ -16,13 +16,14 @@ its rollback target is the nearest entry below that is still cleared.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
 from ..cases.options import STAGES
 from ..errors import EvalsuiteError
 from ..verdict.rubric import Rubric, load_rubric
+from .environment import EnvironmentCheck, EnvironmentProbe, check_environment
 from .ledger import Decision, Deployment, ReleaseLedger
 
 #: (queue path or None for the default queue, fingerprints) -> fingerprint -> item id -> {case_id, verdict, reviewer, note, time}
@@ -45,10 +46,17 @@ class Clearance:
     since: str | None  #: when its current streak of passing decisions at this stage began
     decision: Decision | None  #: its latest decision at this stage
     reasons: tuple[str, ...] = ()  #: why it is not cleared
+    #: its environment then and now (evalsuite.releases.environment); None: not checked (not cleared, or not asked)
+    environment: EnvironmentCheck | None = None
 
     @property
     def reason(self) -> str:
         return "; ".join(self.reasons)
+
+    @property
+    def stale(self) -> bool:
+        """Cleared, but the environment it would run in now differs from the one it was cleared with."""
+        return self.cleared and self.environment is not None and self.environment.stale
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,10 @@ class ReleaseStatus:
 
     def cleared(self, stage: str | None = None) -> list[Clearance]:
         return [c for c in self.clearances if c.cleared and (stage is None or c.stage == stage)]
+
+    def stale(self, stage: str | None = None) -> list[Clearance]:
+        """The cleared builds whose environment changed since (checked only when asked: `environments`)."""
+        return [c for c in self.cleared(stage) if c.stale]
 
 
 class RubricDigests:
@@ -192,13 +204,37 @@ def _lookup(clear: Mapping[tuple[str, str], Clearance], fingerprint: str, *, sta
     return clear.get((fingerprint, stage))
 
 
+def with_environments(clear: Mapping[tuple[str, str], Clearance], probe: EnvironmentProbe) -> dict[tuple[str, str], Clearance]:
+    """Each cleared build's environment then (its latest decision's) and now (`probe`, once per build;
+    not asked when the decision recorded none: unknown either way)."""
+    now: dict[str, tuple[dict | None, str]] = {}
+    out = dict(clear)
+    for key, c in clear.items():
+        if not c.cleared or c.decision is None:
+            continue
+        if c.decision.environment is None:
+            out[key] = replace(c, environment=check_environment(None, None))
+            continue
+        if c.fingerprint not in now:
+            now[c.fingerprint] = probe(c.decision.spec)
+        env, why = now[c.fingerprint]
+        out[key] = replace(c, environment=check_environment(c.decision.environment, env, why))
+    return out
+
+
 def release_status(
-    ledger: ReleaseLedger, verdicts: Verdicts = no_verdicts, *, fingerprints: Sequence[str] | None = None, rubric: Rubric | None = None
+    ledger: ReleaseLedger,
+    verdicts: Verdicts = no_verdicts,
+    *,
+    fingerprints: Sequence[str] | None = None,
+    rubric: Rubric | None = None,
+    environments: EnvironmentProbe | None = None,
 ) -> ReleaseStatus:
     """Every (build, stage) the ledger has decisions for (or only these builds), and every stage's deployments.
 
     `verdicts` gives the review queue's current verdicts (evalsuite.review.api.fingerprint_verdicts);
-    `rubric`: judge every decision against this rubric instead of the file it recorded."""
+    `rubric`: judge every decision against this rubric instead of the file it recorded; `environments`:
+    check each cleared build's environment now against the one it was cleared with (stale or not)."""
     decisions = ledger.decisions()
     wanted = set(fingerprints) if fingerprints is not None else None
     deployments = ledger.deployments()
@@ -215,6 +251,8 @@ def release_status(
     digests = RubricDigests(rubric)
     order = {s: i for i, s in enumerate(STAGES)}
     clear = {key: clearance(hist, digests, reviews.get(key[0], {})) for key, hist in by_key.items()}
+    if environments is not None:
+        clear = with_environments(clear, environments)
     stages = sorted({d.stage for d in deployments}, key=lambda s: order.get(s, 99))
     deps = {s: stage_deployments(s, [d for d in deployments if d.stage == s], partial(_lookup, clear, stage=s)) for s in stages}
     ordered = sorted(clear.values(), key=lambda c: (order.get(c.stage, 99), c.stage, c.variant, c.fingerprint))

@@ -5,13 +5,17 @@ stays on record. The file handling (WAL, busy timeout, `BEGIN IMMEDIATE` writes,
 kill, migrations) is evalsuite.sqlitefile's, shared with the review queue. Every command writes its
 rows in one transaction, under one `event` id: a killed write leaves all of them or none.
 
-Tables (schema version 1; `schema_version` holds the number):
+Tables (schema version 2; `schema_version` holds the number):
 
 - `decisions`: one row per (judged variant, command): `evalsuite gate` writes one per variant of the
-  run it judged (kind `gate`), `evalsuite promote` one for the variant it judged (kind `promote`).
+  run it judged (kind `gate`), `evalsuite promote` one for the variant it judged (kind `promote`),
+  `evalsuite recheck` one per stale clearance it judged again (kind `recheck`, for the cleared build).
   The variant's fingerprint and identity (model files' hashes), its suite block, the stage, its
   verdict (`status`), the run, the rubric and the digest of the stage's rules, the review verdicts
-  that counted (waivers: accepted outputs; regressions), who ran it and from which CI job.
+  that counted (waivers: accepted outputs; regressions), who ran it and from which CI job; since
+  version 2 also the `environment` its outputs were computed in (the run's signature: libraries,
+  python, device, driver; NULL: recorded before environments were, unknown) and, for a recheck,
+  `recheck`: the decision it re-judged, what changed, and how its outputs compare with the cleared run's.
 - `deployments`: one row per promotion (action `promote`) or rollback (action `rollback`): which
   variant the stage runs from then on, the decision that cleared it, the fingerprint it replaced,
   and the MLflow registry alias it moved, if any.
@@ -30,9 +34,9 @@ from ..errors import EvalsuiteError
 from ..sqlitefile import BUSY_TIMEOUT_S, SqliteFile, now_iso
 from ..states import VERDICT_STATUSES
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 LEDGER_FILE = "releases.sqlite"
-KINDS = ("gate", "promote")
+KINDS = ("gate", "promote", "recheck")
 ACTIONS = ("promote", "rollback")
 STATUSES = VERDICT_STATUSES
 
@@ -43,6 +47,11 @@ def _append_only(table: str) -> tuple[str, ...]:
         for op in ("UPDATE", "DELETE")
     )
 
+
+_V1_DECISION_COLUMNS = (
+    "id, event, kind, stage, variant, fingerprint, identity, spec, status, run_id, run_dir, rubric, rubric_digest, queue,"
+    " waivers, regressions, failed_rules, actor, origin, created"
+)
 
 MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (
@@ -68,10 +77,45 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
             *_append_only("decisions"),
             *_append_only("deployments"),
         ),
-    )
+    ),
+    (
+        2,
+        (
+            # kind `recheck`, and the environment a decision was judged in: SQLite cannot widen a CHECK in
+            # place, so both tables are rebuilt with every row and id kept (deployments first: it points at
+            # decisions, and dropping a table that is still pointed at fails its foreign keys)
+            "CREATE TABLE decisions_v2 ("
+            " id INTEGER PRIMARY KEY AUTOINCREMENT, event TEXT NOT NULL,"
+            " kind TEXT NOT NULL CHECK (kind IN ('gate', 'promote', 'recheck')), stage TEXT NOT NULL,"
+            " variant TEXT NOT NULL, fingerprint TEXT NOT NULL, identity TEXT NOT NULL, spec TEXT NOT NULL,"
+            " status TEXT NOT NULL CHECK (status IN ('pass', 'regression', 'cannot judge', 'needs review')),"
+            " run_id TEXT NOT NULL, run_dir TEXT NOT NULL, rubric TEXT NOT NULL, rubric_digest TEXT NOT NULL, queue TEXT NOT NULL,"
+            " waivers TEXT NOT NULL, regressions TEXT NOT NULL, failed_rules TEXT NOT NULL,"
+            " actor TEXT NOT NULL, origin TEXT NOT NULL, created TEXT NOT NULL,"
+            " environment TEXT, recheck TEXT NOT NULL DEFAULT '{}')",
+            f"INSERT INTO decisions_v2 ({_V1_DECISION_COLUMNS}) SELECT {_V1_DECISION_COLUMNS} FROM decisions",
+            "CREATE TABLE deployments_v2 ("
+            " id INTEGER PRIMARY KEY AUTOINCREMENT, event TEXT NOT NULL,"
+            " action TEXT NOT NULL CHECK (action IN ('promote', 'rollback')), stage TEXT NOT NULL,"
+            " variant TEXT NOT NULL, fingerprint TEXT NOT NULL, identity TEXT NOT NULL, spec TEXT NOT NULL,"
+            " decision_id INTEGER NOT NULL REFERENCES decisions_v2(id), replaces TEXT NOT NULL, registry TEXT NOT NULL,"
+            " actor TEXT NOT NULL, origin TEXT NOT NULL, note TEXT NOT NULL, created TEXT NOT NULL)",
+            "INSERT INTO deployments_v2 SELECT * FROM deployments",
+            "DROP TABLE deployments",
+            "DROP TABLE decisions",
+            "ALTER TABLE decisions_v2 RENAME TO decisions",  # deployments_v2's reference follows the rename
+            "ALTER TABLE deployments_v2 RENAME TO deployments",
+            "CREATE INDEX decisions_variant ON decisions(fingerprint, stage, id)",
+            "CREATE INDEX decisions_event ON decisions(event)",
+            "CREATE INDEX deployments_stage ON deployments(stage, id)",
+            *_append_only("decisions"),
+            *_append_only("deployments"),
+        ),
+    ),
 ]
 
-_JSON_FIELDS = ("identity", "spec", "waivers", "regressions", "failed_rules", "registry")
+_JSON_FIELDS = ("identity", "spec", "waivers", "regressions", "failed_rules", "registry", "environment", "recheck")
+_NULLABLE = ("environment",)  #: NULL in the file, None in the record: not known (a row written before the column existed)
 
 
 class LedgerError(EvalsuiteError):
@@ -99,6 +143,12 @@ class Decision:
     failed_rules: Sequence[str] = ()
     actor: str = ""  #: who ran the command
     origin: str = ""  #: the CI job that ran it (a URL), if any
+    #: where its outputs were computed (the run signature's `environments` entry: libraries, python,
+    #: device, driver); None: not known (decided before environments were recorded)
+    environment: Mapping[str, Any] | None = None
+    #: a recheck's record: {of: the decision it re-judged, cleared_run, fingerprint (the rerun's),
+    #: changes (what changed in the environment), against_cleared: per variant, outputs and flips vs the cleared run}
+    recheck: Mapping[str, Any] = field(default_factory=dict)
     id: int = 0  #: set when recorded
     event: str = ""  #: the command's id: every row one command wrote shares it
     created: str = ""
@@ -135,13 +185,19 @@ def _columns(cls: type) -> list[str]:
 
 def _row_values(obj: Any) -> list[Any]:
     d = asdict(obj)
-    return [json.dumps(d[k], sort_keys=True, ensure_ascii=False, default=str) if k in _JSON_FIELDS else d[k] for k in _columns(type(obj))]
+    return [_encoded(k, d[k]) for k in _columns(type(obj))]
+
+
+def _encoded(key: str, value: Any) -> Any:
+    if key not in _JSON_FIELDS or (value is None and key in _NULLABLE):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _from_row(cls: type, row: Any) -> Any:
     d = {k: row[k] for k in row.keys()}
     for k in _JSON_FIELDS:
-        if k in d:
+        if k in d and d[k] is not None:
             d[k] = json.loads(d[k])
     if "failed_rules" in d:
         d["failed_rules"] = tuple(d["failed_rules"])

@@ -165,6 +165,13 @@ def stability_lines(load: Any) -> list[str]:
     return lines
 
 
+def _environment_mark(env: dict | None) -> str:
+    """A cleared cell's note on its environment: stale (what changed) or unknown; nothing when fresh."""
+    if not env or env["state"] == "fresh":
+        return ""
+    return f" ⚠️ {_cell(env['summary'])}" if env["state"] == "stale" else f" ({_cell(env['summary'])})"
+
+
 def release_lines(releases: Any) -> list[str]:
     """The release history of the run's variants and each stage's rollback target (nothing without a ledger)."""
     if releases is None:
@@ -176,7 +183,7 @@ def release_lines(releases: Any) -> list[str]:
         for s in stages:
             c = v["stages"][s]
             cells.append(
-                f"✅ since {c['since'][:16].replace('T', ' ')} (run `{c['run_id']}`)"
+                f"✅ since {c['since'][:16].replace('T', ' ')} (run `{c['run_id']}`){_environment_mark(c.get('environment'))}"
                 if c["cleared"]
                 else "-"
                 if c["status"] is None

@@ -14,6 +14,7 @@ from typing import Any
 from ..cases.options import STAGES
 from ..releases.api import default_ledger_path, judged_variants, variant_fingerprint
 from ..releases.clearance import ReleaseStatus, release_status
+from ..releases.environment import current_environment
 from ..releases.ledger import ReleaseLedger
 from ..review.api import default_queue_path, fingerprint_verdicts
 from ..verdict.rubric import Rubric
@@ -28,16 +29,19 @@ def ledger_status(
     fingerprints: Sequence[str] | None = None,
     rubric: Rubric | None = None,
     runs_dir: str | Path | None = None,
+    environments: bool = False,
 ) -> ReleaseStatus:
     """The ledger read now: review verdicts from the queue each decision used (else `queue`, else the
     default queue beside the runs, or beside the ledger), rubrics from the files the decisions name
-    (else `rubric`). No ledger file: nothing is cleared."""
+    (else `rubric`); `environments`: each cleared build's environment now, against the one it was
+    cleared with (stale or not: evalsuite.releases.environment). No ledger file: nothing is cleared."""
     path = Path(ledger)
     if not path.is_file():
         return ReleaseStatus(())
     verdicts = partial(fingerprint_verdicts, default=queue or default_queue_path(runs_dir=runs_dir or path.parent / "runs"))
+    probe = current_environment if environments else None
     with ReleaseLedger(path, create=False) as led:
-        return release_status(led, verdicts, fingerprints=fingerprints, rubric=rubric)
+        return release_status(led, verdicts, fingerprints=fingerprints, rubric=rubric, environments=probe)
 
 
 @dataclass(frozen=True)
@@ -45,15 +49,18 @@ class ReleaseHistory:
     """What the report shows of the ledger for one run's variants."""
 
     ledger: str
-    variants: list[dict]  #: {variant, fingerprint, stages: {stage: {cleared, since, run_id, decision, status, reason}}, decisions: [...]}
+    #: {variant, fingerprint, stages: {stage: {cleared, since, run_id, decision, status, reason, environment}}, decisions: [...]};
+    #: environment: {state (fresh, stale, unknown), changes, reason, summary} of a cleared stage, else None
+    variants: list[dict]
     stages: list[dict] = field(default_factory=list)  #: {stage, current: {...} | None, target: {...} | None, why_no_target}
 
 
 def _stage_cell(c: Any) -> dict:
     if c is None:
-        return {"cleared": False, "since": None, "run_id": None, "decision": None, "status": None, "reason": "no decision recorded"}
-    d = c.decision
-    return {"cleared": c.cleared, "since": c.since, "run_id": d.run_id, "decision": d.id, "status": d.status, "reason": c.reason}
+        return {"cleared": False, "since": None, "run_id": None, "decision": None, "status": None, "reason": "no decision recorded", "environment": None}
+    d, env = c.decision, c.environment
+    envd = {"state": env.state, "changes": list(env.changes), "reason": env.reason, "summary": env.summary()} if env is not None else None
+    return {"cleared": c.cleared, "since": c.since, "run_id": d.run_id, "decision": d.id, "status": d.status, "reason": c.reason, "environment": envd}
 
 
 def _brief(dep: Any) -> dict | None:
@@ -67,7 +74,7 @@ def release_history(judgment: Any, ledger: str | Path | None = None, queue: str 
     if not path.is_file():
         return None
     fps = {v: variant_fingerprint(store, v) for v in judged_variants(judgment)}
-    status = ledger_status(path, queue or default_queue_path(store), fingerprints=sorted(set(fps.values())))
+    status = ledger_status(path, queue or default_queue_path(store), fingerprints=sorted(set(fps.values())), environments=True)
     with ReleaseLedger(path, create=False) as led:
         rows = []
         for variant, fp in fps.items():

@@ -272,6 +272,9 @@ class DegradedBackend(Backend):
     def engine_identity(self) -> dict | None:
         return self.inner.engine_identity()
 
+    def environment(self) -> dict:
+        return self.inner.environment()
+
     def load(self) -> object:
         return self.inner.load()
 

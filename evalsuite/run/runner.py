@@ -27,7 +27,7 @@ from ..perf.context import context_cost
 from .partial import selection
 from .progress import progress_bar
 from .prompting import batches, build_requests, trimmed_cases
-from .signature import engine_identities, make_signature, weights_of
+from .signature import engine_identities, environments_of, make_signature, weights_of
 from .store import DEFAULT_CACHE, GenerationCache, RunStore
 from .summary import summarize_generations
 from .trimming import Trimmed
@@ -49,6 +49,7 @@ class RunOptions:
     runs_dir: str | None = None
     backend_factory: Callable[[Variant], Backend] | None = None  #: for tests and wrappers
     timing: Any = None  #: overrides the suite's `timing:` ("interleaved" or a mapping; evalsuite.perf.timing)
+    cases: Sequence[Case] | None = None  #: run exactly these cases (a recheck: the cleared run's own) instead of the suite's selection
 
 
 @dataclass
@@ -184,14 +185,14 @@ def generate_suite(suite: Suite, options: RunOptions | None = None) -> RunResult
     from ..cases.options import parse_timing
 
     opts = options or RunOptions()
-    cases = select_cases(suite, opts.scenarios, opts.limit)
+    cases = list(opts.cases) if opts.cases is not None else select_cases(suite, opts.scenarios, opts.limit)
     variants = select_variants(suite, opts.variants)
     timing = parse_timing(opts.timing, f"{suite.path}: timing") if opts.timing is not None else suite.timing
     factory = opts.backend_factory or make_backend
     backends = {v.name: build_backend(factory, v, cases) for v in variants}
     fingerprints = {name: be.fingerprint() for name, be in backends.items()}
     # suite.warnings (one variable at a time...) were logged once, by load_suite
-    store = _open_store(suite, opts, cases, fingerprints, weights_of(backends), engine_identities(backends))
+    store = _open_store(suite, opts, cases, fingerprints, weights_of(backends), engine_identities(backends), environments_of(backends))
     cache = GenerationCache(opts.cache_path or suite.cache or DEFAULT_CACHE)
     result = RunResult(store=store, cases=cases)
     executor = make_executor(getattr(suite, "executor", None))  # where batches run; storage stays here
@@ -243,12 +244,18 @@ def select_variants(suite: Suite, names: Sequence[str] | None) -> list[Variant]:
 
 
 def _open_store(
-    suite: Suite, opts: RunOptions, cases: Sequence[Case], fingerprints: dict[str, str], weights: dict[str, dict], engines: dict[str, dict] | None = None
+    suite: Suite,
+    opts: RunOptions,
+    cases: Sequence[Case],
+    fingerprints: dict[str, str],
+    weights: dict[str, dict],
+    engines: dict[str, dict] | None = None,
+    environments: dict[str, dict | None] | None = None,
 ) -> RunStore:
     """The run to write into: a new run directory, or the one `opts.resume` names (checked against
     the suite as it is now, and repaired after a kill)."""
     runs_dir = Path(opts.runs_dir or Path(suite.output_dir) / "runs")
-    signature = make_signature(suite, cases, fingerprints, weights, engines)
+    signature = make_signature(suite, cases, fingerprints, weights, engines, environments)
     signature["partial"] = selection(limit=opts.limit, scenarios=opts.scenarios)  # a smoke run clears nothing (evalsuite.run.partial)
     if not opts.resume:
         return RunStore.create(runs_dir, suite.name, suite.resolved(), signature, prepare=lambda st: _write_cases(cases, st))
@@ -267,6 +274,7 @@ def _open_store(
     merged["variants"] = {**old.get("variants", {}), **fingerprints}
     merged["weights"] = {**old.get("weights", {}), **weights}
     merged["engines"] = {**old.get("engines", {}), **(engines or {})}
+    merged["environments"] = {**old.get("environments", {}), **(environments or {})}
     store.write_json(store.SIGNATURE, merged)
     return store
 

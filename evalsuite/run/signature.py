@@ -56,7 +56,12 @@ def _cpu_count() -> int:
 
 
 def make_signature(
-    suite: Suite, cases: Sequence[Case], fingerprints: dict[str, str], weights: dict[str, dict] | None = None, engines: dict[str, dict] | None = None
+    suite: Suite,
+    cases: Sequence[Case],
+    fingerprints: dict[str, str],
+    weights: dict[str, dict] | None = None,
+    engines: dict[str, dict] | None = None,
+    environments: dict[str, dict | None] | None = None,
 ) -> dict:
     sets: dict[str, list[str]] = {}
     for c in cases:
@@ -73,6 +78,7 @@ def make_signature(
         "variants": fingerprints,
         "weights": weights or {},  #: per variant: hub commits and libraries of its weights (evalsuite.models.describe)
         "engines": engines or {},  #: per variant: its engine, version and settings (evalsuite.models.engines)
+        "environments": environments or {},  #: per variant: where its outputs were computed (Backend.environment; None: unknown)
         "baseline": suite.baseline.name,
         "libraries": library_versions(),
         "hardware": hardware(),
@@ -102,4 +108,18 @@ def engine_identities(backends: dict[str, Backend]) -> dict[str, dict]:
             continue
         if identity is not None:
             out[name] = identity
+    return out
+
+
+def environments_of(backends: dict[str, Backend]) -> dict[str, dict | None]:
+    """Per variant, the environment its outputs are computed in (`Backend.environment`: libraries,
+    python, device, driver), what a clearance is checked against later (`evalsuite releases`); a
+    backend that cannot say is recorded as None (unknown), never a reason to stop the run."""
+    out: dict[str, dict | None] = {}
+    for name, be in backends.items():
+        try:
+            out[name] = be.environment()
+        except Exception as exc:  # noqa: BLE001 - a description, never a reason to stop the run
+            log.warning("variant %s: its environment is not known (%s); it is recorded as unknown", name, exc)
+            out[name] = None
     return out

@@ -24,7 +24,7 @@ def deployment(variant="v", fp="f1", action="promote", stage="production", decis
 
 def test_a_new_ledger_has_the_schema_and_refuses_updates_and_deletes(tmp_path):
     with ReleaseLedger(tmp_path / "l.sqlite") as led:
-        assert led.schema_version == SCHEMA_VERSION == 1 and led.integrity() == "ok"
+        assert led.schema_version == SCHEMA_VERSION == 2 and led.integrity() == "ok"
         assert led.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         stored, dep = led.record([decision()], deployment(decision_id=0))
         for sql in ("UPDATE decisions SET status='regression'", "DELETE FROM decisions", "DELETE FROM deployments", "UPDATE deployments SET note='x'"):
@@ -85,13 +85,40 @@ def test_the_stored_v1_ledger_reads(tmp_path):
     db = sqlite3.connect(path)
     db.executescript(FIXTURE.read_text("utf-8"))
     db.close()
-    with ReleaseLedger(path, create=False) as led:
-        assert led.schema_version == 1 and led.integrity() == "ok"
+    with ReleaseLedger(path, create=False) as led:  # migrated to version 2 on opening, every row and id kept
+        assert led.schema_version == 2 and led.integrity() == "ok"
+        assert led.db.execute("PRAGMA foreign_key_check").fetchall() == []
         d = led.decisions()
         assert [(x.kind, x.stage, x.status) for x in d] == [("gate", "dev", "pass"), ("gate", "pilot", "regression"), ("promote", "pilot", "pass")]
         assert d[1].failed_rules == ("kb-citation-recall",) and d[2].waivers["kb-004"]["item"] == 7
         assert d[0].identity["artefacts"]["model"]["files"] == 3 and d[0].spec["quantization"] == {"method": "bnb", "bits": 8}
+        assert [(x.environment, x.recheck) for x in d] == [(None, {})] * 3  # recorded before environments: unknown
         (dep,) = led.deployments()
         assert (dep.action, dep.stage, dep.decision_id) == ("promote", "pilot", 3)
-        led.record([decision()])  # still writable, ids continue
-        assert led.decisions()[-1].id == 4
+        led.record([decision(kind="recheck", environment={"libraries": {"torch": "2.13.0"}}, recheck={"of": 3})])  # still writable, ids continue
+        new = led.decisions()[-1]
+        assert (new.id, new.kind, new.environment, new.recheck) == (4, "recheck", {"libraries": {"torch": "2.13.0"}}, {"of": 3})
+        for sql in ("UPDATE decisions SET status='regression'", "DELETE FROM deployments"):  # still append-only
+            with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+                led.db.execute(sql)
+        with pytest.raises(sqlite3.IntegrityError):  # and a deployment still needs its decision
+            led.db.execute("INSERT INTO deployments (event, action, stage, variant, fingerprint, identity, spec, decision_id, replaces, registry, actor, origin, note, created)"
+                           " VALUES ('e', 'promote', 'dev', 'v', 'f', '{}', '{}', 99, '', '{}', 'a', '', '', 'now')")
+
+
+def test_the_stored_v2_ledger_reads_with_its_environments_and_recheck(tmp_path):
+    from evalsuite.releases.environment import check_environment
+
+    path = tmp_path / "v2.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript((Path(__file__).parent / "fixtures" / "ledger-v2.sql").read_text("utf-8"))
+    db.close()
+    with ReleaseLedger(path, create=False) as led:
+        assert led.schema_version == 2 and led.integrity() == "ok"
+        d = led.decisions()
+        assert [(x.kind, x.stage, x.status) for x in d][3:] == [("gate", "production", "pass"), ("recheck", "production", "pass")]
+        assert [x.environment for x in d[:3]] == [None] * 3  # migrated from version 1: unknown
+        gate, recheck = d[3], d[4]
+        assert recheck.recheck["of"] == gate.id and recheck.recheck["changes"] == ["transformers 5.24.0 → 5.25.0"]
+        assert check_environment(gate.environment, recheck.environment).changes == ("transformers 5.24.0 → 5.25.0",)
+        assert check_environment(recheck.environment, recheck.environment).state == "fresh"
