@@ -13,6 +13,9 @@ from evalsuite.cli import app
 
 runner = CliRunner()
 
+#: a fake build's interpreter: a script that runs this one (a symlink would lose this venv's site-packages)
+_WRAP = f"def _wrap(path):\n    import os, sys\n    open(path, 'w').write('#!/bin/sh\\nexec {sys.executable} \"$@\"\\n')\n    os.chmod(path, 0o755)\n"
+
 
 @pytest.fixture
 def envs_dir(tmp_path, monkeypatch):
@@ -20,7 +23,7 @@ def envs_dir(tmp_path, monkeypatch):
     monkeypatch.setenv(envs.ENVS_VAR, str(root))
 
     def commands(spec, target):
-        script = f"import os; os.makedirs({str(target / 'bin')!r}); os.symlink({sys.executable!r}, {str(target / 'bin' / 'python')!r})"
+        script = _WRAP + f"import os; os.makedirs({str(target / 'bin')!r}); _wrap({str(target / 'bin' / 'python')!r})"
         return [[sys.executable, "-c", script]]
 
     monkeypatch.setattr(envs, "build_commands", commands)

@@ -180,7 +180,10 @@ def _lock_path(digest: str) -> Path:
 def build_commands(spec: EnvSpec, target: Path) -> list[list[str]]:
     """The commands that build `spec` into `target`: a virtual environment, then one pip install."""
     python = str(target / "bin" / "python")
-    return [[sys.executable, "-m", "venv", str(target)], [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--progress-bar", "off", *spec.install]]
+    return [
+        [sys.executable, "-m", "venv", str(target)],
+        [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--progress-bar", "off", *spec.install],
+    ]
 
 
 class EnvBuildError(EvalsuiteError):

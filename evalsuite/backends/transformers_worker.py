@@ -77,9 +77,9 @@ class _Worker:
             from .transformers import TransformersBackend
 
             self.libraries = tuple(msg.get("libraries") or self.libraries)
-            backend = TransformersBackend(variant_from_wire(msg["variant"]))
-            self.backend = backend
-            return {"identity": backend.weights_identity(), "engine": backend.engine_identity(), "environment": local_environment(self.libraries)}
+            started = TransformersBackend(variant_from_wire(msg["variant"]))
+            self.backend = started
+            return {"identity": started.weights_identity(), "engine": started.engine_identity(), "environment": local_environment(self.libraries)}
         backend = self.backend
         if backend is None:
             raise RuntimeError(f"message {kind!r} before `start`")

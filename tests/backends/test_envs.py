@@ -15,6 +15,9 @@ from evalsuite.backends import envs
 from evalsuite.backends.envs import EnvBuildError, EnvSpec
 from evalsuite.errors import EvalsuiteError
 
+#: a fake build's interpreter: a script that runs this one (a symlink would lose this venv's site-packages)
+_WRAP = f"def _wrap(path):\n    import os, sys\n    open(path, 'w').write('#!/bin/sh\\nexec {sys.executable} \"$@\"\\n')\n    os.chmod(path, 0o755)\n"
+
 
 @pytest.fixture
 def envs_dir(tmp_path, monkeypatch):
@@ -30,7 +33,7 @@ def fake_build(monkeypatch):
 
     def commands(spec, target):
         built.append(target)
-        script = f"import os; os.makedirs({str(target / 'bin')!r}, exist_ok=True); os.symlink({sys.executable!r}, {str(target / 'bin' / 'python')!r})"
+        script = _WRAP + f"import os; os.makedirs({str(target / 'bin')!r}, exist_ok=True); _wrap({str(target / 'bin' / 'python')!r})"
         return [[sys.executable, "-c", script]]
 
     monkeypatch.setattr(envs, "build_commands", commands)
@@ -98,7 +101,7 @@ def test_two_builders_of_one_environment_build_it_once(envs_dir, monkeypatch):
 
     def commands(spec, target):
         built.append(target)
-        script = f"import os, time; time.sleep(0.5); os.makedirs({str(target / 'bin')!r}); os.symlink({sys.executable!r}, {str(target / 'bin' / 'python')!r})"
+        script = _WRAP + f"import os, time; time.sleep(0.5); os.makedirs({str(target / 'bin')!r}); _wrap({str(target / 'bin' / 'python')!r})"
         return [[sys.executable, "-c", script]]
 
     monkeypatch.setattr(envs, "build_commands", commands)
@@ -117,7 +120,7 @@ def test_a_failed_build_names_the_requirements_and_pips_last_lines(envs_dir, mon
         "import sys; print('Looking in indexes: ...'); print('ERROR: Could not find a version that satisfies the requirement transformers==0.0.1'); sys.exit(1)"
     )
     monkeypatch.setattr(
-        envs, "build_commands", lambda spec, target: [[sys.executable, "-c", f"import os; os.makedirs({str(target)!r})"], [sys.executable, "-c", pip]]
+        envs, "build_commands", lambda spec, target: [[sys.executable, "-c", _WRAP + f"import os; os.makedirs({str(target)!r})"], [sys.executable, "-c", pip]]
     )
     spec = EnvSpec.of(["transformers==0.0.1"])
     with pytest.raises(EnvBuildError) as info:
