@@ -4,7 +4,6 @@ tiny random Llama, so its outputs must be the in-process backend's, token for to
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import stat
@@ -128,7 +127,7 @@ def test_an_environment_that_does_not_start_is_the_variants_load_error(tmp_path,
     fp = be.fingerprint()  # never raises: the run computes every fingerprint before it starts
     assert be.load_error and "variant 'broken': the worker" in be.load_error and "exited with status 3" in be.load_error
     assert "No module named yaml" in be.load_error  # the worker's own last log lines
-    assert fp == dataclasses.replace(be.variant).fingerprint({"unavailable": {"python": _broken_python(tmp_path)}})
+    assert fp == be.variant.fingerprint({"unavailable": {"python": _broken_python(tmp_path)}})
     assert be.weights_identity() is None and be.engine_identity() is None
     with pytest.raises(EvalsuiteError, match="variant 'broken'"):
         be.generate(_requests(1))
@@ -160,3 +159,18 @@ def test_a_run_goes_on_when_a_variants_environment_fails(write, tmp_path, tiny_d
     assert [g for g in gens if g.variant == "broken"] and all(not g.ok for g in gens if g.variant == "broken")
     assert "exited with status 3" in load_failures(result.store)["broken"]
     assert any(p.startswith("variant 'broken': cannot judge") for p in compare_run(result.store).problems)
+
+
+def test_an_environment_that_does_not_build_is_the_variants_load_error_with_pips_lines(tmp_path, monkeypatch, tiny_dir, cache_dir):
+    from evalsuite.backends import envs
+
+    monkeypatch.setenv(envs.ENVS_VAR, str(tmp_path / "envs"))
+    fail = "print('ERROR: No matching distribution found for transformers==9.9.9'); raise SystemExit(1)"
+    monkeypatch.setattr(envs, "build_commands", lambda spec, target: [[sys.executable, "-c", fail]])
+    be = make_backend(_variant(tiny_dir, cache_dir, {"requirements": ["transformers==9.9.9"]}, name="tf-999"))
+    be.fingerprint()  # never raises
+    assert be.load_error is not None and be.load_error.startswith("variant 'tf-999': building the environment for transformers==9.9.9 failed")
+    assert be.load_error.endswith("ERROR: No matching distribution found for transformers==9.9.9")
+    assert be.environment() == {"libraries": {}, "python": None, "built": False, "requirements": ["transformers==9.9.9"]}  # not built: says so
+    with pytest.raises(EvalsuiteError, match="variant 'tf-999': building the environment"):
+        be.load()
