@@ -48,7 +48,7 @@ class Registry:
 #: backends by name; "module:attr" strings, so importing evalsuite never imports torch or vllm
 BACKENDS = Registry("backend")
 BACKENDS.register("fake", "evalsuite.backends.fake:FakeBackend")
-BACKENDS.register("transformers", "evalsuite.backends.transformers:TransformersBackend")
+BACKENDS.register("transformers", "evalsuite.backends.transformers_env:transformers_backend")  # in-process, or in the variant's own environment
 BACKENDS.register("http", "evalsuite.backends.http:HTTPBackend")
 BACKENDS.register("vllm", "evalsuite.backends.vllm:VLLMBackend")
 

@@ -12,19 +12,18 @@ backend runs `vllm_worker.py` there as a child process speaking JSON lines over 
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
-import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import EvalsuiteError
+from .worker_process import WorkerProcess
 
 ENV_VAR = "EVALSUITE_VLLM_PYTHON"
 #: an exception's last line in a log ("ValueError: To serve at least one request ...")
@@ -131,22 +130,16 @@ class InProcessEngine:
 
 
 class WorkerEngine:
-    """vLLM in a child process of `python` (vLLM's environment), over JSON lines on its stdin/stdout."""
+    """vLLM in a child process of `python` (vLLM's environment), over JSON lines on its stdin/stdout
+    (`worker_process.WorkerProcess`, the one reader of that wire)."""
 
     def __init__(self, python: str, engine_args: dict, env: dict | None = None):
-        self.log = tempfile.NamedTemporaryFile("w+b", prefix="evalsuite-vllm-worker-", suffix=".log", delete=False)
-        self.proc: subprocess.Popen | None = subprocess.Popen(
-            [python, str(WORKER)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
-            bufsize=1,
-            env=_worker_env(env, engine_args),
-            start_new_session=True,
-        )
         try:
-            reply = self._ask({"engine_args": engine_args})
+            self.worker = WorkerProcess([python, str(WORKER)], env=_worker_env(env, engine_args), log_prefix="evalsuite-vllm-worker-")
+        except EvalsuiteError as exc:
+            raise EvalsuiteError(f"the vLLM environment's interpreter {python} does not run ({exc}); {BUILD_HINT}") from None
+        try:
+            reply = self.worker.ask({"engine_args": engine_args})
         except EvalsuiteError as exc:
             self.close()
             raise EvalsuiteError(f"the vLLM worker ({python}) did not start: {exc}") from None
@@ -165,26 +158,16 @@ class WorkerEngine:
 
     def root_cause(self) -> str | None:
         """The last exception line of the worker's log (the engine process logs there), else None."""
-        with contextlib.suppress(OSError):
-            text = Path(self.log.name).read_text("utf-8", "replace")
-            found = [m.group(0).strip() for m in _EXCEPTION_LINE.finditer(text) if "Engine core initialization failed" not in m.group(0)]
-            return found[-1][:1000] if found else None
-        return None
+        found = [m.group(0).strip() for m in _EXCEPTION_LINE.finditer(self.worker.log_text()) if "Engine core initialization failed" not in m.group(0)]
+        return found[-1][:1000] if found else None
 
     def _ask(self, msg: dict) -> dict:
-        proc = self.proc
-        if proc is None or proc.stdin is None or proc.stdout is None:
-            raise EvalsuiteError("the vLLM worker is closed")
         try:
-            proc.stdin.write(json.dumps(msg) + "\n")
-            proc.stdin.flush()
-            line = proc.stdout.readline()
-        except (BrokenPipeError, OSError):
-            line = ""
-        if not line:
-            proc.wait(timeout=30)
-            raise EvalsuiteError(f"it exited with status {proc.returncode}; its log ends with: {self.log_tail()}")
-        return json.loads(line)
+            return self.worker.ask(msg)
+        except EvalsuiteError as exc:
+            if str(exc) == "the worker is closed":
+                raise EvalsuiteError("the vLLM worker is closed") from None
+            raise
 
     def generate(self, requests: list[dict]) -> list[dict]:
         reply = self._ask({"requests": requests})
@@ -199,26 +182,10 @@ class WorkerEngine:
 
     def log_tail(self, lines: int = 5) -> str:
         """The worker's last log lines, joined on one line (for error messages)."""
-        with contextlib.suppress(OSError):
-            text = Path(self.log.name).read_text("utf-8", "replace")
-            return " | ".join(ln.strip() for ln in text.splitlines()[-lines:] if ln.strip())
-        return ""
+        return self.worker.log_tail(lines)
 
     def close(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None:
-            with contextlib.suppress(OSError):
-                if proc.stdin:
-                    proc.stdin.close()  # the worker's loop ends, and with it vLLM's engine processes
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, 9)
-                proc.wait(timeout=30)
-        self.log.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.log.name)
+        self.worker.close()  # its stdin closed: the worker's loop ends, and with it vLLM's engine processes
 
 
 def _worker_env(extra: dict | None, engine_args: dict) -> dict:

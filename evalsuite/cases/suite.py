@@ -1,7 +1,7 @@
 """The suite file: which case sets, which variants (one baseline), how to generate, which rubric.
 
-Variants inherit the baseline's backend, model and options, and state what they change. A variant
-that changes more than one of {quantization, speculative, backend, generation, context, kv_cache} is allowed, with a
+Variants inherit the baseline's backend, model, options and environment, and state what they change. A variant
+that changes more than one of {quantization, speculative, backend, framework, generation, context, kv_cache} is allowed, with a
 warning: change one variable at a time, or a regression cannot be attributed (unless the variant
 declares exactly those `changes:`, on purpose).
 """
@@ -37,9 +37,11 @@ from .options import (
 
 log = logging.getLogger("evalsuite")
 
-CHANGE_CATEGORIES = ("quantization", "speculative", "backend", "generation", "context", "kv_cache")
+CHANGE_CATEGORIES = ("quantization", "speculative", "backend", "framework", "generation", "context", "kv_cache")
 #: backends that take a variant's `kv_cache:` (vLLM takes `quantization: {kv_cache_dtype: fp8}` instead)
 KV_CACHE_BACKENDS = ("transformers", "fake")
+#: backends that run in a variant's own environment (`environment:`; evalsuite.backends.envs)
+ENVIRONMENT_BACKENDS = ("transformers",)
 _VARIANT_KEYS = {
     "name",
     "baseline",
@@ -56,6 +58,7 @@ _VARIANT_KEYS = {
     "description",
     "degrade",
     "trim",
+    "environment",
 }
 _SUITE_KEYS = {
     "schema_version",
@@ -96,6 +99,9 @@ class Variant:
     description: str = ""
     changes: tuple[str, ...] = ()  #: categories changed against the baseline (computed)
     trim: ContextTrim | None = None  #: context trimming applied by the prompt builder (`trim:`; None: every document)
+    #: the environment it runs in: {requirements: [...]} (built once, evalsuite.backends.envs) or
+    #: {python: PATH}; None: evalsuite's own
+    environment: dict | None = None
 
     def spec(self) -> dict:
         """Everything about the variant that can change an output (its name cannot). A hub
@@ -116,6 +122,8 @@ class Variant:
         }
         if self.kv_cache:  # only when set: every fingerprint made before the field existed stays valid
             spec["kv_cache"] = self.kv_cache
+        if self.environment:  # the same: a variant in evalsuite's own environment keeps its fingerprint
+            spec["environment"] = self.environment
         return spec
 
     def fingerprint(self, weights_identity: Any = None) -> str:
@@ -142,6 +150,8 @@ class Variant:
             d["degrade"] = self.degrade
         if self.trim:
             d["trim"] = self.trim.to_dict()
+        if self.environment:
+            d["environment"] = self.environment
         if self.description:
             d["description"] = self.description
         return d
@@ -361,6 +371,8 @@ def compute_changes(variant: Variant, baseline: Variant) -> tuple[str, ...]:
         changed.append("speculative")
     if (variant.backend, variant.model, variant.revision, variant.options) != (baseline.backend, baseline.model, baseline.revision, baseline.options):
         changed.append("backend")
+    if (variant.environment or None) != (baseline.environment or None):
+        changed.append("framework")
     if variant.generation.request_part() != baseline.generation.request_part() or variant.generation.batch_size != baseline.generation.batch_size:
         changed.append("generation")
     if variant.trim != baseline.trim:
@@ -459,6 +471,8 @@ def _parse_variants(
         trim = parse_trim_block(rv.get("trim"), file, lines.line_of, problems, ("variants", i, "trim"), name)
         if revision is not None and not isinstance(revision, str):
             problems.append(_variant_problem_at(file, lines, i, name, "revision", "expected a branch, tag or commit (a string)"))
+        env_at = ("variants", i if "environment" in rv else (baselines or [i])[0], "environment")  # one inherited is reported once, at the baseline
+        environment = parse_environment(inherit("environment"), file, lines, env_at, name, problems if "environment" in rv else [], rel)
         variants.append(
             Variant(
                 name=name,
@@ -475,15 +489,81 @@ def _parse_variants(
                 degrade=rv.get("degrade"),
                 description=rv.get("description", ""),
                 trim=trim,
+                environment=environment,
             )
         )
     return variants
 
 
+def parse_environment(raw: Any, file: str, lines: LineMap, path: tuple, who: str, problems: list[Problem], rel: Callable[[str], str]) -> dict | None:
+    """A variant's `environment:`: `{requirements: [pip requirement, ...]}` (an environment evalsuite
+    builds) or `{python: PATH}` (an interpreter that exists; relative to the suite file), or None."""
+    if raw is None:
+        return None
+    where = ".".join(map(str, path[2:]))
+    field_name = f"variants[{path[1]}].{where}"
+
+    def bad(key: tuple, message: str) -> None:
+        problems.append(_variant_problem(file, lines.line_of(path + key) or lines.line_of(path), who, field_name + "".join(f".{k}" for k in key), message))
+
+    if not isinstance(raw, dict):
+        bad((), "expected a mapping: {requirements: [...]} or {python: PATH}")
+        return None
+    for k in sorted(set(raw) - {"requirements", "python"}, key=repr):
+        bad((k,), "unknown field (known: python, requirements)")
+    if ("requirements" in raw) == ("python" in raw):
+        bad((), "give exactly one of `requirements` (an environment evalsuite builds) and `python` (an existing interpreter)")
+        return None
+    if "python" in raw:
+        if not isinstance(raw["python"], str) or not raw["python"].strip():
+            bad(("python",), "expected the path of a Python interpreter")
+            return None
+        python = raw["python"]
+        return {"python": python if python.startswith("~") or Path(python).is_absolute() else rel(python)}
+    reqs = raw["requirements"]
+    if not _strings(reqs) or not reqs:
+        bad(("requirements",), 'expected a list of pip requirements, e.g. ["transformers==5.25.0"]')
+        return None
+    ok = True
+    for j, req in enumerate(reqs):
+        why = requirement_problem(req)
+        if why:
+            bad(("requirements", j), f"{req!r}: {why}")
+            ok = False
+    return {"requirements": [r.strip() for r in reqs]} if ok else None
+
+
+def requirement_problem(req: str) -> str | None:
+    """Why `req` is not a pip requirement (a name with an optional version), or None."""
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:  # pragma: no cover - packaging comes with pip and setuptools
+        return None if req.strip() and not req.strip().startswith("-") else "not a requirement"
+    if req.strip().startswith("-"):
+        return "pip options are not requirements"
+    try:
+        Requirement(req)
+    except InvalidRequirement as exc:
+        return f"not a pip requirement ({str(exc).splitlines()[0]})"
+    return None
+
+
 def _check_backends(variants: list[Variant], file: str, lines: LineMap, problems: list[Problem]) -> None:
-    """An unknown backend name is a problem, with the close matches; so is a `kv_cache:` on a
-    backend that does not take one."""
+    """An unknown backend name is a problem, with the close matches; so is a `kv_cache:` or an
+    `environment:` on a backend that does not take one."""
     for i, v in enumerate(variants):
+        if v.environment and v.backend not in ENVIRONMENT_BACKENDS:
+            hint = " (vLLM runs in its own environment already: `make vllm`, docs/serving.md)" if v.backend == "vllm" else ""
+            problems.append(
+                _variant_problem_at(
+                    file,
+                    lines,
+                    i,
+                    v.name,
+                    "environment",
+                    f"the {v.backend} backend does not take `environment`{hint}; backends that do: {', '.join(ENVIRONMENT_BACKENDS)}",
+                )
+            )
         if v.kv_cache and v.backend not in KV_CACHE_BACKENDS:
             hint = " (vLLM's KV-cache dtype is `quantization: {kv_cache_dtype: fp8}`)" if v.backend == "vllm" else ""
             problems.append(

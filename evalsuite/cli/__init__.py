@@ -2,7 +2,7 @@
 
 Commands by concern: `cases` (validate, import, export, list), `importing` (import lm-eval, import inspect), `running` (run, score, compare,
 summary), `scaffolding` (init), `judging` (gate, report, demo: each renders evalsuite.judge.judge_run's Judgment) and
-`review` (the review queue), `installing` (models install-embedded, notebook), `releases` (releases, promote, rollback: the release ledger). Exit codes: `_app.ExitCode`.
+`review` (the review queue), `installing` (models install-embedded, notebook), `envs` (env: variants' own environments), `releases` (releases, promote, rollback: the release ledger). Exit codes: `_app.ExitCode`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from . import cases, importing, installing, judging, releases, review, running, scaffolding, traffic  # noqa: F401 - each registers its commands on `app`
+from . import cases, envs, importing, installing, judging, releases, review, running, scaffolding, traffic  # noqa: F401 - each registers its commands on `app`
 from ._app import ExitCode, app, console, err
 
 __all__ = ["ExitCode", "app", "console", "err", "main"]
@@ -22,7 +22,7 @@ WORKFLOW = {
     "3. judge": ("gate", "report"),
     "4. review": ("review", "notebook"),
     "5. releases": ("releases", "promote", "rollback", "recheck"),
-    "6. import and setup": ("import", "models"),
+    "6. import and setup": ("import", "models", "env"),
 }
 
 

@@ -102,6 +102,9 @@ def _transformers_settings(variant: dict, engine: dict) -> list[str]:
         draft = spec.get("model") or (spec.get("draft") or {}).get("model")
         out.append(_speculative(spec.get("method"), spec.get("num_tokens", spec.get("max_ngram")), draft))
     out += [t for k, v in opts.items() if k not in _TF_SKIP and (t := _scalar(k, v))]
+    env = variant.get("environment") or {}
+    if env:  # its own environment: what it was asked for (the version above is the one installed there)
+        out.append("env " + (engine.get("environment") or (f"python {env['python']}" if env.get("python") else " ".join(env.get("requirements") or []))))
     return out
 
 

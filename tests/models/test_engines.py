@@ -38,6 +38,13 @@ def v(backend: str, **kw) -> dict:
             {"transformers": "5.24.0"},  # a run that recorded no engine: the run's library version
             "transformers 5.24.0 · bf16 · speculative prompt_lookup k=10",
         ),
+        (  # its own environment (issue 42): the version installed there, and what was asked
+            v("transformers", options={"device": "cpu"}, environment={"requirements": ["transformers==5.25.0"]}),
+            {"engine": "transformers", "version": "5.25.1", "device": "cpu", "dtype": "float32", "environment": "transformers==5.25.0"},
+            {"transformers": "5.24.0"},
+            "transformers 5.25.1 · cpu · fp32 · env transformers==5.25.0",
+        ),
+        (v("transformers", environment={"python": "/opt/tf/bin/python"}), None, {}, "transformers ? · auto · env python /opt/tf/bin/python"),
         (
             v("transformers", options={"dtype": "float32"}, quantization={"method": "llm-compressor", "scheme": "W8A8"}),
             {"engine": "transformers", "version": "5.24.0", "device": "cpu", "dtype": "float32"},
