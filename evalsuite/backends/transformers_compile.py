@@ -65,7 +65,7 @@ class CompileLayer:
         if not device.startswith("cuda"):
             # transformers compiles on CUDA (and a few accelerators) only, unless told to compile on
             # every device: the flag its CompileConfig keeps for that
-            config._compile_all_devices = True
+            config._compile_all_devices = True  # type: ignore[assignment]  # declared None, read as a flag
         out: dict[str, Any] = {"cache_implementation": "static", "compile_config": config}
         if c.max_cache_len is not None:
             out["max_cache_len"] = c.max_cache_len

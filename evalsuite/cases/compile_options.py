@@ -14,6 +14,7 @@ Imports neither torch nor vllm: what the library refuses on this machine is the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,11 +122,11 @@ def compile_problems(backend: str, options: dict, kv_cache: dict | None, who: st
     for k in COMPILE_OPTIONS:
         if k in options and k not in taken:
             out.append((f"options.{k}", f"the {backend} backend does not take `{k}` ({_HINTS[backend]})"))
-    checks = {
+    checks: dict[str, list[Callable[[], object]]] = {
         "transformers": [lambda: parse_compile(options.get("compile"), who), lambda: parse_attn(options.get("attn_implementation"), who)],
         "vllm": [lambda: check_vllm_compile(options, who)],
-    }[backend]
-    for check in checks:
+    }
+    for check in checks[backend]:
         try:
             check()
         except EvalsuiteError as exc:
