@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from evalsuite.run.runner import RunOptions
-
-from evalsuite.scoring.pipeline import run_suite
-from evalsuite.run.store import RunStore
 from evalsuite.cases.suite import load_suite
+from evalsuite.run.runner import RunOptions
+from evalsuite.run.store import RunStore
+from evalsuite.scoring.pipeline import run_suite
 
 CASES = """
 schema_version: 1
@@ -290,3 +289,42 @@ def test_model_load_is_timed_apart_from_generation(write, tmp_path):
     assert base["load_s"] >= 1.5 and base["wall_s"] < 1.5, base
     again = run(suite)
     assert again.generated == 0 and again.variants["base"]["load_s"] == 0.0
+
+
+def test_compile_time_is_recorded_apart_from_load_and_generation(write, tmp_path):
+    """A backend that loads in 0.2 s, then compiles and warms up for 1.5 s (Backend.compile_s): the
+    run records both apart, and neither is in wall_s or in a generation's latency (the speed
+    figures are steady state); a backend that compiles nothing records no compile_s."""
+    suite, _ = make_suite(write, tmp_path, n_cases=2, variants="", extra_base_options="      load_s: 0.2\n      compile_s: 1.5")
+    res = run(suite)
+    base = res.variants["base"]
+    assert base["compile_s"] >= 1.5 and 0.2 <= base["load_s"] < 1.5, base
+    assert base["wall_s"] < 1.5 and base["latency_median_s"] < 1.5, base
+    assert "compile_s" not in run(make_suite(write, tmp_path, n_cases=2, variants="", prefix="plain/")[0]).variants["base"]
+
+
+def test_a_refused_variant_cannot_be_judged_and_the_others_go_on(write, tmp_path):
+    """A library refusing a variant's settings on this machine (a compile mode, an attention kernel):
+    the backend's load_error; the variant is recorded "cannot judge" with the library's reason, never
+    run with another setting, and the other variants are generated as usual."""
+    from evalsuite.judge import judge_run
+
+    suite, log = make_suite(
+        write,
+        tmp_path,
+        n_cases=2,
+        variants="""
+  - name: refused
+    options: {refuse: "options.compile.mode = 'max-autotune' cannot run here: RuntimeError: skipping cudagraphs due to cpu device"}
+  - name: fake-nf4
+    quantization: {method: bnb, bits: 4, quant_type: nf4}
+""",
+    )
+    res = run_suite(load_suite(suite), RunOptions(progress=False, score=True))
+    store = RunStore(res.run_dir)
+    gens = [g for g in store.generations() if g.variant == "refused"]
+    assert gens and all(not g.ok and "skipping cudagraphs" in g.error for g in gens)
+    assert {v for v, _, _ in calls(log)} == {"base", "fake-nf4"}  # nothing generated under another setting
+    verdict = judge_run(store).verdict
+    assert verdict.status == "cannot judge", verdict
+    assert any("variant 'refused': cannot judge" in p and "skipping cudagraphs due to cpu device" in p for p in verdict.problems), verdict.problems

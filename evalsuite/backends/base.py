@@ -132,8 +132,9 @@ class Backend(abc.ABC):
     """
 
     name: str = "backend"
-    #: why the backend's model or server did not come up (None: it did, or it was not tried yet);
-    #: a served variant with one gets its fault probes recorded "cannot judge"
+    #: why the backend's model or server did not come up, or why the library refused the variant's
+    #: settings on this machine (None: it did, or it was not tried yet); the variant is then recorded
+    #: "cannot judge" (its fault probes too, when served) and the other variants go on
     load_error: str | None = None
 
     @abc.abstractmethod
@@ -190,6 +191,13 @@ class Backend(abc.ABC):
     def load(self) -> object:
         """Load the model (or start the engine) now, before the runner's clock starts; idempotent.
         Default: nothing to load ahead (the first `generate` does what is needed)."""
+        return None
+
+    def compile_s(self) -> float | None:
+        """Seconds spent so far compiling and warming up the model (torch.compile's graphs, a first
+        kernel build, vLLM's own compilation), apart from loading it and from timed generation: the
+        runner records it beside `load_s`, so a compile variant's speed figures are steady state.
+        Default None: nothing is compiled ahead of generation."""
         return None
 
     def peak_memory_mb(self) -> float | None:

@@ -13,6 +13,10 @@ Options (under a variant's `options`):
   `timeout_s` the request is reported as a timeout
 - `load_s`:   seconds the "model" takes to load (once, on `load()` or the first generate), as a
   real backend's weights do
+- `compile_s`: seconds the "model" then takes to compile and warm up (once, after the load), as a
+  compiled variant's first forward does; reported by `compile_s()`, apart from the load
+- `refuse`:   a message: loading fails with it, as a library refusing a variant's settings on this
+  machine does (the backend's `load_error`: the variant cannot be judged)
 - `call_log`: path of a file that gets one line per generated request (tests count calls with it)
 - `engine_metrics`: a scripted summary of the engine's own counters (as the vllm backend's
   `engine_metrics()` returns it: requests, ttft_mean_s, prefix_cache_hit_rate, ...)
@@ -81,6 +85,7 @@ class FakeBackend(Backend):
         self.variant = variant
         self.options = dict(variant.options or {})
         self.calls = 0
+        self._compile_s: float | None = None  #: the scripted compile time, once loaded
         self._released = threading.Event()  #: set by close(): lets `hang` faults return
         self.faults = dict(self.options.get("faults") or {})
         bad = {k: v for k, v in self.faults.items() if v not in FAULTS}
@@ -131,9 +136,21 @@ class FakeBackend(Backend):
         return float(d)
 
     def load(self) -> None:
+        if self.options.get("refuse"):
+            from ..errors import EvalsuiteError
+
+            self.load_error = f"variant {self.variant.name!r}: {self.options['refuse']}"
+            raise EvalsuiteError(self.load_error)
         if not getattr(self, "_loaded", False):
             time.sleep(float(self.options.get("load_s", 0.0)))
+            t0 = time.perf_counter()
+            time.sleep(float(self.options.get("compile_s", 0.0)))
+            self._compile_s = time.perf_counter() - t0 if "compile_s" in self.options else None
             self._loaded = True
+
+    def compile_s(self) -> float | None:
+        """The scripted compile time (`compile_s`), once loaded; None without one."""
+        return self._compile_s
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
         self.load()

@@ -6,6 +6,10 @@ Options (under a variant's `options`, usually set once on the baseline and inher
 - `dtype`: float32, bfloat16, float16 or auto (default: float32 on CPU, bfloat16 on CUDA)
 - `threads`: torch CPU threads (default: torch's choice)
 - `cache_dir`: where converted/quantized models live (default $EVALSUITE_CACHE_DIR or ~/.cache/evalsuite)
+- `compile`: `{mode: default | reduce-overhead | max-autotune | max-autotune-no-cudagraphs, fullgraph,
+  dynamic, max_cache_len}`: `torch.compile` of the decoding forward, with a static KV cache
+- `attn_implementation`: eager, sdpa, flex_attention, flash_attention_2 or flash_attention_3
+  (passed to `from_pretrained`; default: the model's own choice)
 - `trust_remote_code`: not supported (a suite must not run code shipped with a model)
 
 Variant fields used: `model` (a directory, a hub id with `revision`, or "embedded"), `kv_cache`
@@ -18,6 +22,11 @@ Sampling (temperature > 0) is done by a per-row logits processor with a torch.Ge
 from `Request.sample_seed()`, so a sample depends on its seed only, not on which other requests
 share its batch. Speculative variants generate one request at a time (transformers' assisted
 generation supports batch size 1 only) and sample with transformers' own sampler under the seed.
+
+`compile` and `attn_implementation` are the variant's compile layer (change category `compile`:
+evalsuite.backends.transformers_compile): the model is warmed up when it loads, its seconds are
+`compile_s()`, and a setting the library refuses here is the variant's `load_error`, with the
+library's reason.
 
 Each generation records what its batch cost against its context length under `extra["cost"]`
 (prefill time, peak memory, KV-cache bytes: evalsuite.backends.transformers_cost).
@@ -43,6 +52,7 @@ from ..models.quiet import quiet_libraries
 from .base import Backend, Generation, Request, check_options
 from .toolcalls import TOOL_CHAT_TEMPLATE, parse_text_calls
 from .transformers_cache import parse_kv_cache, probe
+from .transformers_compile import CompileLayer, CompileRun, check_combination
 from .transformers_loader import ModelLoader, gptq_kernel
 from .transformers_memory import ServingMemory, malloc_trim, weights_mb
 
@@ -69,7 +79,7 @@ torch: Any = None  # the torch module, once `_torch()` imported it
 
 log = logging.getLogger("evalsuite")
 
-_OPTIONS = {"device", "dtype", "threads", "cache_dir", "trust_remote_code"}
+_OPTIONS = {"device", "dtype", "threads", "cache_dir", "trust_remote_code", "compile", "attn_implementation"}
 #: dtype option -> torch attribute name (resolved to a torch.dtype only when the model loads)
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16"}
 #: device nodes of a CUDA (or ROCm, WSL, Jetson) capable host: without any, torch sees no GPU
@@ -148,6 +158,8 @@ class TransformersBackend(Backend):
             raise EvalsuiteError(f"variant {variant.name!r}: unknown speculative method {self.spec_method!r}; available: prompt_lookup, draft")
         self.speculative = spec
         self.kv_cache = parse_kv_cache(getattr(variant, "kv_cache", None), variant.name)
+        self.layer = CompileLayer.from_options(self.options, variant.name)  #: compile, attention implementation
+        check_combination(self.layer, kv_cache_default=self.kv_cache.default, quant_method=self.quant_method, who=variant.name)
         self.cache_dir = self.options.get("cache_dir")
         self.device = _resolve_device(self.options.get("device", "auto"))
         self.dtype_name = _resolve_dtype(self.options.get("dtype", "auto"), self.device)
@@ -159,6 +171,7 @@ class TransformersBackend(Backend):
         self._memory = ServingMemory()
         self._model_loader: ModelLoader | None = None
         self.load_s: float | None = None
+        self._compiled = CompileRun(self.layer, variant.name)  #: warm-up, recompilations, the library's refusal
 
     # -- configuration -------------------------------------------------------------------------
     @property
@@ -219,16 +232,27 @@ class TransformersBackend(Backend):
     def engine_identity(self) -> dict:
         """The engine for the report's engine column: transformers' version, the device and dtype as resolved."""
         ident = self.weights_identity()
-        return {"engine": "transformers", "version": ident["libraries"].get("transformers"), "device": ident["device"], "dtype": ident["dtype"]}
+        out = {"engine": "transformers", "version": ident["libraries"].get("transformers"), "device": ident["device"], "dtype": ident["dtype"]}
+        return out | ({"settings": self.layer.describe()} if self.layer.active else {})
 
     # -- loading -------------------------------------------------------------------------------
     def _loader(self) -> ModelLoader:
         if self._model_loader is None:
             self._model_loader = ModelLoader(who=self.variant.name, device=self.device, dtype_name=self.dtype_name, cache_dir=self.cache_dir)
+            self._model_loader.extra_kwargs = self.layer.load_kwargs()
         return self._model_loader
 
     def load(self) -> None:
-        """Load tokenizer, model and draft model (idempotent)."""
+        """Load tokenizer, model and draft model (idempotent); a compile layer is warmed up or refused for good (`load_error`)."""
+        try:
+            self._load()
+        except EvalsuiteError:
+            if self._compiled.refused is not None:  # never generated with another setting: the model goes
+                self.load_error, self.model = str(self._compiled.refused), None
+            raise
+
+    def _load(self) -> None:
+        self._compiled.check()
         if self.model is not None:
             return
         _torch()
@@ -246,7 +270,7 @@ class TransformersBackend(Backend):
         if not getattr(tok, "chat_template", None):
             raise EvalsuiteError(f"the tokenizer of {self.model_dir} has no chat template; evalsuite sends chat messages")
         self.tokenizer = tok
-        self.model = self._loader().causal_lm(self.model_dir, self.variant.quantization)
+        self.model = self._compiled.load(lambda: self._loader().causal_lm(self.model_dir, self.variant.quantization))
         if self.spec_method == "draft":
             draft_dir, draft_q, _ = self._draft_spec()
             self.draft = self._loader().causal_lm(draft_dir, draft_q)
@@ -256,6 +280,7 @@ class TransformersBackend(Backend):
                 self.draft.generation_config.num_assistant_tokens_schedule = "constant"
         probe(self.model, self.kv_cache, self.variant.name, tok.pad_token_id)  # refused here, with the library's reason
         self.load_s = time.perf_counter() - t0
+        self._compiled.warm_up(self.model, pad_token_id=tok.pad_token_id, batch_size=self.variant.generation.batch_size, device=self.device)
         model_mb = round(self.model_memory_mb() or 0.0, 1)
         # the peak is measured from here: serving memory (weights + generation), not the load-time
         # transients (bnb quantizes fp32 weights while loading) nor what earlier variants freed
@@ -265,6 +290,10 @@ class TransformersBackend(Backend):
         if self.device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
         log.debug("loaded %s (%s) in %.1fs", self.variant.name, self.model_dir, self.load_s)
+
+    def compile_s(self) -> float | None:
+        """Seconds of the warm-up and of the recompilations since (None: no compile layer, or not loaded)."""
+        return self._compiled.seconds
 
     # -- prompts -------------------------------------------------------------------------------
     def passes_tools(self) -> bool:
@@ -292,13 +321,6 @@ class TransformersBackend(Backend):
         except Exception:  # noqa: BLE001 - any model without plain embeddings: use the configured device
             return torch.device(self.device)
 
-    def _eos_ids(self) -> set[int]:
-        eos = self.model.generation_config.eos_token_id
-        if eos is None:
-            eos = self.tokenizer.eos_token_id
-        ids = set(eos if isinstance(eos, (list, tuple)) else [eos])
-        return {int(i) for i in ids if i is not None}
-
     # -- generation ----------------------------------------------------------------------------
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
         if not requests:
@@ -325,7 +347,7 @@ class TransformersBackend(Backend):
         streamer = FirstTokenStreamer() if len(requests) == 1 else None
         t0 = time.perf_counter()
         call.start(t0)
-        with torch.inference_mode(), BatchCost(self.model, self._memory, self.device) as meter:
+        with self._compiled.batch() as recompiled, torch.inference_mode(), BatchCost(self.model, self._memory, self.device) as meter:
             out = self.model.generate(**enc, logits_processor=call.processors, stopping_criteria=call.stopping, streamer=streamer, **call.kwargs)
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize()
@@ -339,7 +361,7 @@ class TransformersBackend(Backend):
             ttft, ttft_source = call.timer.first - t0, "first_step"
         else:
             ttft, ttft_source = None, None
-        rows = self._finished_rows(requests, out[:, enc["input_ids"].shape[1] :].tolist())
+        rows = finished_rows(requests, out[:, enc["input_ids"].shape[1] :].tolist(), eos_ids(self.model, self.tokenizer))
         batch = _BatchFacts(
             latency=latency,
             ttft=ttft,
@@ -352,6 +374,7 @@ class TransformersBackend(Backend):
                 "model_mb": self._memory.model_mb,
                 "cost": cost,
                 **({"speculative": self.spec_method} if self.spec_method else {}),
+                **recompiled,
             },
         )
         return [self._generation(req, ids, finish, int(plen), batch) for (req, ids, finish), plen in zip(rows, prompt_lens)]
@@ -367,7 +390,7 @@ class TransformersBackend(Backend):
         processors = LogitsProcessorList([timer])
         kwargs: dict = {"max_new_tokens": max(r.max_new_tokens for r in requests), "pad_token_id": self.tokenizer.pad_token_id, "do_sample": False}
         # the cache object comes back with the tokens: its bytes are the KV-cache cost (transformers_cost)
-        kwargs.update(self.kv_cache.generate_kwargs(), return_dict_in_generate=True)
+        kwargs.update(self.kv_cache.generate_kwargs(), **self.layer.generate_kwargs(self.device), return_dict_in_generate=True)
         # neutral values, so a model's generation_config defaults do not leak into greedy decoding
         kwargs.update({"temperature": None, "top_p": None, "top_k": None})
         if not first.greedy:
@@ -383,19 +406,6 @@ class TransformersBackend(Backend):
         elif self.spec_method == "draft":
             kwargs["assistant_model"] = self.draft
         return _GenerateCall(kwargs, processors, StoppingCriteriaList(), timer, self.variant.generation.timeout_s)
-
-    def _finished_rows(self, requests: list[Request], new: list[list[int]]) -> list[tuple[Request, list[int], str]]:
-        """Each request's new tokens, cut at its own token limit and at the first end-of-sequence token."""
-        eos = self._eos_ids()
-        rows = []
-        for req, ids in zip(requests, new):
-            ids = ids[: req.max_new_tokens]
-            stop_at = next((i for i, t in enumerate(ids) if t in eos), None)
-            if stop_at is not None:
-                rows.append((req, ids[: stop_at + 1], "stop"))
-            else:
-                rows.append((req, ids, "length"))
-        return rows
 
     def _generation(self, req: Request, ids: list[int], finish: str, prompt_tokens: int, batch: _BatchFacts) -> Generation:
         extra = {"token_ids": ids, **batch.extra}
@@ -442,6 +452,28 @@ class TransformersBackend(Backend):
         if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()
         malloc_trim()
+
+
+def eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    """The token ids that end a generation: the model's generation config's, else the tokenizer's."""
+    eos = model.generation_config.eos_token_id
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    ids = set(eos if isinstance(eos, (list, tuple)) else [eos])
+    return {int(i) for i in ids if i is not None}
+
+
+def finished_rows(requests: list[Request], new: list[list[int]], eos: set[int]) -> list[tuple[Request, list[int], str]]:
+    """Each request's new tokens, cut at its own token limit and at the first end-of-sequence token."""
+    rows = []
+    for req, ids in zip(requests, new):
+        ids = ids[: req.max_new_tokens]
+        stop_at = next((i for i, t in enumerate(ids) if t in eos), None)
+        if stop_at is not None:
+            rows.append((req, ids[: stop_at + 1], "stop"))
+        else:
+            rows.append((req, ids, "length"))
+    return rows
 
 
 @dataclass

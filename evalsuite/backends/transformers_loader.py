@@ -29,11 +29,12 @@ def gptq_kernel(quantization: dict, device: str) -> str | None:
 class ModelLoader:
     """Loads models for one variant: its device, dtype and cache directory."""
 
-    def __init__(self, *, who: str, device: str, dtype_name: str, cache_dir: str | None) -> None:
+    def __init__(self, *, who: str, device: str, dtype_name: str, cache_dir: str | None, extra_kwargs: dict | None = None) -> None:
         self.who = who  #: the variant's name, for messages
         self.device = device
         self.dtype_name = dtype_name
         self.cache_dir = cache_dir
+        self.extra_kwargs = dict(extra_kwargs or {})  #: further `from_pretrained` arguments (`attn_implementation`)
         self.gptq_wrapper: Any = None  #: keeps gptqmodel's state alive with the HF model
 
     @property
@@ -77,7 +78,7 @@ class ModelLoader:
 
     def _kwargs(self, model_dir: Path, quantization: dict | None, method: str | None) -> tuple[Path, dict]:
         """What `from_pretrained` loads (the baseline, or a quantized checkpoint) and with which arguments."""
-        kwargs: dict = {"dtype": self.dtype, "device_map": {"": self.device if self.device != "cuda" else "cuda:0"}}
+        kwargs: dict = {"dtype": self.dtype, "device_map": {"": self.device if self.device != "cuda" else "cuda:0"}, **self.extra_kwargs}
         source = model_dir
         if method == "bnb":
             kwargs["quantization_config"] = models.bnb_config(quantization or {})

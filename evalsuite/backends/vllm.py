@@ -15,6 +15,13 @@ Options (under a variant's `options`):
   `enforce_eager`, `seed`: passed to `vllm.LLM` (tensor parallelism splits each layer over the
   GPUs of one node; pipeline parallelism splits the layers, also across nodes)
 - `engine_args`: a mapping of further `vllm.LLM` keyword arguments, passed through
+- `compilation_config`: vLLM's compilation settings (a mapping of `CompilationConfig` fields, or its
+  integer mode), passed to `vllm.LLM`; with `enforce_eager: false` (vLLM's default) the engine
+  compiles the model when it starts, and the seconds vLLM reports for it are `compile_s()`
+- `batch_invariant`: true runs the engine with `VLLM_BATCH_INVARIANT=1` (outputs that do not depend
+  on batch composition, where vLLM's build supports it; where it does not, vLLM's start fails with
+  its reason and the variant is refused). `enforce_eager`, `compilation_config` and
+  `batch_invariant` are the variant's compile layer: change category `compile`
 - `cache_dir`: where the embedded model is converted (as for the transformers backend)
 - `trust_remote_code`: not supported (a suite must not run code shipped with a model)
 
@@ -44,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import models
+from ..cases.compile_options import check_vllm_compile
 from ..errors import EvalsuiteError
 from ..models import compressed
 from . import vllm_env
@@ -52,7 +60,17 @@ from .toolcalls import TOOL_CHAT_TEMPLATE, parse_text_calls
 from .vllm_metrics import from_samples, metrics_delta
 
 _PASSED = ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs", "enforce_eager", "seed")
-_OPTIONS = {"dtype", "gpu_memory_utilization", "cpu_kvcache_space_gib", "engine_args", "cache_dir", "trust_remote_code", *_PASSED}
+_OPTIONS = {
+    "dtype",
+    "gpu_memory_utilization",
+    "cpu_kvcache_space_gib",
+    "engine_args",
+    "cache_dir",
+    "trust_remote_code",
+    "compilation_config",
+    "batch_invariant",
+    *_PASSED,
+}
 _QUANT_KEYS = {"method", "checkpoint", "revision", "kv_cache_dtype", "kernel"}
 #: llm-compressor settings (the checkpoint evalsuite builds): evalsuite.models.compressed
 _LLMC_KEYS = {"scheme", "group_size", "ignore", "algorithm", "calibration", "calibration_samples", "dampening_frac"}
@@ -137,6 +155,7 @@ class VLLMBackend(Backend):
     def __init__(self, variant):
         self.variant = variant
         self.options = check_options(variant, "vllm", _OPTIONS)
+        check_vllm_compile(self.options, variant.name)
         self.quant_args, checkpoint = quantization_args(variant.quantization)
         self.cache_dir = self.options.get("cache_dir")
         self.spec_config = speculative_config(variant.speculative, self._resolve)  # validated before any import
@@ -169,6 +188,8 @@ class VLLMBackend(Backend):
         for k in _PASSED:
             if self.options.get(k) is not None:
                 args[k] = self.options[k]
+        if self.options.get("compilation_config") is not None:
+            args["compilation_config"] = self.options["compilation_config"]
         args.update(self.quant_args)
         if self.spec_config:
             args["speculative_config"] = self.spec_config
@@ -201,6 +222,8 @@ class VLLMBackend(Backend):
         args = {k: v for k, v in self.engine_args().items() if k != "model"}
         if isinstance(args.get("speculative_config"), dict) and args["speculative_config"].get("model"):
             args["speculative_config"] = dict(args["speculative_config"], model=Path(str(args["speculative_config"]["model"])).name)
+        if self.options.get("batch_invariant"):
+            args["batch_invariant"] = True  # an environment variable of the engine, not an argument: shown with them
         return {"engine": "vllm", "dist": probe.get("dist"), "version": probe.get("version"), "device": probe.get("device"), "settings": args}
 
     def environment(self) -> dict:
@@ -218,6 +241,7 @@ class VLLMBackend(Backend):
                 self.engine = vllm_env.start_engine(self.python, self.engine_args(), self._engine_env())
             except EvalsuiteError as exc:
                 self._load_error = EvalsuiteError(f"variant {self.variant.name!r}: {exc}")
+                self.load_error = str(self._load_error)  # the variant cannot be judged; the others go on
                 raise self._load_error from None
             self._metrics_before = self._read_metrics()
         return self.engine
@@ -238,7 +262,15 @@ class VLLMBackend(Backend):
 
     def _engine_env(self) -> dict:
         space = self.options.get("cpu_kvcache_space_gib")
-        return {} if space is None else {"VLLM_CPU_KVCACHE_SPACE": str(space)}
+        env = {} if space is None else {"VLLM_CPU_KVCACHE_SPACE": str(space)}
+        if self.options.get("batch_invariant"):
+            env["VLLM_BATCH_INVARIANT"] = "1"
+        return env
+
+    def compile_s(self) -> float | None:
+        """The seconds vLLM reports for compiling the model when its engine started (None: it did
+        not compile, `enforce_eager: true`, or the engine has not started)."""
+        return None if self.engine is None else self.engine.compile_s()
 
     def engine_info(self) -> dict:
         """What the engine reports about itself (version, device, dtype, kernel, engine arguments)."""

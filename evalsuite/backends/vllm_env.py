@@ -26,6 +26,9 @@ from ..errors import EvalsuiteError
 from .worker_process import WorkerProcess
 
 ENV_VAR = "EVALSUITE_VLLM_PYTHON"
+#: vLLM's own account of its compile time in its log: the engine's summary, else each compilation's line
+_COMPILE_TOTAL = re.compile(r"\(compilation: ([0-9.]+) s")
+_COMPILE_EACH = re.compile(r"torch\.compile took ([0-9.]+) s in total")
 #: an exception's last line in a log ("ValueError: To serve at least one request ...")
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S.*$", re.MULTILINE)
 DEFAULT_VENV = ".venv-vllm"
@@ -93,6 +96,16 @@ def environment(python: str | None) -> dict:
     return found
 
 
+def compile_seconds(log: str) -> float | None:
+    """The seconds vLLM's log says it spent compiling: its engine's summary line, else the sum of
+    its compilations' own lines (None: it compiled nothing)."""
+    total = _COMPILE_TOTAL.findall(log)
+    if total:
+        return float(total[-1])
+    each = [float(x) for x in _COMPILE_EACH.findall(log)]
+    return sum(each) if each else None
+
+
 class EngineHandle(Protocol):
     """A started engine: what it reports about itself, batches in, outputs (plain dicts) out."""
 
@@ -101,6 +114,8 @@ class EngineHandle(Protocol):
     def generate(self, requests: list[dict]) -> list[dict]: ...
 
     def metrics(self) -> list[list] | None: ...
+
+    def compile_s(self) -> float | None: ...
 
     def close(self) -> None: ...
 
@@ -124,6 +139,10 @@ class InProcessEngine:
 
     def metrics(self) -> list[list] | None:
         return self.engine.metrics()
+
+    def compile_s(self) -> float | None:
+        """vLLM's compile seconds where this process sees them (vllm_worker._compile_seconds)."""
+        return self.info.get("compile_s")
 
     def close(self) -> None:
         self.engine = None
@@ -179,6 +198,15 @@ class WorkerEngine:
         """vLLM's counters now ([sample name, value] pairs), or None when the worker cannot say."""
         reply = self._ask({"metrics": True})
         return reply.get("metrics") if reply.get("ok") else None
+
+    def compile_s(self) -> float | None:
+        """The seconds vLLM reports for compiling the model at start: what the worker saw, else the
+        engine process's lines in the worker's log (None: vLLM did not compile)."""
+        if self.info.get("compile_s"):
+            return float(self.info["compile_s"])
+        if self._compile_s is None:
+            self._compile_s = compile_seconds(self.worker.log_text()) or 0.0
+        return self._compile_s or None
 
     def log_tail(self, lines: int = 5) -> str:
         """The worker's last log lines, joined on one line (for error messages)."""

@@ -73,6 +73,7 @@ class Engine:
             "kernel": str(getattr(cfg, "quantization", None) or "none"),
             "kv_cache_dtype": str(self.engine_args.get("kv_cache_dtype", "auto")),
             "engine_args": {k: v for k, v in self.engine_args.items() if k != "model"},
+            "compile_s": _compile_seconds(self.llm),
         }
 
     def metrics(self) -> list[list] | None:
@@ -148,6 +149,16 @@ class Engine:
                 }
             )
         return res
+
+
+def _compile_seconds(llm: Any) -> float | None:
+    """The seconds vLLM spent compiling the model (its `compilation_config.compilation_time`, what
+    vLLM's own startup benchmark reads), when this process sees it: with the engine core in a
+    process of its own, this process's copy stays 0 and the worker's log tells instead (None here)."""
+    engine = getattr(llm, "llm_engine", None)
+    cfg = getattr(getattr(engine, "vllm_config", None), "compilation_config", None)
+    seconds = getattr(cfg, "compilation_time", None)
+    return float(seconds) if seconds else None
 
 
 def _model_config(llm: Any) -> Any:

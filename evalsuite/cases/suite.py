@@ -1,7 +1,7 @@
 """The suite file: which case sets, which variants (one baseline), how to generate, which rubric.
 
 Variants inherit the baseline's backend, model, options and environment, and state what they change. A variant
-that changes more than one of {quantization, speculative, backend, framework, generation, context, kv_cache} is allowed, with a
+that changes more than one of {quantization, speculative, backend, framework, compile, generation, batch, context, kv_cache} is allowed, with a
 warning: change one variable at a time, or a regression cannot be attributed (unless the variant
 declares exactly those `changes:`, on purpose).
 """
@@ -20,6 +20,8 @@ from ..registry import BACKENDS
 from ..shipped import Kind, resolve_ref
 from ..yamlio import LineMap, load_yaml
 from .caseset import Case, CaseSet, all_cases, load_cases
+from .compile_options import CATEGORY as COMPILE
+from .compile_options import compile_problems, split_compile
 from .fault_options import FaultSettings, parse_faults_block
 from .options import (
     STAGES,
@@ -37,7 +39,9 @@ from .options import (
 
 log = logging.getLogger("evalsuite")
 
-CHANGE_CATEGORIES = ("quantization", "speculative", "backend", "framework", "generation", "context", "kv_cache")
+#: `framework`: the variant's `environment:` (library versions); `compile`: only the compile layer of the backend options
+#: (evalsuite.cases.compile_options); `batch`: only `generation.batch_size`
+CHANGE_CATEGORIES = ("quantization", "speculative", "backend", "framework", "compile", "generation", "batch", "context", "kv_cache")
 #: backends that take a variant's `kv_cache:` (vLLM takes `quantization: {kv_cache_dtype: fp8}` instead)
 KV_CACHE_BACKENDS = ("transformers", "fake")
 #: backends that run in a variant's own environment (`environment:`; evalsuite.backends.envs)
@@ -369,12 +373,17 @@ def compute_changes(variant: Variant, baseline: Variant) -> tuple[str, ...]:
         changed.append("quantization")
     if (variant.speculative or None) != (baseline.speculative or None):
         changed.append("speculative")
-    if (variant.backend, variant.model, variant.revision, variant.options) != (baseline.backend, baseline.model, baseline.revision, baseline.options):
+    (options, layer), (base_options, base_layer) = split_compile(variant.options), split_compile(baseline.options)
+    if (variant.backend, variant.model, variant.revision, options) != (baseline.backend, baseline.model, baseline.revision, base_options):
         changed.append("backend")
     if (variant.environment or None) != (baseline.environment or None):
         changed.append("framework")
-    if variant.generation.request_part() != baseline.generation.request_part() or variant.generation.batch_size != baseline.generation.batch_size:
+    if layer != base_layer:
+        changed.append(COMPILE)
+    if variant.generation.request_part() != baseline.generation.request_part():
         changed.append("generation")
+    if variant.generation.batch_size != baseline.generation.batch_size:
+        changed.append("batch")
     if variant.trim != baseline.trim:
         changed.append("context")
     if (variant.kv_cache or None) != (baseline.kv_cache or None):
@@ -550,8 +559,12 @@ def requirement_problem(req: str) -> str | None:
 
 def _check_backends(variants: list[Variant], file: str, lines: LineMap, problems: list[Problem]) -> None:
     """An unknown backend name is a problem, with the close matches; so is a `kv_cache:` or an
-    `environment:` on a backend that does not take one."""
+    `environment:` on a backend that does not take one, and a compile-layer option its backend
+    does not take or would refuse."""
     for i, v in enumerate(variants):
+        for fld, message in compile_problems(v.backend, v.options, v.kv_cache, v.name) if isinstance(v.backend, str) else []:
+            line = lines.line_of(("variants", i, *fld.split("."))) or lines.line_of(("variants", i, "options")) or lines.line_of(("variants", i))
+            problems.append(_variant_problem(file, line, v.name, f"variants[{i}].{fld}", message))
         if v.environment and v.backend not in ENVIRONMENT_BACKENDS:
             hint = " (vLLM runs in its own environment already: `make vllm`, docs/serving.md)" if v.backend == "vllm" else ""
             problems.append(

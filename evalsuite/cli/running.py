@@ -104,7 +104,7 @@ def run_engines(store) -> dict[str, str]:
 
 def print_variant_table(summaries: dict, title: str = "", engines: dict[str, str] | None = None) -> None:
     table = new_table(title)
-    for col in ("variant", "engine", "changes", "generations", "errors", "timeouts", "median latency s", "tokens/s", "peak MB"):
+    for col in ("variant", "engine", "changes", "generations", "errors", "timeouts", "median latency s", "tokens/s", "peak MB", "compile s"):
         table.add_column(col)
 
     def f(x, fmt="{:.2f}"):
@@ -121,6 +121,7 @@ def print_variant_table(summaries: dict, title: str = "", engines: dict[str, str
             f(s.get("latency_median_s")),
             f(s.get("tokens_per_s_median"), "{:.1f}"),
             f(s.get("peak_memory_mb"), "{:.0f}"),
+            f(s.get("compile_s"), "{:.1f}"),
         )
     console.print(table)
 

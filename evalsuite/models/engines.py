@@ -1,6 +1,7 @@
 """The engine column of the report and the terminal: per variant, which engine generated, its
 version and its settings, in a few words ("vllm 0.32.0 · cpu · bf16 · kv_cache_dtype=fp8 ·
-speculative ngram k=5", "transformers 5.24.0 · cpu · fp32 · bnb-int8").
+speculative ngram k=5", "transformers 5.24.0 · cpu · fp32 · bnb-int8", "transformers 5.24.0 · cpu · fp32 ·
+compile=default · attn=eager").
 
 `variant_engines(variants, signature)` is the one function the report and the CLI call. It reads a
 variant as the run's resolved suite holds it (`Variant.to_dict()`) and what its backend reported
@@ -23,8 +24,8 @@ _SERVERS = {"vllm": "vllm server", "transformers": "transformers serve", "llama_
 _SERVER_LIBRARY = {"vllm": "vllm", "transformers": "transformers", "llama_cpp": "llama_cpp_python"}
 #: vLLM engine arguments shown first (in this order), each in its own words
 _VLLM_FIRST = ("dtype", "quantization", "kv_cache_dtype", "speculative_config")
-#: transformers options that are not engine settings (where, not how)
-_TF_SKIP = {"device", "dtype", "cache_dir"}
+#: transformers options that are not engine settings (where, not how), or are shown in words of their own
+_TF_SKIP = {"device", "dtype", "cache_dir", "compile", "attn_implementation"}
 
 
 def short_dtype(dtype: Any) -> str:
@@ -66,8 +67,27 @@ def _vllm_settings(variant: dict, args: dict) -> list[str]:
         else:
             out.append(f"{key}={value}")
     for key, value in args.items():
-        if key not in _VLLM_FIRST and key != "model" and (text := _scalar(key, value)):
+        if key == "compilation_config" and isinstance(value, dict):
+            out.append(_mapping(key, value))
+        elif key not in _VLLM_FIRST and key != "model" and (text := _scalar(key, value)):
             out.append(text)
+    return out
+
+
+def _mapping(key: str, value: dict) -> str:
+    """`key k=v,k=v` for a small settings mapping (vLLM's `compilation_config`), cut at 60 characters."""
+    text = ",".join(f"{k}={v}" for k, v in value.items())
+    return f"{key} {text if len(text) <= 60 else text[:57] + '...'}" if text else f"{key} {{}}"
+
+
+def _compile_layer(opts: dict) -> list[str]:
+    """A transformers variant's compile layer in words: `compile=default`, `attn=sdpa`."""
+    out = []
+    c = opts.get("compile")
+    if isinstance(c, dict):
+        out.append(f"compile={c.get('mode', 'default')}" + (" fullgraph" if c.get("fullgraph") else ""))
+    if opts.get("attn_implementation"):
+        out.append(f"attn={opts['attn_implementation']}")
     return out
 
 
@@ -101,6 +121,7 @@ def _transformers_settings(variant: dict, engine: dict) -> list[str]:
     if spec:
         draft = spec.get("model") or (spec.get("draft") or {}).get("model")
         out.append(_speculative(spec.get("method"), spec.get("num_tokens", spec.get("max_ngram")), draft))
+    out += _compile_layer(opts)
     out += [t for k, v in opts.items() if k not in _TF_SKIP and (t := _scalar(k, v))]
     env = variant.get("environment") or {}
     if env:  # its own environment: what it was asked for (the version above is the one installed there)

@@ -224,6 +224,8 @@ def perf_rows(summaries: Mapping[str, Mapping], cmp: Any | None, baseline: str, 
                 "tokens_per_s": s.get("tokens_per_s_median"),
                 "peak_memory_mb": s.get("peak_memory_mb"),
                 "model_memory_mb": s.get("model_memory_mb"),
+                "load_s": s.get("load_s"),
+                "compile_s": s.get("compile_s"),  #: compiling and warming up, apart from the timed generation
                 "speedup": ratio(s.get("tokens_per_s_median"), base.get("tokens_per_s_median")),
                 "latency_p95_ratio": ratio(s.get("latency_p95_s"), base.get("latency_p95_s")),
                 "memory_ratio": ratio(s.get("peak_memory_mb"), base.get("peak_memory_mb")),
@@ -255,6 +257,8 @@ def perf_frame(rows: Sequence[Mapping]):
         "latency_p95_ratio",
         "memory_ratio",
         "exactness",
+        "load_s",
+        "compile_s",
     ]
     df = pd.DataFrame([[r.get(c) for c in cols] for r in rows], columns=cols)
     for c in cols[8:]:

@@ -80,8 +80,8 @@ def perf_lines(data: Any) -> list[str]:
         "",
         "### Performance",
         "",
-        "| variant | engine | weights / decoding | errors | timeouts | latency p50 s | p95 s | TTFT s | tokens/s | peak MB | speed-up | quality Δ (pts) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| variant | engine | weights / decoding | errors | timeouts | latency p50 s | p95 s | TTFT s | tokens/s | peak MB | compile s | speed-up | quality Δ (pts) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     from .model import quality_delta
 
@@ -92,9 +92,13 @@ def perf_lines(data: Any) -> list[str]:
         q = None if p["baseline"] else quality_delta(data.metric_rows, p["variant"])
         lines.append(
             f"| `{_cell(p['variant'])}` | {_cell(engines.get(p['variant']) or '-')} | {_cell(matrix.get(p['variant']) or p['changes'])} | {p['errors'] or 0} | {p['timeouts'] or 0} | {_f(p['latency_p50_s'], '.3f')} | {_f(p['latency_p95_s'], '.3f')} "
-            f"| {_f(p['ttft_p50_s'], '.3f')} | {_f(p['tokens_per_s'], '.1f')} | {_f(p['peak_memory_mb'], '.0f')} | {_f(p['speedup'], '.2f')} | {_f(None if q is None else 100 * q, '+.1f')} |"
+            f"| {_f(p['ttft_p50_s'], '.3f')} | {_f(p['tokens_per_s'], '.1f')} | {_f(p['peak_memory_mb'], '.0f')} | {_f(p.get('compile_s'), '.1f')} | {_f(p['speedup'], '.2f')} | {_f(None if q is None else 100 * q, '+.1f')} |"
         )
-    return [*lines, "", f"p95 latency: {definition_words('latency_p95_s')}."]
+    return [
+        *lines,
+        "",
+        f"p95 latency: {definition_words('latency_p95_s')}. Compile s: compiling and warming up before the timed generation (not in the speed figures).",
+    ]
 
 
 def context_cost_lines(cost: dict) -> list[str]:

@@ -278,6 +278,9 @@ class DegradedBackend(Backend):
     def load(self) -> object:
         return self.inner.load()
 
+    def compile_s(self) -> float | None:
+        return self.inner.compile_s()
+
     def peak_memory_mb(self) -> float | None:
         return self.inner.peak_memory_mb()
 

@@ -394,12 +394,17 @@ def run_variant(job: VariantJob) -> dict:
     if from_cache:
         job.store.append(from_cache)
         job.result.cached += len(from_cache)
+    compiled_before = job.backend.compile_s() or 0.0
     load_s = _load_before_clock(job, todo)
+    compiled_at_load = (job.backend.compile_s() or 0.0) - compiled_before
     t_start = time.perf_counter()
     _generate_todo(job, todo)
     wall = time.perf_counter() - t_start
     job.store.sync()
-    return _variant_summary(job, len(todo), len(from_cache), wall, load_s)
+    compiled = job.backend.compile_s()
+    compile_s = None if compiled is None else compiled - compiled_before
+    # the compile and warm-up ran inside `load()`, before the clock: load_s is the load alone
+    return _variant_summary(job, len(todo), len(from_cache), wall, (load_s - compiled_at_load, compile_s))
 
 
 def _plan(job: VariantJob) -> tuple[list[tuple[Request, str]], list[Generation]]:
@@ -472,9 +477,11 @@ def _with_trim(extra: dict, trimmed: Trimmed | None) -> dict:
     return extra if trimmed is None else {**extra, "context_trim": trimmed.record()}
 
 
-def _variant_summary(job: VariantJob, generated: int, cached: int, wall: float, load_s: float) -> dict:
-    """The variant's performance summary (variants.json) over every output the run holds for it."""
+def _variant_summary(job: VariantJob, generated: int, cached: int, wall: float, ahead: tuple[float, float | None]) -> dict:
+    """The variant's performance summary (variants.json) over every output the run holds for it.
+    `ahead`: the seconds spent before the clock, loading and compiling (None: nothing compiled)."""
     v, backend, previous = job.variant, job.backend, job.previous or {}
+    load_s, compile_s = ahead
     mine = [g for g in job.store.generations() if g.variant == v.name]
     peak = backend.peak_memory_mb()
     weights = backend.model_memory_mb()
@@ -505,4 +512,7 @@ def _variant_summary(job: VariantJob, generated: int, cached: int, wall: float, 
             "load_s": round(load_s + previous.get("load_s", 0.0), 3),
         }
     )
+    if compile_s is not None or previous.get("compile_s") is not None:
+        # compiling and warming up (Backend.compile_s): apart from load and from the timed generation
+        summary["compile_s"] = round((compile_s or 0.0) + (previous.get("compile_s") or 0.0), 3)
     return summary

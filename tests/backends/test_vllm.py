@@ -288,6 +288,9 @@ class LLM:
             raise RuntimeError("Engine core initialization failed. See root cause above. Failed core proc(s): {}")
         if kw.get("kv_cache_dtype") == "bogus":
             raise ValueError("Unknown kv cache dtype: bogus\\nsecond line of the cause")
+        if "compilation_config" in kw:  # as vLLM's engine process logs its compile time
+            print("INFO [monitor.py:61] torch.compile took 7.25 s in total", flush=True)
+            print("INFO [core.py:396] init engine (profile, create kv cache, warmup model) took 12.30 s (compilation: 7.50 s)", flush=True)
         self.kw = kw
 
     def chat(self, convs, params, use_tqdm=True):
@@ -372,6 +375,73 @@ def test_engine_start_failure_names_the_engine_processs_own_reason(fake_worker_p
         EvalsuiteError, match=r"vLLM did not start the engine: ValueError: To serve at least one request .*KV cache is needed.* \(RuntimeError: Engine core"
     ):
         be.load()
+
+
+# -- the compile layer: enforce_eager, compilation_config, batch invariance -----------------------
+def test_compile_layer_options_reach_the_engine_and_its_environment(fake_vllm, tmp_path):
+    be = VLLMBackend(
+        _variant(str(tmp_path / "base"), options={"enforce_eager": False, "compilation_config": {"mode": 3, "cudagraph_mode": "NONE"}, "batch_invariant": True})
+    )
+    args = be.engine_args()
+    assert args["enforce_eager"] is False and args["compilation_config"] == {"mode": 3, "cudagraph_mode": "NONE"}
+    assert be._engine_env() == {"VLLM_BATCH_INVARIANT": "1"}  # an environment variable of the engine, not an argument
+    assert be.engine_identity()["settings"]["batch_invariant"] is True
+    assert VLLMBackend(_variant(str(tmp_path / "base")))._engine_env() == {}
+
+
+def test_each_compile_setting_is_in_the_fingerprint(fake_vllm, tmp_path):
+    base = str(tmp_path / "base")
+    options = [
+        {},
+        {"enforce_eager": True},
+        {"enforce_eager": False},
+        {"compilation_config": {"mode": 3}},
+        {"compilation_config": {"mode": 0}},
+        {"batch_invariant": True},
+    ]
+    fps = [VLLMBackend(_variant(base, options=o)).fingerprint() for o in options]
+    assert len(set(fps)) == len(fps)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"batch_invariant": "yes"}, "variant 'v': options.batch_invariant: expected true or false"),
+        ({"compilation_config": [3]}, "variant 'v': options.compilation_config: expected a mapping"),
+        ({"compile": {"mode": "default"}}, "unknown vllm option(s) ['compile']"),
+    ],
+)
+def test_bad_compile_options_name_the_variant_and_field(options, message):
+    with pytest.raises(EvalsuiteError) as e:
+        VLLMBackend(_variant("/nowhere", options=options))
+    assert message in str(e.value)
+
+
+def test_compile_seconds_are_vllms_own_apart_from_the_load(fake_worker_python, tmp_path):
+    """The seconds vLLM's engine logs for its compilation (its summary line) are `compile_s`; an
+    engine that did not compile reports none."""
+    be = VLLMBackend(_variant(str(tmp_path / "base"), options={"enforce_eager": False, "compilation_config": {"mode": 3}}))
+    plain = VLLMBackend(_variant(str(tmp_path / "base"), options={"enforce_eager": True}))
+    try:
+        assert be.compile_s() is None  # not started
+        be.load()
+        plain.load()
+        assert be.compile_s() == 7.5 and plain.compile_s() is None
+    finally:
+        be.close()
+        plain.close()
+    assert vllm_env.compile_seconds("torch.compile took 1.5 s in total\n[x] torch.compile took 2.0 s in total\n") == 3.5
+    assert vllm_env.compile_seconds("nothing compiled") is None
+
+
+def test_an_engine_that_does_not_start_is_the_variants_load_error(fake_worker_python, tmp_path):
+    """vLLM refusing a setting at start (here a KV-cache dtype; on a CPU, batch invariance): the
+    variant's load_error, so the runner records it "cannot judge" and goes on."""
+    be = VLLMBackend(_variant(str(tmp_path / "base"), quantization={"kv_cache_dtype": "bogus"}))
+    assert be.load_error is None
+    with pytest.raises(EvalsuiteError):
+        be.load()
+    assert be.load_error is not None and "Unknown kv cache dtype: bogus" in be.load_error
 
 
 # -- the real thing (GPU machines) -------------------------------------------------------------

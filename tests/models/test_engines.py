@@ -93,3 +93,38 @@ def test_variant_engines_reads_the_signature_and_the_weights_libraries():
     variants = [v("transformers", name="base", options={"dtype": "float32"}), v("vllm", name="kv", options=_VLLM_OPTS, quantization={"kv_cache_dtype": "fp8"})]
     sig = {"engines": {"kv": _VLLM_KV}, "libraries": {"transformers": "5.0"}, "weights": {"base": {"libraries": {"transformers": "5.24.0"}}}}
     assert variant_engines(variants, sig) == {"base": "transformers 5.24.0 · fp32", "kv": "vllm 0.32.0 · cpu · bf16 · kv_cache_dtype=fp8 · max_model_len=2048"}
+
+
+_TF_ENGINE = {"engine": "transformers", "version": "5.24.0", "device": "cpu", "dtype": "float32"}
+
+
+@pytest.mark.parametrize(
+    "variant, engine, text",
+    [
+        (
+            v("transformers", options={"device": "cpu", "compile": {"mode": "default"}, "attn_implementation": "eager"}),
+            _TF_ENGINE,
+            "transformers 5.24.0 · cpu · fp32 · compile=default · attn=eager",
+        ),
+        (
+            v("transformers", options={"compile": {"mode": "max-autotune", "fullgraph": True}}),
+            _TF_ENGINE,
+            "transformers 5.24.0 · cpu · fp32 · compile=max-autotune fullgraph",
+        ),
+        (v("transformers", options={"attn_implementation": "sdpa", "threads": 2}), _TF_ENGINE, "transformers 5.24.0 · cpu · fp32 · attn=sdpa · threads=2"),
+        (
+            v("vllm", options={"dtype": "bfloat16", "enforce_eager": False, "compilation_config": {"mode": 3, "cudagraph_mode": "NONE"}}),
+            {
+                "engine": "vllm",
+                "version": "0.32.0",
+                "device": "cpu",
+                "settings": {"dtype": "bfloat16", "enforce_eager": False, "compilation_config": {"mode": 3, "cudagraph_mode": "NONE"}},
+            },
+            "vllm 0.32.0 · cpu · bf16 · enforce_eager=false · compilation_config mode=3,cudagraph_mode=NONE",
+        ),
+        (v("vllm", options={"dtype": "bfloat16", "batch_invariant": True}), None, "vllm ? · bf16 · batch_invariant"),
+    ],
+)
+def test_the_compile_layer_is_in_the_engine_column(variant, engine, text):
+    """A compile variant's engine says how its forward runs, so two rows of one engine are told apart."""
+    assert engine_text(engine_row(variant, engine, {})) == text
