@@ -153,6 +153,7 @@ class WorkerEngine:
     (`worker_process.WorkerProcess`, the one reader of that wire)."""
 
     def __init__(self, python: str, engine_args: dict, env: dict | None = None):
+        self._compile_s: float | None = None  #: read from the log once (compile_s)
         try:
             self.worker = WorkerProcess([python, str(WORKER)], env=_worker_env(env, engine_args), log_prefix="evalsuite-vllm-worker-")
         except EvalsuiteError as exc:

@@ -172,7 +172,9 @@ def _assemble_verdict(comparison: Comparison, sr: StageRubric, judged: list[str]
             "on the machine moves by tens of percent; time the run with `timing: interleaved` to judge it (docs/performance.md)"
         ]
     if not any(r.status == FAIL for r in results):  # a sure regression outranks a performance check that cannot be judged
-        problems += [f"rule {r.rule}: {r.variant}: cannot judge: {r.note}" for r in results if r.status == CANNOT_JUDGE and r.severity == "block" and not r.optional]
+        problems += [
+            f"rule {r.rule}: {r.variant}: cannot judge: {r.note}" for r in results if r.status == CANNOT_JUDGE and r.severity == "block" and not r.optional
+        ]
     judgeable = not problems
     passed = judgeable and not any(r.status == FAIL for r in results)
     return Verdict(
