@@ -58,7 +58,7 @@ test-e2e: setup
 test-slow: setup
 	$(PY) -m pytest -q -m slow tests/reliability tests/executors tests/security/test_humaneval_parity.py tests/review/test_concurrency.py tests/e2e/test_quickstart.py tests/e2e/test_formats_real.py tests/test_ci_docs.py \
 	  tests/importers/test_real_logs.py tests/backends/test_faults_served.py tests/run/test_load_real.py tests/e2e/test_traffic_real.py \
-	  tests/e2e/test_upgrade_real.py tests/backends/test_transformers_compile.py tests/e2e/test_compile_real.py
+	  tests/e2e/test_upgrade_real.py tests/backends/test_transformers_compile.py
 
 # the wheel as a new user installs it: built, installed with the `models` extra into a fresh venv with no
 # path to the repository, then init, run, gate, the pytest plugin ... in an empty directory (tests/test_wheel.py);

@@ -26,7 +26,6 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Literal
 
 from .cases.options import STAGES
 from .cases.suite import suite_from_resolved
@@ -38,12 +37,12 @@ from .releases.ledger import Decision, ReleaseLedger
 from .report.releases import ledger_status
 from .run.runner import RunOptions
 from .run.store import RunStore
-from .states import ExitCode
+from .states import CANNOT_JUDGE_WORD, NEEDS_REVIEW, PASS, REGRESSION, ExitCode, RecheckWord
 
 __all__ = ["Drift", "RecheckOutcome", "RecheckRequest", "RecheckResult", "Rerun", "plan_recheck", "recheck", "run_drift"]
 
-Outcome = Literal["kept", "revoked", "suspended", "cannot judge"]
-_OUTCOMES: dict[str, Outcome] = {"pass": "kept", "regression": "revoked", "needs review": "suspended"}
+Outcome = RecheckWord
+_OUTCOMES: dict[str, Outcome] = {PASS: "kept", REGRESSION: "revoked", NEEDS_REVIEW: "suspended"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,7 +121,7 @@ class RecheckResult:
     def exit_code(self) -> ExitCode:
         """1 a clearance revoked, 2 one that cannot be judged, 3 one suspended for review, else 0."""
         got = {o.outcome for o in self.outcomes}
-        for outcome, code in (("revoked", ExitCode.FAILED), ("cannot judge", ExitCode.CANNOT_JUDGE), ("suspended", ExitCode.NEEDS_REVIEW)):
+        for outcome, code in (("revoked", ExitCode.FAILED), (CANNOT_JUDGE_WORD, ExitCode.CANNOT_JUDGE), ("suspended", ExitCode.NEEDS_REVIEW)):
             if outcome in got:
                 return code
         return ExitCode.OK
@@ -219,15 +218,15 @@ def _judged(c: Clearance, store: RunStore, cleared: RunStore, req: RecheckReques
     try:
         judgment = judge_run(store, d.rubric, d.stage, d.queue or req.queue)
     except EvalsuiteError as exc:
-        return RecheckOutcome(clearance=c, outcome="cannot judge", status="cannot judge", reason=str(exc), run_id=store.run_id)
+        return RecheckOutcome(clearance=c, outcome=CANNOT_JUDGE_WORD, status=CANNOT_JUDGE_WORD, reason=str(exc), run_id=store.run_id)
     new = rel.decision_for(judgment, c.variant, kind="recheck", actor=req.actor)
     drift = run_drift(cleared, store, c.variant)
     base = judgment.comparison.baseline
     base_drift = run_drift(cleared, store, base)
     status = new.status
-    if status == "cannot judge":
+    if status == CANNOT_JUDGE_WORD:
         why = "; ".join(judgment.verdict.problems) if judgment.verdict.problems else "the rerun cannot be judged"
-        return RecheckOutcome(clearance=c, outcome="cannot judge", status=status, reason=why, run_id=store.run_id, drift=drift, baseline_drift=base_drift)
+        return RecheckOutcome(clearance=c, outcome=CANNOT_JUDGE_WORD, status=status, reason=why, run_id=store.run_id, drift=drift, baseline_drift=base_drift)
     record = {
         "of": d.id,
         "cleared_run": d.run_id,
@@ -264,7 +263,7 @@ def recheck(req: RecheckRequest, *, planned: RecheckResult | None = None, notify
     outcomes: list[RecheckOutcome] = []
     for i, rerun in enumerate(planned.plan, 1):
         if rerun.problem:
-            outcomes += [RecheckOutcome(clearance=c, outcome="cannot judge", status="cannot judge", reason=rerun.problem) for c in rerun.clearances]
+            outcomes += [RecheckOutcome(clearance=c, outcome=CANNOT_JUDGE_WORD, status=CANNOT_JUDGE_WORD, reason=rerun.problem) for c in rerun.clearances]
             continue
         if notify is not None:
             notify(
@@ -274,7 +273,7 @@ def recheck(req: RecheckRequest, *, planned: RecheckResult | None = None, notify
             store = _run_again(rerun, req)
         except EvalsuiteError as exc:
             outcomes += [
-                RecheckOutcome(clearance=c, outcome="cannot judge", status="cannot judge", reason=f"run {rerun.run_id}: {exc}") for c in rerun.clearances
+                RecheckOutcome(clearance=c, outcome=CANNOT_JUDGE_WORD, status=CANNOT_JUDGE_WORD, reason=f"run {rerun.run_id}: {exc}") for c in rerun.clearances
             ]
             continue
         cleared = RunStore(rerun.run_dir)

@@ -26,6 +26,8 @@ VerdictStatus = Literal["pass", "regression", "cannot judge", "needs review"]
 REGRESSION: Final = "regression"
 NEEDS_REVIEW: Final = "needs review"
 VERDICT_STATUSES: Final[tuple[str, ...]] = get_args(VerdictStatus)
+#: what `evalsuite recheck` did with a clearance (evalsuite.recheck): kept, revoked, suspended for review, or cannot judge
+RecheckWord = Literal["kept", "revoked", "suspended", "cannot judge"]
 
 # --- a review item (review.settle) --------------------------------------------------------------
 ReviewVerdict = Literal["acceptable", "regression", "unsure"]

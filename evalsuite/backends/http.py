@@ -225,7 +225,6 @@ class HTTPBackend(ServedBackend):
         self.restarts += 1
         return self.transport.base_url
 
-    # -- identity ------------------------------------------------------------------------------
     def served_models(self) -> list[dict] | None:
         """The models the server lists (`id`, and `root` when given), asked once; None if it cannot say."""
         if self._served is _UNSET:
@@ -252,8 +251,7 @@ class HTTPBackend(ServedBackend):
         return self._identity
 
     def engine_identity(self) -> dict:
-        """The engine for the report's engine column: the launcher and its library's version for a
-        server evalsuite starts (no server is started to say it), else the server's address."""
+        """The report's engine column: a started server's launcher and library version, else the address."""
         return _engine_identity(self.launcher)
 
     def environment(self) -> dict:
@@ -264,7 +262,6 @@ class HTTPBackend(ServedBackend):
         core = replace(self.variant, options=self.opts.fingerprint_options())
         return core.fingerprint(self.identity())
 
-    # -- generation ----------------------------------------------------------------------------
     def _settings(self, req: Request) -> dict:
         """The request's generation settings as the server's body fields (greedy: temperature 0, top_p 1)."""
         return {
@@ -282,9 +279,7 @@ class HTTPBackend(ServedBackend):
             assert self.renderer is not None
             body["prompt"] = self.renderer.render(req.messages)
         if req.tools is not None:  # `tools: native` (chat endpoint only: passes_tools)
-            body["tools"] = req.tool_list()
-            if req.tool_choice is not None:
-                body["tool_choice"] = req.tool_choice_value()
+            body.update({"tools": req.tool_list()} | ({"tool_choice": req.tool_choice_value()} if req.tool_choice is not None else {}))
         body.update({k: v for k, v in self._settings(req).items() if k not in self.opts.unsupported})
         body["stream"] = self.opts.stream
         if self.opts.stream and self.transport.stream_options:
@@ -292,9 +287,7 @@ class HTTPBackend(ServedBackend):
         body.update(self.opts.extra_body)
         return body
 
-    def passes_tools(self) -> bool:
-        """The chat endpoint takes `tools` (the server must parse calls: vLLM's `--enable-auto-tool-choice
-        --tool-call-parser hermes`; calls it leaves in the text are parsed here); the completions endpoint cannot."""
+    def passes_tools(self) -> bool:  # the chat endpoint's `tools` (docs/formats.md); not the completions endpoint
         return self.opts.endpoint == "chat"
 
     def request_body(self, req: Request, *, stream: bool | None = None) -> dict:
@@ -329,8 +322,7 @@ class HTTPBackend(ServedBackend):
         return self.transport.run(self._generate(batch))
 
     def engine_metrics(self) -> dict | None:
-        """What the server's own counters say of this variant so far (vLLM's: TTFT, queue time,
-        prefix-cache hits, preemptions, speculative acceptance), or None where it exposes none."""
+        """The server's own counters for this variant so far (vLLM's: TTFT, queue, prefix cache, preemptions), or None."""
         if self.launcher is None or self.server is None or not self.server.running:
             return None
         return self.launcher.metrics_summary(self._metrics_before, self.launcher.read_metrics(self.base_url))

@@ -173,7 +173,6 @@ class TransformersBackend(Backend):
         self.load_s: float | None = None
         self._compiled = CompileRun(self.layer, variant.name)  #: warm-up, recompilations, the library's refusal
 
-    # -- configuration -------------------------------------------------------------------------
     @property
     def dtype(self):
         """The torch dtype of the weights (imports torch)."""
@@ -235,7 +234,6 @@ class TransformersBackend(Backend):
         out = {"engine": "transformers", "version": ident["libraries"].get("transformers"), "device": ident["device"], "dtype": ident["dtype"]}
         return out | ({"settings": self.layer.describe()} if self.layer.active else {})
 
-    # -- loading -------------------------------------------------------------------------------
     def _loader(self) -> ModelLoader:
         if self._model_loader is None:
             self._model_loader = ModelLoader(who=self.variant.name, device=self.device, dtype_name=self.dtype_name, cache_dir=self.cache_dir)
@@ -295,19 +293,11 @@ class TransformersBackend(Backend):
         """Seconds of the warm-up and of the recompilations since (None: no compile layer, or not loaded)."""
         return self._compiled.seconds
 
-    # -- prompts -------------------------------------------------------------------------------
-    def passes_tools(self) -> bool:
-        """Tools go through the chat template's `tools` (TOOL_CHAT_TEMPLATE where the model's own has none)."""
+    def passes_tools(self) -> bool:  # the chat template's `tools` (chat_prompt)
         return True
 
     def prompt_text(self, request: Request) -> str:
-        msgs = [{"role": r, "content": c} for r, c in request.messages]
-        tools = request.tool_list()
-        if tools is None:
-            return self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
-        own = self.tokenizer.chat_template if isinstance(self.tokenizer.chat_template, str) else ""
-        template = None if "tools" in own else TOOL_CHAT_TEMPLATE  # the model's own template, where it renders tools
-        return self.tokenizer.apply_chat_template(msgs, tools=tools, chat_template=template, add_generation_prompt=True, tokenize=False)
+        return chat_prompt(self.tokenizer, request)
 
     def encode(self, requests: Sequence[Request]) -> dict:
         """Left-padded input ids and attention mask for a batch of chats."""
@@ -321,7 +311,6 @@ class TransformersBackend(Backend):
         except Exception:  # noqa: BLE001 - any model without plain embeddings: use the configured device
             return torch.device(self.device)
 
-    # -- generation ----------------------------------------------------------------------------
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
         if not requests:
             return []
@@ -426,7 +415,6 @@ class TransformersBackend(Backend):
             **common,
         )
 
-    # -- resources -----------------------------------------------------------------------------
     def peak_memory_mb(self) -> float | None:
         """Serving memory: the weights plus the peak working set of generation (see transformers_memory)."""
         if self.model is None:
@@ -504,3 +492,15 @@ class _BatchFacts:
     size: int
     timed_out: bool
     extra: dict
+
+
+def chat_prompt(tokenizer: Any, request: Request) -> str:
+    """A request's chat rendered by the tokenizer's template; a request's tools (`tools: native`) go
+    through the template's `tools`, or through TOOL_CHAT_TEMPLATE where the model's own has none."""
+    msgs = [{"role": r, "content": c} for r, c in request.messages]
+    tools = request.tool_list()
+    if tools is None:
+        return tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+    own = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else ""
+    template = None if "tools" in own else TOOL_CHAT_TEMPLATE  # the model's own template, where it renders tools
+    return tokenizer.apply_chat_template(msgs, tools=tools, chat_template=template, add_generation_prompt=True, tokenize=False)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from ..states import CANNOT_JUDGE_WORD
 from ._app import ExitCode, app, console, guarded, new_table, print_error, setup_logging
 from .judging import LedgerOpt, QueueOpt, RubricOpt, RunsDir
 
@@ -221,7 +222,7 @@ def _recheck_outcome_lines(o: Any) -> list[str]:
     c = o.clearance
     head = f"{c.variant} ({c.fingerprint[:12]}) for {c.stage}"
     where = f" on run {o.run_id}" if o.run_id else ""
-    if o.outcome == "cannot judge":
+    if o.outcome == CANNOT_JUDGE_WORD:
         return [f"[yellow]cannot judge[/yellow] {head}{where}: {o.reason} (nothing recorded: still cleared, still stale)"]
     d = o.decision
     rules = f" ({o.reason})" if o.reason else ""

@@ -238,8 +238,8 @@ def test_tools_pass_natively_offline_and_served(tmp_path):
     args = ["--max-model-len", "2048", "--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--chat-template", str(template)]
     served = HTTPBackend(Variant(name="served-tools", backend="http", model="embedded", options={"serve": {"launcher": "vllm", "args": args}, "timeout_s": 600, "tools": "native"}))
     try:
-        body = served.request_body(reqs[0])
         srv = served.generate(reqs)
+        body = served.request_body(reqs[0])  # the model name is the started server's
     finally:
         served.close()
     assert body["tools"] == reqs[0].tool_list()
