@@ -565,30 +565,15 @@ def _check_backends(variants: list[Variant], file: str, lines: LineMap, problems
         for fld, message in compile_problems(v.backend, v.options, v.kv_cache, v.name) if isinstance(v.backend, str) else []:
             line = lines.line_of(("variants", i, *fld.split("."))) or lines.line_of(("variants", i, "options")) or lines.line_of(("variants", i))
             problems.append(_variant_problem(file, line, v.name, f"variants[{i}].{fld}", message))
-        if v.environment and v.backend not in ENVIRONMENT_BACKENDS:
-            hint = " (vLLM runs in its own environment already: `make vllm`, docs/serving.md)" if v.backend == "vllm" else ""
-            problems.append(
-                _variant_problem_at(
-                    file,
-                    lines,
-                    i,
-                    v.name,
-                    "environment",
-                    f"the {v.backend} backend does not take `environment`{hint}; backends that do: {', '.join(ENVIRONMENT_BACKENDS)}",
-                )
-            )
-        if v.kv_cache and v.backend not in KV_CACHE_BACKENDS:
-            hint = " (vLLM's KV-cache dtype is `quantization: {kv_cache_dtype: fp8}`)" if v.backend == "vllm" else ""
-            problems.append(
-                _variant_problem_at(
-                    file,
-                    lines,
-                    i,
-                    v.name,
-                    "kv_cache",
-                    f"the {v.backend} backend does not take `kv_cache`{hint}; backends that do: {', '.join(KV_CACHE_BACKENDS)}",
-                )
-            )
+        # fields only some backends take: (value, field, those backends, what a vLLM variant uses instead)
+        for value, fld, takers, vllm_way in (
+            (v.environment, "environment", ENVIRONMENT_BACKENDS, "vLLM runs in its own environment already: `make vllm`, docs/serving.md"),
+            (v.kv_cache, "kv_cache", KV_CACHE_BACKENDS, "vLLM's KV-cache dtype is `quantization: {kv_cache_dtype: fp8}`"),
+        ):
+            if value and v.backend not in takers:
+                hint = f" ({vllm_way})" if v.backend == "vllm" else ""
+                message = f"the {v.backend} backend does not take `{fld}`{hint}; backends that do: {', '.join(takers)}"
+                problems.append(_variant_problem_at(file, lines, i, v.name, fld, message))
         if isinstance(v.backend, str) and v.backend not in BACKENDS:
             hint = suggest(v.backend, BACKENDS.names(), n=2, quote=False)
             problems.append(
