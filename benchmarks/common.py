@@ -36,10 +36,13 @@ class Row:
     target: str = ""  #: e.g. "<= 1.05"
     verdict: str = ""  #: met / not met / not judged / error
     load_before: float | None = None  #: 1-minute load average when the row's benchmark started
-    load_after: float | None = None  #: ... and when it ended
+    load_after: float | None = None  #: ... and when it ended (the benchmark's own processes included)
+    others: float | None = None  #: mean runnable tasks outside the benchmark's processes while it ran (OtherLoad)
 
     def cells(self) -> list[str]:
         load = "-" if self.load_before is None else f"{self.load_before:.1f} / {self.load_after:.1f}"
+        if self.others is not None:
+            load += f" (others {self.others:.2f})"
         return [self.bench, self.measure, self.figures, self.ratio.text() if self.ratio else "-", self.target or "-", self.verdict or "-", load]
 
 
@@ -62,18 +65,104 @@ def is_busy(load: float, cores: int) -> bool:
     return load == load and load > cores  # nan (no load average) is not busy
 
 
-def with_load(rows: list[Row], before: float, after: float, cores: int) -> list[Row]:
-    """`rows` with the load averages before and after recorded; on a busy machine (either reading above the
-    core count) every verdict is prefixed "busy machine", and a busy row never reads "met"."""
+def settle(read: Callable[[], float], limit: float = 1.0, wait_s: float = 120.0) -> float:
+    """Wait (at most `wait_s`) for the load average `read()` gives to fall to `limit`, so that a
+    benchmark's "before" reading is the machine's and not the previous benchmark's own tail; returns
+    the last reading."""
+    t0 = time.monotonic()
+    load = read()
+    while load == load and load > limit and time.monotonic() - t0 < wait_s:
+        time.sleep(5)
+        load = read()
+    return load
+
+
+class OtherLoad:
+    """The load the machine's other jobs put on it while a benchmark runs: the mean number of
+    runnable tasks (threads in state R, as the load average counts them) outside this process and
+    its descendants, sampled every `interval` seconds from /proc. The 1-minute load average after a
+    benchmark counts the benchmark's own processes too (the sandbox benchmarks run two programs at
+    once), so it cannot tell a busy machine from a busy benchmark; this can. nan without /proc."""
+
+    def __init__(self, interval: float = 1.0):
+        import threading
+
+        self.interval = interval
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    @staticmethod
+    def _tasks() -> tuple[dict[int, int], dict[int, int]] | None:
+        """pid -> parent pid, and pid -> runnable threads, for every process; None without /proc."""
+        proc = Path("/proc")
+        if not (proc / "self" / "stat").exists():
+            return None
+        parents: dict[int, int] = {}
+        running: dict[int, int] = {}
+        for d in proc.iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                stat = (d / "stat").read_text()
+                parents[int(d.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+                n = 0
+                for t in (d / "task").iterdir():
+                    if (t / "stat").read_text().rsplit(")", 1)[1].split()[0] == "R":
+                        n += 1
+                running[int(d.name)] = n
+            except (OSError, ValueError, IndexError):  # the process ended while being read
+                continue
+        return parents, running
+
+    def sample(self, root: int | None = None) -> int | None:
+        """Runnable tasks now outside `root` (default: this process) and its descendants."""
+        got = self._tasks()
+        if got is None:
+            return None
+        parents, running = got
+        ours = {os.getpid() if root is None else root}
+        grew = True
+        while grew:  # descendants of this process, however deep
+            new = {p for p, pp in parents.items() if pp in ours and p not in ours}
+            ours |= new
+            grew = bool(new)
+        return sum(n for p, n in running.items() if p not in ours)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            n = self.sample()
+            if n is not None:
+                self.samples.append(n)
+
+    def __enter__(self) -> OtherLoad:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def mean(self) -> float:
+        return sum(self.samples) / len(self.samples) if self.samples else float("nan")
+
+
+def with_load(rows: list[Row], before: float, after: float, cores: int, others: float = float("nan")) -> list[Row]:
+    """`rows` with the load averages before and after recorded, and the other jobs' mean load while
+    the benchmark ran (OtherLoad). Busy: the load average before the benchmark above the core count,
+    or the other jobs keeping at least half the cores busy while it ran (the reading after is the
+    benchmark's own load, not a sign of a busy machine). A busy row's verdict is prefixed
+    "busy machine", and a busy row never reads "met"."""
     from dataclasses import replace
 
-    busy = is_busy(before, cores) or is_busy(after, cores)
+    busy = is_busy(before, cores) or (others == others and others >= cores / 2)
     out = []
     for r in rows:
         verdict = r.verdict
         if busy and verdict not in ("", "-", "error"):
             verdict = BUSY if verdict == "met" else f"{BUSY} ({verdict})"
-        out.append(replace(r, verdict=verdict, load_before=before, load_after=after))
+        out.append(replace(r, verdict=verdict, load_before=before, load_after=after, others=None if others != others else others))
     return out
 
 

@@ -378,7 +378,9 @@ def compute_changes(variant: Variant, baseline: Variant) -> tuple[str, ...]:
         changed.append("backend")
     if (variant.environment or None) != (baseline.environment or None):
         changed.append("framework")
-    if layer != base_layer:
+    # another backend's compile options are part of that backend's configuration (vLLM's
+    # `enforce_eager: true` against transformers is not a compile change): compared within one backend
+    if layer != base_layer and variant.backend == baseline.backend:
         changed.append(COMPILE)
     if variant.generation.request_part() != baseline.generation.request_part():
         changed.append("generation")

@@ -126,6 +126,22 @@ def test_compile_layer_variants_are_one_variable_each(write):
     assert {"compile", "batch"} <= set(CHANGE_CATEGORIES)
 
 
+def test_another_backends_compile_options_are_part_of_the_backend_change(write):
+    """vLLM's `enforce_eager: true` against a transformers baseline is not a compile change (the two
+    backends' compile layers are not comparable): the variant changes its backend, and its batch."""
+    s = load_suite(
+        _suite(
+            write,
+            TF_BASE,
+            "  - {name: on-vllm, backend: vllm, changes: [backend, batch], generation: {batch_size: 4}, options: {dtype: bfloat16, enforce_eager: true}}\n"
+            "  - {name: on-vllm-compiled, backend: vllm, options: {dtype: bfloat16, enforce_eager: false}}\n",
+        )
+    )
+    assert s.variant("on-vllm").changes == ("backend", "batch")
+    assert s.variant("on-vllm-compiled").changes == ("backend",)
+    assert not [w for w in s.warnings if "on-vllm" in w]
+
+
 def _v(name="v", backend="vllm", options=None, **gen) -> Variant:
     return Variant(name, backend=backend, model="embedded", options=options or {}, generation=GenerationSettings(**gen))
 
