@@ -63,3 +63,32 @@ def test_logging_keeps_http_request_lines_out_unless_verbose():
     _setup_logging(True)
     assert logging.getLogger("httpx").isEnabledFor(logging.INFO)
     _setup_logging(False)
+
+
+def test_run_reads_the_case_sets_once(repo, tmp_path, monkeypatch):
+    """`evalsuite run` checks the suite's selectors and runs the cases that check read: each case-set
+    selector is loaded once (it was loaded twice, the larger part of a warm re-run's time)."""
+    import evalsuite.cases.caseset as caseset
+    import evalsuite.cases.suite as suite_mod
+    import evalsuite.verdict.checkup as checkup
+
+    calls: list[list] = []
+    real = caseset.load_cases
+
+    def counting(paths):
+        calls.append(list(paths))
+        return real(paths)
+
+    monkeypatch.setattr(suite_mod, "load_cases", counting)
+    monkeypatch.setattr(checkup, "load_cases", counting)
+    monkeypatch.chdir(tmp_path)
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        (repo / "suites" / "fake.yaml").read_text().replace("../casesets", str(repo / "casesets")).replace("output_dir: ../reports", f"output_dir: {tmp_path}\ncache: {tmp_path}/cache.sqlite")
+    )
+    result = runner.invoke(app, ["run", str(suite), "-q", "--limit", "2"])
+    assert result.exit_code == 0, result.output
+    selectors = len(suite_mod.load_suite(suite).casesets)
+    assert len(calls) == selectors, calls
+    lines = (next((tmp_path / "runs").iterdir()) / "generations.jsonl").read_text().splitlines()
+    assert len(lines) == 2 * len({json.loads(x)["case_id"] for x in lines})  # the limit still applies: 2 variants

@@ -109,12 +109,23 @@ def library_tools(items: Sequence[Mapping[str, Any]], report: Report) -> dict[st
     return out
 
 
+#: a tools library's parameters schemas checked so far in this process (canonical JSON -> the
+#: metaschema's complaint, None when valid): every case-set file of a directory repeats the library
+_CHECKED: dict[str, str | None] = {}
+
+
 def _check_parameters(tool: Tool, path: tuple, label: str, report: Report) -> None:
-    js = _jsonschema()
-    try:
-        js.validators.validator_for(tool.parameters).check_schema(tool.parameters)
-    except js.SchemaError as exc:
-        report(path, label, f"not a valid JSON Schema: {exc.message}")
+    key = json.dumps(tool.parameters, sort_keys=True, default=repr)
+    if key not in _CHECKED:
+        js = _jsonschema()
+        try:
+            js.validators.validator_for(tool.parameters).check_schema(tool.parameters)
+            _CHECKED[key] = None
+        except js.SchemaError as exc:
+            _CHECKED[key] = exc.message
+    message = _CHECKED[key]
+    if message is not None:
+        report(path, label, f"not a valid JSON Schema: {message}")
 
 
 def _resolve_tools(raw: Mapping[str, Any], library: Mapping[str, Tool], report: Report) -> tuple[Tool, ...]:

@@ -42,12 +42,12 @@ def run(
 ) -> None:
     """Generate (or resume) a run of a suite, then score it."""
     from ..cases.suite import load_suite
-    from ..run.runner import RunOptions
+    from ..run.runner import RunOptions, select_cases
     from ..verdict.checkup import check_cases
 
     setup_logging(verbose)
     s = load_suite(suite)
-    check_cases(s)  # a missing case-set path or a selector that selects nothing, at the suite's file:line
+    checked = check_cases(s)  # a missing case-set path or a selector that selects nothing, at the suite's file:line
     opts = RunOptions(
         variants=variants.split(",") if variants else None,
         scenarios=scenarios.split(",") if scenarios else None,
@@ -59,9 +59,12 @@ def run(
     if adaptive:
         res = _run_adaptive(s, opts, stage, seed, until, tolerance)
     else:
+        from dataclasses import replace
+
         from ..scoring.pipeline import run_suite
 
-        res = run_suite(s, opts)
+        # the cases the check just read are the run's: the case sets are read once (a warm re-run's cost)
+        res = run_suite(s, replace(opts, cases=select_cases(s, opts.scenarios, opts.limit, loaded=checked)))
     print_variant_table(res.variants, title=f"run {res.store.run_id}", engines=run_engines(res.store))
     console.print(f"generated {res.generated}, from cache {res.cached}, already in run {res.skipped}, errors {res.errors}")
     console.print(f"run directory: {res.run_dir}")

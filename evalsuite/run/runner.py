@@ -69,8 +69,10 @@ class RunResult:
         return self.store.dir
 
 
-def select_cases(suite: Suite, scenarios: Sequence[str] | None = None, limit: int | None = None) -> list[Case]:
-    cases = suite.load_cases()
+def select_cases(suite: Suite, scenarios: Sequence[str] | None = None, limit: int | None = None, loaded: Sequence[Case] | None = None) -> list[Case]:
+    """The cases a run of `suite` generates: its selection (`loaded`, when the caller has already read
+    it: `suite.load_cases()` otherwise), narrowed to `scenarios` and to `limit` per scenario."""
+    cases = list(loaded) if loaded is not None else suite.load_cases()
     if scenarios:
         unknown = set(scenarios) - set(SCENARIOS)
         if unknown:
