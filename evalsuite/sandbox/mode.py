@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ..hashing import sha256_json
 from .isolation import SECCOMP_DENIED, libseccomp
 from .mounts import blocking_ancestor
 
@@ -83,18 +84,60 @@ def machine_mode(network: bool) -> Mode:
 
 
 def isolation_summary() -> dict:
-    """What this machine gives the sandbox, for run signatures and reports."""
+    """What this machine gives the sandbox, for run signatures and reports: the mode (`isolation`, its
+    label; `mode`, in words), whether it runs as root, the calls the seccomp filter denies (`seccomp`,
+    empty where there is no filter) and the filter's identity (`seccomp_filter`), and the warnings."""
     m = machine_mode(False)
     warnings = list(m.warnings) + _forgeable(m)
-    return {"isolation": m.label, "root": m.root, "seccomp": list(_seccomp_denied()), "warnings": warnings}
+    return {
+        "isolation": m.label,
+        "mode": mode_words(m),
+        "root": m.root,
+        "seccomp": list(_seccomp_denied()),
+        "seccomp_filter": seccomp_filter(),
+        "warnings": warnings,
+    }
 
 
-@lru_cache(maxsize=1)
+def mode_words(mode: Mode) -> str:
+    """The mode in words: "root with namespaces", "user namespaces" (not root) or "rlimits only"."""
+    if not mode.namespaces:
+        return "rlimits only"
+    return "root with namespaces" if mode.root else "user namespaces"
+
+
 def _seccomp_denied() -> tuple[str, ...]:
     """The calls the sandbox's filter denies here: none where libseccomp is missing."""
     import ctypes
 
     return SECCOMP_DENIED if libseccomp(ctypes) is not None else ()
+
+
+def seccomp_filter() -> dict:
+    """The seccomp filter every run gets here: whether there is one (libseccomp loads), a digest of
+    the sorted calls it denies (the same list, the same digest) and the libseccomp version."""
+    import ctypes
+
+    lib = libseccomp(ctypes)
+    if lib is None:
+        return {"installed": False, "digest": None, "libseccomp": None}
+    return {"installed": True, "digest": sha256_json(sorted(SECCOMP_DENIED))[:16], "libseccomp": _libseccomp_version(lib, ctypes)}
+
+
+def _libseccomp_version(lib, ctypes) -> str | None:
+    """libseccomp's version (`seccomp_version`, libseccomp 2.3 and later), or None where unknown."""
+    try:
+        fn = lib.seccomp_version
+    except AttributeError:  # a libseccomp older than 2.3
+        return None
+
+    class Version(ctypes.Structure):
+        _fields_ = [("major", ctypes.c_uint), ("minor", ctypes.c_uint), ("micro", ctypes.c_uint)]
+
+    fn.restype = ctypes.POINTER(Version)
+    fn.argtypes = []
+    v = fn()
+    return f"{v.contents.major}.{v.contents.minor}.{v.contents.micro}" if v else None
 
 
 def _forgeable(mode: Mode) -> list[str]:
