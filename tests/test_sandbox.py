@@ -14,7 +14,7 @@ import pytest
 from evalsuite import sandbox
 
 REPO = Path(__file__).resolve().parents[1]
-FULL = sandbox._mode(False).namespaces  # namespaces available: outside writes fail instead of being hidden
+FULL = sandbox.mode.machine_mode(False).namespaces  # namespaces available: outside writes fail instead of being hidden
 
 
 def _leftovers(res: sandbox.SandboxResult) -> list[psutil.Process]:
@@ -171,7 +171,7 @@ def test_runs_as_unprivileged_uid():
     res = sandbox.run_python("import os\nprint(os.getuid(), os.getgid(), os.getgroups())\n")
     assert res.status == "passed"
     assert res.stdout.split()[:2] == [str(res.uid), str(res.uid)]
-    assert res.uid >= sandbox._UID_RANGE[0]
+    assert res.uid >= sandbox.mode.UID_RANGE[0]
 
 
 def test_parallel_pool_keeps_order_and_caches():
@@ -187,8 +187,8 @@ def test_parallel_pool_keeps_order_and_caches():
 
 def test_degraded_mode_warns_and_still_cleans_up(monkeypatch):
     """Without namespaces the run still works, says what is missing, and kills leftovers by uid."""
-    mode = sandbox._Mode((), False, False, os.geteuid() == 0, ("network NOT isolated", "no private /tmp"), "rlimits only")
-    monkeypatch.setattr(sandbox.mode, "_mode", lambda network: mode)
+    mode = sandbox.mode.Mode((), False, False, os.geteuid() == 0, ("network NOT isolated", "no private /tmp"), "rlimits only")
+    monkeypatch.setattr(sandbox.mode, "machine_mode", lambda network: mode)
     code = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\nprint('parent done')\n"
     res = sandbox.run_python(code, timeout_s=5)
     assert (res.status, res.stdout, res.isolation.split("+")[0]) == ("passed", "parent done\n", "rlimits only")
@@ -421,21 +421,22 @@ def test_harness_falls_back_to_its_source_on_another_interpreter_version(program
     [("/plain", "/plain"), ("/a\\040b", "/a b"), ("/x\\134y\\011z", "/x\\y\tz"), ("/n\\012", "/n\n"), ("/odd\\9z", "/odd\\9z"), ("/end\\04", "/end\\04")],
 )
 def test_mountinfo_paths_are_unescaped(raw, path):
-    from evalsuite.sandbox import isolation
+    from evalsuite.sandbox import mounts
 
-    assert isolation._unescape(raw) == path
+    assert mounts.unescape(raw) == path
 
 
 @pytest.mark.skipif(not ZYGOTE, reason="runs go through the zygote only as root with namespaces")
 def test_a_zygote_that_cannot_set_up_namespaces_hands_over_to_unshare(monkeypatch):
     """If the zygote's child cannot unshare (here: an invalid flag), the program has not run: the run
     is retried through `unshare`, passes, and later runs skip the zygote."""
-    monkeypatch.setitem(sandbox.zygote._zygote_state, "broken", None)
-    monkeypatch.setattr(sandbox.zygote, "_CLONE_NEWNET", 0x40000000 | 0x00000001)  # not a namespace flag: EINVAL
+    monkeypatch.setitem(sandbox.zygote.zygote_state, "broken", None)
+    flags = sandbox.zygote.unshare_flags
+    monkeypatch.setattr(sandbox.zygote, "unshare_flags", lambda plan: flags(plan) | 0x00000001)  # not a namespace flag: EINVAL
     res = sandbox.run_tests("# handed over\n" + GOOD, ADD_TESTS, "add")
     assert (res.status, res.tests_run) == ("passed", 1), (res.reason, res.stderr[-500:])
-    assert "zygote: OSError" in sandbox.zygote._zygote_state["broken"]
-    assert sandbox.process._zygote_for(sandbox.process._plan(sandbox.Limits())) is None
+    assert "zygote: OSError" in sandbox.zygote.zygote_state["broken"]
+    assert sandbox.process.zygote_for(sandbox.process.plan_run(sandbox.Limits())) is None
 
 
 @pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "unshare"])
@@ -459,8 +460,8 @@ def test_a_bootstrap_that_fails_says_why(monkeypatch, zygote):
     import dataclasses
 
     monkeypatch.setattr(sandbox.process, "USE_ZYGOTE", zygote)
-    plan = sandbox.process._plan
-    monkeypatch.setattr(sandbox.process, "_plan", lambda lim, **kw: dataclasses.replace(plan(lim, **kw), uid=2**40))
+    plan = sandbox.process.plan_run
+    monkeypatch.setattr(sandbox.process, "plan_run", lambda lim, **kw: dataclasses.replace(plan(lim, **kw), uid=2**40))
     res = sandbox.run_python("print('never runs')\n")
     # the traceback names the bootstrap function (its source lines show only where the checkout is visible in the sandbox: not under /tmp)
     assert res.status == "error" and "OverflowError" in res.reason and "in _boot" in res.reason, res.reason
@@ -472,8 +473,8 @@ def test_degraded_mode_kills_daemons_left_at_the_wall_timeout(monkeypatch):
     """Without a PID namespace, a wall timeout kills the process group and then every process of the
     run's uid, with an interpreter that uid can reach (the suite's own may be under /root, as pyenv's
     is: the kill then failed to start and a `setsid` daemon outlived the run)."""
-    mode = sandbox._Mode((), False, False, True, ("network NOT isolated", "no private /tmp"), "rlimits only")
-    monkeypatch.setattr(sandbox.mode, "_mode", lambda network: mode)
+    mode = sandbox.mode.Mode((), False, False, True, ("network NOT isolated", "no private /tmp"), "rlimits only")
+    monkeypatch.setattr(sandbox.mode, "machine_mode", lambda network: mode)
     code = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\ntime.sleep(60)\n"
     res = sandbox.run_python(code, timeout_s=2, cpu_s=30)
     assert (res.status, res.reason) == ("timeout", "wall timeout (2 s)")
@@ -495,33 +496,33 @@ def test_runs_in_flight_never_share_a_uid(monkeypatch):
 
     draws = iter([5, 5, 5, 7, 5])
     monkeypatch.setattr(mode.secrets, "randbelow", lambda n: next(draws))
-    monkeypatch.setattr(mode, "_uids_in_use", set())
-    first = mode._claim_uid()
-    second = mode._claim_uid()  # draws 5 twice (held), then 7
+    uids = mode.Uids()
+    first = uids.claim()
+    second = uids.claim()  # draws 5 twice (held), then 7
     # in blocks of four: the harness's, the program's and the tests' uids (issue 40)
-    assert first == mode._UID_RANGE[0] + 4 * 5 and second == mode._UID_RANGE[0] + 4 * 7
-    mode._release_uid(first)
-    assert mode._claim_uid() == first  # free again
-    assert mode._uids_in_use == {first, second}
+    assert first == mode.UID_RANGE[0] + 4 * 5 and second == mode.UID_RANGE[0] + 4 * 7
+    uids.release(first)
+    assert uids.claim() == first  # free again
+    assert uids.in_use == {first, second}
 
 
 @pytest.mark.skipif(not ZYGOTE, reason="runs go through the zygote only as root with namespaces")
 def test_a_zygote_run_that_breaks_while_waited_for_is_killed_before_the_unshare_retry(monkeypatch):
     """An error while waiting on a zygote run sends the run to `unshare`; the zygote's run is killed
     first (it used to be left running, so the program ran twice at once)."""
-    monkeypatch.setitem(sandbox.zygote._zygote_state, "broken", None)
-    killed, real_read = [], sandbox.zygote._read_until_eof
-    real_killpg = sandbox.zygote._killpg
+    monkeypatch.setitem(sandbox.zygote.zygote_state, "broken", None)
+    killed, real_read = [], sandbox.zygote.read_until_eof
+    real_killpg = sandbox.zygote.killpg
 
     def broken_read(fd, timeout_s, stdin):
-        monkeypatch.setattr(sandbox.zygote, "_read_until_eof", real_read)  # once
+        monkeypatch.setattr(sandbox.zygote, "read_until_eof", real_read)  # once
         raise OSError("poll failed")
 
-    monkeypatch.setattr(sandbox.zygote, "_read_until_eof", broken_read)
-    monkeypatch.setattr(sandbox.zygote, "_killpg", lambda pgid: (killed.append(pgid), real_killpg(pgid)))
+    monkeypatch.setattr(sandbox.zygote, "read_until_eof", broken_read)
+    monkeypatch.setattr(sandbox.zygote, "killpg", lambda pgid: (killed.append(pgid), real_killpg(pgid)))
     res = sandbox.run_python("import time\ntime.sleep(0.2)\nprint('ran')\n", timeout_s=20)
     assert (res.status, res.stdout) == ("passed", "ran\n"), (res.reason, res.stderr[-500:])
-    assert len(killed) == 1 and "OSError: poll failed" in sandbox.zygote._zygote_state["broken"]
+    assert len(killed) == 1 and "OSError: poll failed" in sandbox.zygote.zygote_state["broken"]
     assert _gone_or_zombie(killed[0])  # the zygote's run is dead (the zygote reaps it in its own time)
 
 

@@ -79,7 +79,8 @@ torch: Any = None  # the torch module, once `_torch()` imported it
 
 log = logging.getLogger("evalsuite")
 
-_OPTIONS = {"device", "dtype", "threads", "cache_dir", "trust_remote_code", "compile", "attn_implementation"}
+#: the options a transformers variant takes, in process or in a worker (`transformers_env`)
+OPTIONS = {"device", "dtype", "threads", "cache_dir", "trust_remote_code", "compile", "attn_implementation"}
 #: dtype option -> torch attribute name (resolved to a torch.dtype only when the model loads)
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16"}
 #: device nodes of a CUDA (or ROCm, WSL, Jetson) capable host: without any, torch sees no GPU
@@ -150,7 +151,7 @@ class TransformersBackend(Backend):
     def __init__(self, variant):
         _require_libs()
         self.variant = variant
-        self.options = check_options(variant, "transformers", _OPTIONS)
+        self.options = check_options(variant, "transformers", OPTIONS)
         self.quant_method = models.quantization_method(variant.quantization)
         spec = dict(variant.speculative or {})
         self.spec_method = spec.get("method")

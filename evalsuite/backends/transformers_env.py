@@ -60,10 +60,10 @@ class TransformersWorkerBackend(Backend):
     name = "transformers"
 
     def __init__(self, variant: Any):
-        from .transformers import _OPTIONS
+        from .transformers import OPTIONS
 
         self.variant = variant
-        self.options = check_options(variant, "transformers", _OPTIONS)
+        self.options = check_options(variant, "transformers", OPTIONS)
         self.environment_spec: dict = dict(variant.environment)
         self.cache_dir = self.options.get("cache_dir")
         self.worker: WorkerProcess | None = None

@@ -1,5 +1,6 @@
 """A run's signature (signature.json): what was run, with what, where: the suite's cases and
-generation settings, each variant's fingerprint, weights and engine, the libraries and the hardware."""
+generation settings, each variant's fingerprint, weights and engine, the libraries and the hardware,
+and for a run with code cases the sandbox's isolation (its mode and seccomp filter)."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def make_signature(
     sets: dict[str, list[str]] = {}
     for c in cases:
         sets.setdefault(c.source, []).append(c.digest())
-    return {
+    signature = {
         "schema_version": 1,
         "evalsuite": __version__,
         "suite": suite.name,
@@ -83,6 +84,22 @@ def make_signature(
         "libraries": library_versions(),
         "hardware": hardware(),
     }
+    if any(runs_in_sandbox(c) for c in cases):
+        signature["sandbox"] = sandbox_isolation()
+    return signature
+
+
+def runs_in_sandbox(case: Case) -> bool:
+    """Whether the code scorers run this case's answers (or tests) in the sandbox: a code case with unit tests."""
+    return case.scenario == "code" and bool(case.expect.tests)
+
+
+def sandbox_isolation() -> dict:
+    """What the sandbox gives code here (`evalsuite.sandbox.isolation_summary`): its mode, the seccomp
+    filter (the calls it denies, their digest, the libseccomp version) and its warnings."""
+    from ..sandbox import isolation_summary  # only for runs with code cases: the sandbox probes the machine once
+
+    return isolation_summary()
 
 
 def weights_of(backends: dict[str, Backend]) -> dict[str, dict]:

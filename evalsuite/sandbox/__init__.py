@@ -62,30 +62,26 @@ comes on stdin, not in main.py): they call the program through the harness, whic
 verdict from their report and from the calls it passed on.
 
 Modules, each importing only those listed before it (the package itself imports them all):
-`isolation` (inside the sandbox: bootstrap, namespaces, mounts, limits, the zygote; stdlib only),
+`mounts` (inside the sandbox: the run's private file system; stdlib only), `isolation` (inside the
+sandbox: bootstrap, limits, the uid drop, the seccomp filter, the zygote; stdlib only),
 `_wire`, `_program_main` (inside the sandbox: the plain-data channel and the program's interpreter;
 stdlib only), `_harness_main` (inside the sandbox: the test harness; stdlib only), `mode` (the isolation mode this
 machine allows and each run's plan: interpreter, uid, limits), `judge` (how a run ended:
 `SandboxResult`), `spawn` (starting a run and waiting for it; the `unshare` path), `zygote` (the
 suite's handle on the zygote), `process` (one run, start to end: `run_python`), `harness` (the
 `main.py` of a test run), `pool` (`run_tests`, its cache and the worker pool of `run_tests_many`).
+What a module offers the others is a public name of that module (`mode.Plan`, `judge.Outcome`,
+`spawn.Stdin`...): no `_name` is imported from another module. The package's API is `__all__`.
 """
 
 from __future__ import annotations
 
-import sys as _sys
-
 from .harness import build_harness
 from .judge import OUTPUT_LIMIT, STATUSES, SandboxResult
-
-# the private names (_cache, _UID_RANGE, _mode...) are re-exported for the tests
-from .mode import _UID_RANGE, Limits, _Mode, _mode, forgeable, isolation_summary  # noqa: F401
-from .pool import POOL_SIZE, _cache, _cache_lock, _look_up_run_tests_in, cache_key, clear_cache, run_tests, run_tests_cached, run_tests_many  # noqa: F401
+from .mode import Limits, forgeable, isolation_summary
+from .pool import POOL_SIZE, cache_key, clear_cache, run_tests, run_tests_cached, run_tests_many
 from .process import USE_ZYGOTE, run_python
 from .zygote import helper_pids
-
-# `run_tests_cached` calls the package's `run_tests`, whatever replaced it (tests count runs that way)
-_look_up_run_tests_in(_sys.modules[__name__])
 
 __all__ = [
     "OUTPUT_LIMIT",

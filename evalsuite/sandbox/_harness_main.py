@@ -2,7 +2,7 @@
 
 `harness.build_harness` writes a `main.py` that executes this module's code (compiled once by the
 suite, or from this source by another interpreter version) in a namespace of its own named
-`_SANDBOX_NAME`, not `__main__`: the program cannot reach the harness's functions or the token
+`SANDBOX_NAME`, not `__main__`: the program cannot reach the harness's functions or the token
 through `import __main__`. The suite imports the module only for `instrument`; importing it runs nothing.
 
 Stdlib only and nothing a run does not need (the sandbox interpreter runs with -S, and start-up is
@@ -35,7 +35,7 @@ import os
 import sys
 
 #: the `__name__` main.py runs this code under (anything else, an import included, only defines it)
-_SANDBOX_NAME = "__evalsuite_harness__"
+SANDBOX_NAME = "__evalsuite_harness__"
 
 # taken when the harness starts, before the program can replace them
 _type, _isinstance, _issubclass, _getattr, _callable, _vars = type, isinstance, issubclass, getattr, callable, vars
@@ -1029,5 +1029,5 @@ def _main_untrusted_tests(payload, started, uids):
     _verdict(run, text)
 
 
-if __name__ == _SANDBOX_NAME:
+if __name__ == SANDBOX_NAME:
     main(globals()["_es_payload"])

@@ -15,7 +15,7 @@ import os
 import sys
 from functools import lru_cache
 
-from ._harness_main import _SANDBOX_NAME, instrument
+from ._harness_main import SANDBOX_NAME, instrument
 
 # A minimal stand-in for pytest (the sandbox interpreter runs with -S: no site-packages), enough
 # for the test files models write: raises, approx, mark.parametrize, fixture-less tests.
@@ -193,5 +193,5 @@ def build_harness(program: str, tests: str, entry_point: str | None = None, isol
         f"_es_source = {src!r}\n"
         "import marshal, sys\n"
         f"exec(marshal.loads(_es_code) if sys.hexversion == {sys.hexversion} else compile(_es_source, {_HARNESS_NAME!r}, 'exec'), "
-        f"{{'__name__': {_SANDBOX_NAME!r}, '_es_payload': _es_payload}})\n"
+        f"{{'__name__': {SANDBOX_NAME!r}, '_es_payload': _es_payload}})\n"
     )

@@ -2,8 +2,9 @@
 
 Two ways in (see the package docstring for the whole mechanism). Through `unshare`, this module runs
 as `python -I -S -B -c "<exec its marshalled code>" boot.bin sandbox.cfg`, PID 1 of the run's PID
-namespace (`main`): the suite compiles this file once per process and hands over the code object,
-so no run pays for compiling it (with PYTHONDONTWRITEBYTECODE or a read-only install there is no
+namespace (`main`): the suite compiles this file and `mounts` (the run's file system) once per
+process and hands over the code objects, run in one namespace, `mounts` first (`spawn.boot_code`),
+so no run pays for compiling them (with PYTHONDONTWRITEBYTECODE or a read-only install there is no
 cached bytecode to lean on). Through the zygote (`zygote`), one long-lived process forks each run's
 PID 1 and no run starts an interpreter before the program's own. Either way `_boot` does the rest.
 
@@ -16,168 +17,23 @@ from __future__ import annotations
 
 import marshal
 import os
-import sys
 
-_WORK = "/tmp/work"
-_MAIN = "main.py"
+if __name__ != "isolation":  # the suite imports it; in the sandbox `mounts` already ran in this namespace (`spawn.boot_code`)
+    from .mounts import MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC, WORK, isolate_fs, load_libc, mount
 
-# linux/mount.h, linux/prctl.h, linux/capability.h
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
-_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME, _MS_STRICTATIME = 1024, 2048, 1 << 21, 1 << 24
-_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MAIN = "main.py"  #: the program's (or the harness's) file in the working directory
+
+# linux/prctl.h, linux/capability.h
 _PR_SET_NO_NEW_PRIVS, _PR_CAPBSET_DROP, _PR_SET_SECUREBITS, _PR_CAP_AMBIENT = 38, 24, 28, 47
-_MOUNT_OPT_FLAGS = {
-    "nosuid": _MS_NOSUID,
-    "nodev": _MS_NODEV,
-    "noexec": _MS_NOEXEC,
-    "noatime": _MS_NOATIME,
-    "nodiratime": _MS_NODIRATIME,
-    "relatime": _MS_RELATIME,
-}
-
 
 # ----------------------------------------------------------------------------------------------
-# Bootstrap (runs inside the namespaces; stdlib only)
+# Bootstrap (runs inside the namespaces; stdlib only): the program's process, its limits and filter
 # ----------------------------------------------------------------------------------------------
-
-
-def _libc():
-    import ctypes
-
-    return ctypes, ctypes.CDLL(None, use_errno=True)
-
-
-def _mount(libc, ctypes, src, target, fstype, flags, data=None) -> None:
-    enc = lambda s: None if s is None else s.encode()  # noqa: E731
-    if libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {target}: {os.strerror(err)}")
-
-
-def _unescape(path: str) -> str:
-    """mountinfo escapes space, tab, newline and backslash as \\ooo (decoded here without `re`: start-up cost)."""
-    parts = path.split("\\")
-    out = [parts[0]]
-    for part in parts[1:]:
-        code = part[:3]
-        if len(code) == 3 and all(ch in "01234567" for ch in code):
-            out.append(chr(int(code, 8)) + part[3:])
-        else:
-            out.append("\\" + part)
-    return "".join(out)
-
-
-def _isolate_fs(cfg: dict, warnings: list) -> None:
-    """A private tmpfs on /tmp (only /tmp/work writable), everything else read-only (our mount namespace only)."""
-    ctypes, libc = _libc()
-    _mount(libc, ctypes, None, "/", None, _MS_REC | _MS_PRIVATE)
-    size_mb = max(4, int(cfg["max_file_mb"]) * 2)
-    _mount(libc, ctypes, "evalsuite-sandbox", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,nr_inodes=64,mode=755")
-    try:
-        _expose_prefix(cfg["prefix"], warnings)
-    except OSError as exc:
-        warnings.append(f"interpreter prefix not exposed: {exc}")
-    # the working directory is its own tmpfs so /tmp itself can be read-only, even for a uid-0 program
-    os.mkdir(_WORK, 0o700)
-    # noexec: nothing the program writes can be executed or mapped executable (a compiled helper, an extension module)
-    _mount(libc, ctypes, "evalsuite-work", _WORK, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, f"size={size_mb}m,nr_inodes=4096,mode=700")
-    _mount(libc, ctypes, None, "/tmp", None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-    with open("/proc/self/mountinfo") as fh:
-        mounts = [line.split() for line in fh]
-    failed = []
-    for parts in mounts:
-        target = _unescape(parts[4])
-        opts = parts[5].split(",")
-        if target in ("/tmp", "/proc") or target.startswith(("/tmp/", "/proc/")):
-            continue
-        if "ro" in opts:
-            continue
-        flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY
-        for o in opts:
-            flags |= _MOUNT_OPT_FLAGS.get(o, 0)
-        try:
-            _mount(libc, ctypes, None, target, None, flags)
-        except OSError:
-            failed.append(target)
-    # mounts shadowed by later mounts on the same path fail harmlessly; the visible ones must not
-    visible_rw = []
-    with open("/proc/self/mountinfo") as fh:
-        for line in fh:
-            parts = line.split()
-            target = _unescape(parts[4])
-            if target in ("/tmp", "/proc") or target.startswith(("/tmp/", "/proc/")):
-                continue
-            if "rw" in parts[5].split(",") and target in failed:
-                visible_rw.append(target)
-    if visible_rw:
-        warnings.append("could not make read-only: " + ", ".join(sorted(set(visible_rw))))
-    _remove_memory_writers(libc, ctypes, warnings)
-
-
-def _remove_memory_writers(libc, ctypes, warnings: list) -> None:
-    """Take away the two ways a program rewrites its own interpreter's memory (say, the int 4 so that
-    a wrong answer compares equal): `_ctypes` becomes /dev/null (ImportError) and `/proc` an empty
-    read-only tmpfs (no /proc/self/mem, no /proc/*/environ). Our mount namespace only."""
-    ct = sys.modules.get("_ctypes")
-    path = getattr(ct, "__file__", None)
-    try:
-        if path and os.path.isfile(path):
-            _mount(libc, ctypes, "/dev/null", path, None, _MS_BIND)
-            _mount(libc, ctypes, None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    except OSError as exc:
-        warnings.append(f"ctypes stays importable: {exc}")
-    try:
-        _mount(libc, ctypes, "evalsuite-noproc", "/proc", "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,nr_inodes=4,mode=555")
-    except OSError as exc:
-        warnings.append(f"/proc stays visible (/proc/self/mem writable): {exc}")
-
-
-def _blocking_ancestor(path: str) -> str | None:
-    """The first directory on `path` that other users cannot traverse (e.g. /root for pyenv)."""
-    import stat
-
-    cur = "/"
-    for part in [p for p in path.split("/") if p]:
-        cur = os.path.join(cur, part)
-        try:
-            st = os.stat(cur)
-        except OSError:
-            return cur
-        if stat.S_ISDIR(st.st_mode) and not st.st_mode & stat.S_IXOTH:
-            return cur
-    return None
-
-
-def _expose_prefix(prefix: str, warnings: list) -> None:
-    """Make the interpreter's prefix reachable at its own path (its rpath needs that path).
-
-    A tmpfs replaces the untraversable ancestor (hiding, say, root's home) and the prefix alone is
-    bind-mounted back into it; both end up read-only with the rest.
-    """
-    blocker = _blocking_ancestor(prefix)
-    if blocker is None:
-        return
-    if not prefix.startswith(blocker + "/"):
-        warnings.append(f"interpreter prefix {prefix} is not readable by other users")
-        return
-    ctypes, libc = _libc()
-    stage = "/tmp/.evalsuite-python"
-    os.mkdir(stage, 0o755)
-    _mount(libc, ctypes, prefix, stage, None, _MS_BIND | _MS_REC)
-    _mount(libc, ctypes, "evalsuite-hide", blocker, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,nr_inodes=256,mode=755")
-    cur = blocker
-    for part in prefix[len(blocker) + 1 :].split("/"):
-        cur = os.path.join(cur, part)
-        os.mkdir(cur)
-        os.chmod(cur, 0o755)
-    _mount(libc, ctypes, stage, prefix, None, _MS_BIND | _MS_REC)
-    libc.umount2(stage.encode(), 2)  # MNT_DETACH
-    os.rmdir(stage)
 
 
 def _drop_all_caps() -> None:
     """Without a uid to switch to (user namespace, uid 0 inside): lose every capability for good."""
-    ctypes, libc = _libc()
+    ctypes, libc = load_libc()
     secbits = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 5)  # NOROOT(+LOCKED), NO_SETUID_FIXUP(+LOCKED), KEEP_CAPS_LOCKED
     if libc.prctl(_PR_SET_SECUREBITS, secbits, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECUREBITS)")
@@ -227,7 +83,7 @@ _SCMP_ACT_ALLOW, _SCMP_ACT_EPERM = 0x7FFF0000, 0x00050000 | 1  # SCMP_ACT_ERRNO(
 _seccomp: list = []  #: libseccomp, loaded once per process (the zygote loads it before any run)
 
 
-def _libseccomp(ctypes):
+def libseccomp(ctypes):
     """libseccomp.so.2 through ctypes, or None where it is missing."""
     if not _seccomp:
         try:
@@ -245,7 +101,7 @@ def _libseccomp(ctypes):
 
 def _seccomp_filter(ctypes, warnings: list):
     """The filter, built (not loaded): a libseccomp context, or None with a warning."""
-    lib = _libseccomp(ctypes)
+    lib = libseccomp(ctypes)
     ctx = lib.seccomp_init(_SCMP_ACT_ALLOW) if lib is not None else None
     if not ctx:
         warnings.append("no seccomp filter (libseccomp.so.2 not found): nothing but the uids keeps the program from the harness's memory")
@@ -259,7 +115,7 @@ def _seccomp_filter(ctypes, warnings: list):
 
 def _load_filter(ctypes, ctx) -> None:
     """Load the filter into this process (inherited by every fork and exec after it); no return on failure."""
-    if ctx is not None and _libseccomp(ctypes).seccomp_load(ctx) != 0:
+    if ctx is not None and libseccomp(ctypes).seccomp_load(ctx) != 0:
         raise OSError(ctypes.get_errno(), "seccomp_load")
 
 
@@ -335,24 +191,24 @@ def _report(status_fd: int, report: dict) -> None:
 def _prepare_workdir(cfg: dict, warnings: list) -> str:
     """The program's working directory with its `main.py`, owned by the sandbox uid: `/tmp/work` in a
     private file system where namespaces allow it, else the host temp dir."""
-    with open(os.path.join(cfg["hostdir"], _MAIN), "rb") as fh:
+    with open(os.path.join(cfg["hostdir"], MAIN), "rb") as fh:
         program = fh.read()
     workdir = cfg["hostdir"]
     if cfg["namespaces"]:
         try:
-            _isolate_fs(cfg, warnings)
-            workdir = _WORK
+            isolate_fs(cfg, warnings)
+            workdir = WORK
         except OSError as exc:
             warnings.append(f"no private /tmp or read-only root: {exc}; program runs in the host temp dir")
     uid = cfg["uid"]
-    if workdir == _WORK:
-        with open(os.path.join(workdir, _MAIN), "wb") as fh:
+    if workdir == WORK:
+        with open(os.path.join(workdir, MAIN), "wb") as fh:
             fh.write(program)
     if uid is not None:
         # a harness's three interpreters make and open files as the program's uid (`_harness_main._become`)
         owner = uid + 1 if cfg["harness"] else uid
         os.chown(workdir, owner, owner)
-        os.chown(os.path.join(workdir, _MAIN), uid, uid)
+        os.chown(os.path.join(workdir, MAIN), uid, uid)
     return workdir
 
 
@@ -374,7 +230,7 @@ def _fork_program(cfg: dict, workdir: str, status_fd: int, warnings: list) -> tu
     `execve`); its pid and the names of the calls the filter denies. The child never returns: what
     stops the exec goes to the status fd as a setup error."""
     env = _program_env(workdir)
-    ctypes, libc = _libc()
+    ctypes, libc = load_libc()
     import resource  # noqa: F401 - imported while the interpreter's files are still readable
 
     ctx = _seccomp_filter(ctypes, warnings)
@@ -411,7 +267,7 @@ def _exec_program(cfg: dict, workdir: str, env: dict, ctypes_libc: tuple) -> Non
         _drop_all_caps()
     _load_filter(ctypes, ctx)
     py = cfg["python"]
-    os.execve(py, [py, "-I", "-S", "-B", _MAIN, *map(str, _run_uids(cfg) if cfg["harness"] else ())], env)
+    os.execve(py, [py, "-I", "-S", "-B", MAIN, *map(str, _run_uids(cfg) if cfg["harness"] else ())], env)
 
 
 def _reap_until(pid: int) -> tuple:
@@ -474,8 +330,8 @@ def zygote(sock_fd: int) -> int:
     import select
     import socket
 
-    ctypes, libc = _libc()
-    _libseccomp(ctypes)  # once here, not in every run
+    ctypes, libc = load_libc()
+    libseccomp(ctypes)  # once here, not in every run
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     wake_r, wake_w = _wake_on_sigchld()
     pending: dict = {}  # run pid -> its status fd
@@ -581,14 +437,14 @@ def _zygote_child(msg: bytes, fds: list) -> int:
             os.dup2(fd, target)
             os.close(fd)
         os.chdir(os.path.dirname(cfg_path))
-        ctypes, libc = _libc()
+        ctypes, libc = load_libc()
         # like `unshare --kill-child`: if the zygote dies, we die, and the namespace with us
         libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)
         if libc.unshare(flags & ~_CLONE_NEWPID) != 0:
             raise OSError(ctypes.get_errno(), "unshare")
         # like `unshare --mount-proc`
-        _mount(libc, ctypes, "none", "/", None, _MS_REC | _MS_PRIVATE)
-        _mount(libc, ctypes, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+        mount(libc, ctypes, "none", "/", None, MS_REC | MS_PRIVATE)
+        mount(libc, ctypes, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     except BaseException as exc:  # noqa: BLE001 - reported, never raised past the fork
         # "zygote:" tells the suite the program never ran: it retries the run through `unshare`
         os.write(status_fd, (repr({"setup_error": f"zygote: {type(exc).__name__}: {exc}"}) + "\n").encode())

@@ -1,4 +1,4 @@
-"""How a run ended: what came back from the sandbox (`_Outcome`) judged into a `SandboxResult`.
+"""How a run ended: what came back from the sandbox (`Outcome`) judged into a `SandboxResult`.
 
 A pass needs exit status 0 and, when the run had a verdict token, that token as the last line of
 stdout with a test count that is not 0; the first rule of `_judge` that matches decides.
@@ -10,7 +10,7 @@ import ast
 import signal
 from dataclasses import dataclass
 
-from .mode import Limits, _Plan
+from .mode import Limits, Plan
 
 #: statuses a run can end with
 STATUSES = ("passed", "failed", "timeout", "error")
@@ -48,7 +48,7 @@ class SandboxResult:
 
 
 @dataclass(frozen=True)
-class _Outcome:
+class Outcome:
     """What came back from the bootstrap, before it is judged."""
 
     stdout: bytes
@@ -77,7 +77,7 @@ def _truncate(b: bytes) -> str:
     return s[:half] + f"\n...[{len(s) - OUTPUT_LIMIT} characters cut]...\n" + s[-half:]
 
 
-def _parse_status(lines: list[str]) -> tuple[dict, str | None]:
+def parse_status(lines: list[str]) -> tuple[dict, str | None]:
     """The bootstrap's final report and the setup error, if any, from its status lines."""
     boot: dict = {}
     setup_error = None
@@ -95,7 +95,7 @@ def _parse_status(lines: list[str]) -> tuple[dict, str | None]:
     return boot, setup_error
 
 
-def _split_verdict(stdout: bytes, token: str | None) -> tuple[bytes, _Verdict]:
+def split_verdict(stdout: bytes, token: str | None) -> tuple[bytes, _Verdict]:
     """Take the harness's last line ("<token> <tests run>" or "<token> FAIL|ERROR|TIMEOUT <reason>")
     off stdout. Only a positive count is a pass: anything else on that line, or the token on more
     than one line, fails the run and names what was seen."""
@@ -130,7 +130,7 @@ def _signal_name(rc: int) -> str:
     return f"signal {signal.Signals(-rc).name}" if -rc in signal.valid_signals() else f"signal {-rc}"
 
 
-def _judge(out: _Outcome, boot: dict, setup_error: str | None, verdict: _Verdict, token: str | None, lim: Limits) -> tuple[str, str]:
+def _judge(out: Outcome, boot: dict, setup_error: str | None, verdict: _Verdict, token: str | None, lim: Limits) -> tuple[str, str]:
     """(status, reason) of one run; the first matching rule wins."""
     rc = boot.get("returncode")
     tail = out.stderr[-4000:]
@@ -164,7 +164,7 @@ def _judge(out: _Outcome, boot: dict, setup_error: str | None, verdict: _Verdict
     return "passed", ""
 
 
-def _isolation_label(plan: _Plan, boot: dict) -> str:
+def _isolation_label(plan: Plan, boot: dict) -> str:
     """E.g. "namespaces(mount,net,pid)+uids 1100000/1100001/1100002+seccomp": the mode, the uids
     (harness/program/tests where each has its own) and the system-call filter where it was loaded."""
     uids = "/".join(map(str, plan.uids()))
@@ -172,10 +172,10 @@ def _isolation_label(plan: _Plan, boot: dict) -> str:
     return label + ("+seccomp" if boot.get("seccomp") else "")
 
 
-def _result(plan: _Plan, out: _Outcome, token: str | None, hostdir: str) -> SandboxResult:
+def result_of(plan: Plan, out: Outcome, token: str | None, hostdir: str) -> SandboxResult:
     """The run's result: its status and reason, output (verdict line taken off, truncated) and records."""
-    boot, setup_error = _parse_status(out.status_lines)
-    stdout, verdict = _split_verdict(out.stdout, token)
+    boot, setup_error = parse_status(out.status_lines)
+    stdout, verdict = split_verdict(out.stdout, token)
     status, reason = _judge(out, boot, setup_error, verdict, token, plan.limits)
     warnings = tuple(dict.fromkeys(list(plan.warnings) + list(boot.get("warnings", []))))
     return SandboxResult(

@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .isolation import SECCOMP_DENIED, _blocking_ancestor, _libseccomp
+from ..hashing import sha256_json
+from .isolation import SECCOMP_DENIED, libseccomp
+from .mounts import blocking_ancestor
 
-_UID_RANGE = (1_100_000, 1_900_000)  #: unprivileged uids nobody else uses (see the package docstring)
+UID_RANGE = (1_100_000, 1_900_000)  #: unprivileged uids nobody else uses (see the package docstring)
 #: the warning that starts with this says a run's verdict can be forged where it ran (`forgeable`)
 FORGEABLE = "verdict forgeable"
 
@@ -39,7 +41,7 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class _Mode:
+class Mode:
     prefix: tuple[str, ...]
     namespaces: bool
     pidns: bool
@@ -56,7 +58,7 @@ def _try(cmd: Sequence[str]) -> bool:
 
 
 @lru_cache(maxsize=4)
-def _mode(network: bool) -> _Mode:
+def machine_mode(network: bool) -> Mode:
     """The strongest isolation this machine allows (probed once)."""
     root = os.geteuid() == 0
     unshare = shutil.which("unshare")
@@ -68,35 +70,77 @@ def _mode(network: bool) -> _Mode:
         full = base + ["--pid", "--fork", "--kill-child", "--mount-proc"]
         if _try(full):
             label = "namespaces(mount,%spid)" % ("" if network else "net,")
-            return _Mode(tuple(full), True, True, root, tuple(warns), label)
+            return Mode(tuple(full), True, True, root, tuple(warns), label)
         if _try(base):
             warns.append("no PID namespace: leftover processes are killed by uid/process group only")
-            return _Mode(tuple(base), True, False, root, tuple(warns), "namespaces(mount%s)" % ("" if network else ",net"))
+            return Mode(tuple(base), True, False, root, tuple(warns), "namespaces(mount%s)" % ("" if network else ",net"))
         warns.append(f"`{unshare}` failed here (no namespaces allowed?)")
     else:
         warns.append("`unshare` (util-linux) not found")
     if not network:
         warns.append("network NOT isolated")
     warns.append("no private /tmp, no read-only root: the program can write wherever its uid may")
-    return _Mode((), False, False, root, tuple(warns), "rlimits only")
+    return Mode((), False, False, root, tuple(warns), "rlimits only")
 
 
 def isolation_summary() -> dict:
-    """What this machine gives the sandbox, for run signatures and reports."""
-    m = _mode(False)
+    """What this machine gives the sandbox, for run signatures and reports: the mode (`isolation`, its
+    label; `mode`, in words), whether it runs as root, the calls the seccomp filter denies (`seccomp`,
+    empty where there is no filter) and the filter's identity (`seccomp_filter`), and the warnings."""
+    m = machine_mode(False)
     warnings = list(m.warnings) + _forgeable(m)
-    return {"isolation": m.label, "root": m.root, "seccomp": list(_seccomp_denied()), "warnings": warnings}
+    return {
+        "isolation": m.label,
+        "mode": mode_words(m),
+        "root": m.root,
+        "seccomp": list(_seccomp_denied()),
+        "seccomp_filter": seccomp_filter(),
+        "warnings": warnings,
+    }
 
 
-@lru_cache(maxsize=1)
+def mode_words(mode: Mode) -> str:
+    """The mode in words: "root with namespaces", "user namespaces" (not root) or "rlimits only"."""
+    if not mode.namespaces:
+        return "rlimits only"
+    return "root with namespaces" if mode.root else "user namespaces"
+
+
 def _seccomp_denied() -> tuple[str, ...]:
     """The calls the sandbox's filter denies here: none where libseccomp is missing."""
     import ctypes
 
-    return SECCOMP_DENIED if _libseccomp(ctypes) is not None else ()
+    return SECCOMP_DENIED if libseccomp(ctypes) is not None else ()
 
 
-def _forgeable(mode: _Mode) -> list[str]:
+def seccomp_filter() -> dict:
+    """The seccomp filter every run gets here: whether there is one (libseccomp loads), a digest of
+    the sorted calls it denies (the same list, the same digest) and the libseccomp version."""
+    import ctypes
+
+    lib = libseccomp(ctypes)
+    if lib is None:
+        return {"installed": False, "digest": None, "libseccomp": None}
+    return {"installed": True, "digest": sha256_json(sorted(SECCOMP_DENIED))[:16], "libseccomp": _libseccomp_version(lib, ctypes)}
+
+
+def _libseccomp_version(lib, ctypes) -> str | None:
+    """libseccomp's version (`seccomp_version`, libseccomp 2.3 and later), or None where unknown."""
+    try:
+        fn = lib.seccomp_version
+    except AttributeError:  # a libseccomp older than 2.3
+        return None
+
+    class Version(ctypes.Structure):
+        _fields_ = [("major", ctypes.c_uint), ("minor", ctypes.c_uint), ("micro", ctypes.c_uint)]
+
+    fn.restype = ctypes.POINTER(Version)
+    fn.argtypes = []
+    v = fn()
+    return f"{v.contents.major}.{v.contents.minor}.{v.contents.micro}" if v else None
+
+
+def _forgeable(mode: Mode) -> list[str]:
     """Where the program's interpreter can reach the harness's memory: no uids of their own (not root)
     and either /proc in sight (no namespaces: /proc/<harness>/mem is the same uid's) or no filter."""
     if mode.root:
@@ -122,14 +166,14 @@ def _reachable_by_others(path: str) -> bool:
             return False
     except OSError:
         return False
-    return _blocking_ancestor(os.path.dirname(real)) is None
+    return blocking_ancestor(os.path.dirname(real)) is None
 
 
 @lru_cache(maxsize=4)
-def _program_python(mode: _Mode) -> tuple[str, str | None]:
+def _program_python(mode: Mode) -> tuple[str, str | None]:
     """The interpreter the program runs with: the suite's own, unless the dropped uid cannot reach it."""
     own = os.path.realpath(sys.executable)
-    if mode.namespaces or not mode.root or (_reachable_by_others(own) and _blocking_ancestor(os.path.realpath(sys.base_prefix)) is None):
+    if mode.namespaces or not mode.root or (_reachable_by_others(own) and blocking_ancestor(os.path.realpath(sys.base_prefix)) is None):
         return own, None
     for cand in ("/usr/bin/python3", "/usr/local/bin/python3"):
         if os.path.exists(cand) and _reachable_by_others(cand):
@@ -138,10 +182,10 @@ def _program_python(mode: _Mode) -> tuple[str, str | None]:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class Plan:
     """Who and how one run executes: the isolation mode, interpreter, uid and limits."""
 
-    mode: _Mode
+    mode: Mode
     limits: Limits
     python: str
     uid: int | None  #: main.py's uid; where it is the harness, the program's is uid + 1 and the tests' uid + 2
@@ -155,35 +199,41 @@ class _Plan:
         return (self.uid, self.uid + 1, self.uid + 2) if self.harness else (self.uid,)
 
 
-def _plan(lim: Limits, *, harness: bool = False) -> _Plan:
+def plan_run(lim: Limits, *, harness: bool = False) -> Plan:
     """The strongest isolation available, the interpreter the program can reach, fresh uids as root."""
-    mode = _mode(lim.network)
+    mode = machine_mode(lim.network)
     warnings = list(mode.warnings)
     python, pywarn = _program_python(mode)
     if pywarn:
         warnings.append(pywarn)
     warnings += _forgeable(mode)
-    uid = _claim_uid() if mode.root else None
-    return _Plan(mode, lim, python, uid, tuple(warnings), harness)
+    uid = UIDS.claim() if mode.root else None
+    return Plan(mode, lim, python, uid, tuple(warnings), harness)
 
 
-_uids_in_use: set[int] = set()
-_uids_lock = threading.Lock()
+class Uids:
+    """The uids this process's runs in flight hold: runs never share one (a kill by uid, or a process
+    limit per uid, must reach one run only). Claimed in blocks of four (the harness, the program, the
+    tests), each at random in `UID_RANGE`; `release` frees a block once its run is over."""
+
+    def __init__(self) -> None:
+        self.in_use: set[int] = set()
+        self._lock = threading.Lock()
+
+    def claim(self) -> int:
+        """A random uid of the range that no run of this process holds now, with the three after it."""
+        with self._lock:
+            while True:
+                uid = 4 * secrets.randbelow((UID_RANGE[1] - UID_RANGE[0]) // 4) + UID_RANGE[0]
+                if uid not in self.in_use:
+                    self.in_use.add(uid)
+                    return uid
+
+    def release(self, uid: int | None) -> None:
+        if uid is not None:
+            with self._lock:
+                self.in_use.discard(uid)
 
 
-def _claim_uid() -> int:
-    """A random uid of the range that no run of this process holds now, with the three after it: runs
-    in flight never share one (a kill by uid, or a process limit per uid, must reach one run only).
-    Claimed in blocks of four (the harness, the program, the tests); `_release_uid` frees it."""
-    with _uids_lock:
-        while True:
-            uid = 4 * secrets.randbelow((_UID_RANGE[1] - _UID_RANGE[0]) // 4) + _UID_RANGE[0]
-            if uid not in _uids_in_use:
-                _uids_in_use.add(uid)
-                return uid
-
-
-def _release_uid(uid: int | None) -> None:
-    if uid is not None:
-        with _uids_lock:
-            _uids_in_use.discard(uid)
+#: the uids of this process's runs (`plan_run` claims them, `process.run_python` releases them)
+UIDS = Uids()

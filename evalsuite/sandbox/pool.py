@@ -10,9 +10,8 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from .harness import build_harness
 from .judge import SandboxResult
@@ -57,22 +56,6 @@ def run_tests(program: str, tests: str, entry_point: str | None = None, *, isola
     return run_python(harness, verdict_token=token, stdin=stdin, harness=True, **limits)
 
 
-#: where `run_tests_cached` finds `run_tests`, at each call: the package registers itself here
-#: (`_look_up_run_tests_in`), so that a `sandbox.run_tests` replaced on the package (tests count runs
-#: that way) is what cached and pooled runs call, and this module need not import the package
-_run_tests_home: Any = None
-
-
-def _look_up_run_tests_in(namespace: Any) -> None:
-    """Make `run_tests_cached` call `namespace.run_tests`, looked up at each call."""
-    global _run_tests_home
-    _run_tests_home = namespace
-
-
-def _run_tests_now() -> Callable[..., SandboxResult]:
-    return run_tests if _run_tests_home is None else _run_tests_home.run_tests
-
-
 _cache: dict[str, SandboxResult] = {}
 _cache_lock = threading.Lock()
 _inflight: dict[str, threading.Event] = {}
@@ -105,9 +88,7 @@ def run_tests_cached(program: str, tests: str, entry_point: str | None = None, *
             ev.wait()
             continue
         try:
-            # looked up on the package, so that `sandbox.run_tests` can be replaced (tests count runs)
-            iso = {} if isolation == "process" else {"isolation": isolation}  # replacements that predate it
-            res = _run_tests_now()(program, tests, entry_point, **iso, **limits)
+            res = run_tests(program, tests, entry_point, isolation=isolation, **limits)
             with _cache_lock:
                 if res.status != "error":
                     _cache[key] = res

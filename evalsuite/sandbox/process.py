@@ -12,10 +12,10 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from .judge import SandboxResult, _Outcome, _parse_status, _result
-from .mode import Limits, _Plan, _plan, _release_uid
-from .spawn import _execute_unshare
-from .zygote import _execute_zygote, _zygote_broken, _zygote_for
+from .judge import Outcome, SandboxResult, parse_status, result_of
+from .mode import UIDS, Limits, Plan, plan_run
+from .spawn import execute_unshare
+from .zygote import execute_zygote, zygote_broken, zygote_for
 
 log = logging.getLogger(__name__)
 
@@ -25,23 +25,23 @@ USE_ZYGOTE = True
 _logged: set[str] = set()
 
 
-def _execute(plan: _Plan, hostdir: str, code: str, stdin: bytes) -> _Outcome:
+def _execute(plan: Plan, hostdir: str, code: str, stdin: bytes) -> Outcome:
     """The run through the zygote where it applies, else (or when the zygote could not set it up: the
     program had not started) through `unshare`; either way over only when nothing of it is left."""
-    z = _zygote_for(plan) if USE_ZYGOTE else None
+    z = zygote_for(plan) if USE_ZYGOTE else None
     if z is not None:
         try:
-            out = _execute_zygote(z, plan, hostdir, code, stdin)
+            out = execute_zygote(z, plan, hostdir, code, stdin)
         except (OSError, ValueError) as exc:
-            _zygote_broken(f"{type(exc).__name__}: {exc}")
+            zygote_broken(f"{type(exc).__name__}: {exc}")
         else:
-            boot, setup_error = _parse_status(out.status_lines)
+            boot, setup_error = parse_status(out.status_lines)
             why = setup_error or ""
             if not why.startswith("zygote:") or boot:
                 return out
             # the zygote could not set up namespaces that `unshare` could (the program never ran)
-            _zygote_broken(why)
-    return _execute_unshare(plan, hostdir, code, stdin)
+            zygote_broken(why)
+    return execute_unshare(plan, hostdir, code, stdin)
 
 
 def _log_new(warnings: Sequence[str]) -> None:
@@ -60,7 +60,7 @@ def run_python(code: str, *, verdict_token: str | None = None, stdin: bytes = b"
     that `build_harness` wrote: as root, such a run starts main.py as root and it gives itself, the
     program and the tests uids of their own once it has forked them.
     """
-    plan = _plan(Limits(**limits), harness=harness)
+    plan = plan_run(Limits(**limits), harness=harness)
     try:
         hostdir = tempfile.mkdtemp(prefix="evalsuite-sbx-")
         try:
@@ -68,7 +68,7 @@ def run_python(code: str, *, verdict_token: str | None = None, stdin: bytes = b"
         finally:
             shutil.rmtree(hostdir, ignore_errors=True)
     finally:
-        _release_uid(plan.uid)  # the run's processes are all gone by now (see _execute)
-    result = _result(plan, out, verdict_token, hostdir)
+        UIDS.release(plan.uid)  # the run's processes are all gone by now (see _execute)
+    result = result_of(plan, out, verdict_token, hostdir)
     _log_new(result.warnings)
     return result

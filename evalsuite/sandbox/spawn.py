@@ -1,6 +1,6 @@
 """Starting one run and collecting what it left: its inputs in the host temp dir, its stdin fed
 without blocking, the wait for its end or its wall timeout, its process group killed; and the run
-itself through `unshare` and a bootstrap interpreter (`_execute_unshare`; the zygote's way is in `zygote`).
+itself through `unshare` and a bootstrap interpreter (`execute_unshare`; the zygote's way is in `zygote`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,16 @@ import tempfile
 import time
 from functools import lru_cache
 
-from .isolation import _MAIN
-from .judge import _Outcome
-from .mode import _Plan
+from .isolation import MAIN
+from .judge import Outcome
+from .mode import Plan
 
-_ISOLATION_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "isolation.py")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+#: the bootstrap's modules, run in this order in one namespace named "isolation" (stdlib only: `mounts`, `isolation`)
+_BOOT_FILES = (os.path.join(_HERE, "mounts.py"), os.path.join(_HERE, "isolation.py"))
 
 
-def _read_all(fd: int) -> bytes:
+def read_all(fd: int) -> bytes:
     chunks: list[bytes] = []
     while True:
         b = os.read(fd, 65536)
@@ -40,10 +42,10 @@ def _kill_uid_from_host(uid: int, python: str) -> None:
         pass
 
 
-def _write_inputs(plan: _Plan, hostdir: str, code: str, status_fd: int) -> str:
+def write_inputs(plan: Plan, hostdir: str, code: str, status_fd: int) -> str:
     """The program and the bootstrap's config in the host temp dir; returns the config's path."""
     lim = plan.limits
-    with open(os.path.join(hostdir, _MAIN), "w", encoding="utf-8") as fh:
+    with open(os.path.join(hostdir, MAIN), "w", encoding="utf-8") as fh:
         fh.write(code)
     cfg = {
         "hostdir": hostdir,
@@ -65,30 +67,34 @@ def _write_inputs(plan: _Plan, hostdir: str, code: str, status_fd: int) -> str:
         marshal.dump(cfg, fh)  # the bootstrap runs this very interpreter (sys.executable)
     if plan.uid is not None and not plan.mode.namespaces:
         os.chown(hostdir, plan.uid, plan.uid)
-        os.chown(os.path.join(hostdir, _MAIN), plan.uid, plan.uid)
+        os.chown(os.path.join(hostdir, MAIN), plan.uid, plan.uid)
     return cfg_path
 
 
-# The bootstrap's code object travels as a marshal file (same interpreter: sys.executable), so no
-# run compiles isolation.py (no cached bytecode is written with PYTHONDONTWRITEBYTECODE).
-_BOOT_CODE = "import marshal, sys; g = {'__name__': 'isolation'}; exec(marshal.loads(open(sys.argv[1], 'rb').read()), g); sys.exit(g['main'](sys.argv[2:]))"
+# The bootstrap's code objects travel as a marshal file (same interpreter: sys.executable), so no
+# run compiles mounts.py and isolation.py (no cached bytecode is written with PYTHONDONTWRITEBYTECODE).
+_BOOT_CODE = "import marshal, sys\ng = {'__name__': 'isolation'}\nfor c in marshal.loads(open(sys.argv[1], 'rb').read()):\n    exec(c, g)\nsys.exit(g['main'](sys.argv[2:]))"
 _BOOT_BIN = "boot.bin"
 
 
 @lru_cache(maxsize=1)
-def _boot_code() -> bytes:
-    """isolation.py compiled, marshalled: what the bootstrap (and the zygote) runs."""
-    with open(_ISOLATION_FILE, encoding="utf-8") as fh:
-        return marshal.dumps(compile(fh.read(), _ISOLATION_FILE, "exec", dont_inherit=True))
+def boot_code() -> bytes:
+    """mounts.py and isolation.py compiled, marshalled (a tuple of code objects, run in that order in
+    one namespace): what the bootstrap (and the zygote) runs."""
+    codes = []
+    for path in _BOOT_FILES:
+        with open(path, encoding="utf-8") as fh:
+            codes.append(compile(fh.read(), path, "exec", dont_inherit=True))
+    return marshal.dumps(tuple(codes))
 
 
-def _bootstrap_cmd(plan: _Plan, cfg_path: str) -> list[str]:
+def _bootstrap_cmd(plan: Plan, cfg_path: str) -> list[str]:
     prefix = list(plan.mode.prefix)
     boot = os.path.join(os.path.dirname(cfg_path), _BOOT_BIN)
     return prefix + (["--"] if prefix else []) + [sys.executable, "-I", "-S", "-B", "-c", _BOOT_CODE, boot, cfg_path]
 
 
-class _Stdin:
+class Stdin:
     """The write end of a run's stdin pipe, fed without blocking by the loop that waits for the run:
     a program that never reads its stdin cannot hold the wall timeout up (a blocking write of more
     than the pipe holds would wait for the program, however long it sleeps)."""
@@ -118,7 +124,7 @@ class _Stdin:
             self.fd = -1
 
 
-def _poll_until(fd: int, deadline: float, stdin: _Stdin) -> bool:
+def _poll_until(fd: int, deadline: float, stdin: Stdin) -> bool:
     """Wait until `fd` is readable or hung up (True) or the deadline passes (False), feeding `stdin`."""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
@@ -139,7 +145,7 @@ def _poll_until(fd: int, deadline: float, stdin: _Stdin) -> bool:
             return True
 
 
-def _exited_within(proc: subprocess.Popen, timeout_s: float, stdin: _Stdin) -> bool:
+def _exited_within(proc: subprocess.Popen, timeout_s: float, stdin: Stdin) -> bool:
     """Whether the bootstrap ended within `timeout_s` (its stdin fed meanwhile).
 
     A pidfd wakes us the moment it exits: `Popen.wait(timeout=...)` polls with sleeps of up to 50 ms,
@@ -168,24 +174,24 @@ def _exited_within(proc: subprocess.Popen, timeout_s: float, stdin: _Stdin) -> b
         os.close(fd)
 
 
-def _wait_or_kill(proc: subprocess.Popen, timeout_s: float, stdin: _Stdin) -> bool:
+def _wait_or_kill(proc: subprocess.Popen, timeout_s: float, stdin: Stdin) -> bool:
     """Wait for the bootstrap; past the wall timeout kill its whole process group. True if killed."""
     if _exited_within(proc, timeout_s, stdin):
         proc.wait()
         return False
-    _killpg(proc.pid)
+    killpg(proc.pid)
     proc.wait()
     return True
 
 
-def _killpg(pgid: int) -> None:
+def killpg(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         pass
 
 
-def _read_until_eof(fd: int, timeout_s: float, stdin: _Stdin) -> tuple[bytes, bool]:
+def read_until_eof(fd: int, timeout_s: float, stdin: Stdin) -> tuple[bytes, bool]:
     """Everything written to the pipe `fd` until its writers are all gone (True) or the timeout (False),
     feeding the run's `stdin` meanwhile."""
     chunks: list[bytes] = []
@@ -199,17 +205,17 @@ def _read_until_eof(fd: int, timeout_s: float, stdin: _Stdin) -> tuple[bytes, bo
         chunks.append(b)
 
 
-def _execute_unshare(plan: _Plan, hostdir: str, code: str, stdin: bytes) -> _Outcome:
+def execute_unshare(plan: Plan, hostdir: str, code: str, stdin: bytes) -> Outcome:
     """One run through `unshare` (or a plain process): the bootstrap in its own session, its stdin fed,
     waited for (or killed at the wall timeout), its output and status collected."""
     r_status, w_status = os.pipe()
     r_in, w_in = os.pipe()
-    feed = _Stdin(w_in, stdin)
+    feed = Stdin(w_in, stdin)
     start = time.monotonic()
     try:
-        cfg_path = _write_inputs(plan, hostdir, code, w_status)
+        cfg_path = write_inputs(plan, hostdir, code, w_status)
         with open(os.path.join(hostdir, _BOOT_BIN), "wb") as fh:
-            fh.write(_boot_code())
+            fh.write(boot_code())
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             proc = subprocess.Popen(
                 _bootstrap_cmd(plan, cfg_path),
@@ -230,10 +236,10 @@ def _execute_unshare(plan: _Plan, hostdir: str, code: str, stdin: bytes) -> _Out
                 for uid in plan.uids():
                     _kill_uid_from_host(uid, plan.python)  # stragglers outside the process group
             duration = time.monotonic() - start
-            status_lines = _read_all(r_status).decode("utf-8", "replace").splitlines()
+            status_lines = read_all(r_status).decode("utf-8", "replace").splitlines()
             out.seek(0)
             err.seek(0)
-            return _Outcome(
+            return Outcome(
                 stdout=out.read(),
                 stderr=err.read(),
                 status_lines=status_lines,

@@ -1,9 +1,9 @@
 """The zygote: one small stdlib-only process per suite process that forks each run's PID 1 into
 fresh namespaces (`isolation.zygote`), saving the two process starts of the `unshare` path; this
-module holds this process's handle on it and runs one run through it (`_execute_zygote`).
+module holds this process's handle on it and runs one run through it (`execute_zygote`).
 
 It is started on first use, replaced if it died, and given up for the rest of the process
-(`_zygote_broken`) when it cannot start or cannot set up a run: runs then go through `unshare`.
+(`zygote_broken`) when it cannot start or cannot set up a run: runs then go through `unshare`.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ import tempfile
 import threading
 import time
 
-from .judge import _Outcome
-from .mode import _Plan
-from .spawn import _boot_code, _killpg, _read_all, _read_until_eof, _Stdin, _write_inputs
+from .judge import Outcome
+from .mode import Plan
+from .spawn import Stdin, boot_code, killpg, read_all, read_until_eof, write_inputs
 
 log = logging.getLogger(__name__)
 
-_ZYGOTE_CODE = "import marshal, sys; g = {'__name__': 'isolation'}; exec(marshal.loads(sys.stdin.buffer.read()), g); sys.exit(g['zygote'](int(sys.argv[1])))"
+#: the zygote's command: the bootstrap's code (`spawn.boot_code`) on stdin, run as the bootstrap runs it
+_ZYGOTE_CODE = "import marshal, sys\ng = {'__name__': 'isolation'}\nfor c in marshal.loads(sys.stdin.buffer.read()):\n    exec(c, g)\nsys.exit(g['zygote'](int(sys.argv[1])))"
 _CLONE_NEWNS, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x20000000, 0x40000000
 
 
@@ -52,7 +53,7 @@ class _Zygote:
             theirs.close()
         boot = self.proc.stdin
         assert boot is not None  # stdin=PIPE
-        boot.write(_boot_code())
+        boot.write(boot_code())
         boot.close()
         self.sock, self.owner = ours, os.getpid()
         self.lock = threading.Lock()
@@ -79,75 +80,80 @@ class _Zygote:
 
 
 _zygote_lock = threading.Lock()
-_zygote_state: dict = {"zygote": None, "broken": None}
+zygote_state: dict = {"zygote": None, "broken": None}
 
 
-def _zygote_for(plan: _Plan) -> _Zygote | None:
+def zygote_for(plan: Plan) -> _Zygote | None:
     """The zygote, started on first use, when this plan can use it (else None: the `unshare` path)."""
     mode = plan.mode
-    if not (mode.namespaces and mode.pidns and mode.root) or _zygote_state["broken"]:
+    if not (mode.namespaces and mode.pidns and mode.root) or zygote_state["broken"]:
         return None
     with _zygote_lock:
-        z = _zygote_state["zygote"]
+        z = zygote_state["zygote"]
         if z is None or not z.alive():
             try:
-                z = _zygote_state["zygote"] = _Zygote()
+                z = zygote_state["zygote"] = _Zygote()
             except OSError as exc:
-                _zygote_broken(f"could not start: {exc}")
+                zygote_broken(f"could not start: {exc}")
                 return None
         return z
 
 
-def _zygote_broken(why: str) -> None:
+def zygote_broken(why: str) -> None:
     """Stop using the zygote for the rest of this process (runs go through `unshare` again)."""
-    if not _zygote_state["broken"]:
+    if not zygote_state["broken"]:
         log.info("sandbox: zygote not used (%s); runs start `unshare` instead", why)
-    _zygote_state["broken"] = why
+    zygote_state["broken"] = why
 
 
 def helper_pids() -> set[int]:
     """Pids of this process's long-lived sandbox helpers (the zygote): not part of any run, so leftover
     checks skip them (but not their children, which are runs)."""
-    z = _zygote_state["zygote"]
+    z = zygote_state["zygote"]
     return {z.proc.pid} if z is not None and z.alive() else set()
 
 
 @atexit.register
 def _stop_zygote() -> None:
-    z = _zygote_state["zygote"]
+    z = zygote_state["zygote"]
     if z is not None and z.owner == os.getpid():
         z.close()
 
 
-def _execute_zygote(z: _Zygote, plan: _Plan, hostdir: str, code: str, stdin: bytes) -> _Outcome:
+def unshare_flags(plan: Plan) -> int:
+    """The namespaces a run's PID 1 gets from the zygote: mount and PID, and network unless the run may use it."""
+    return _CLONE_NEWNS | _CLONE_NEWPID | (0 if plan.limits.network else _CLONE_NEWNET)
+
+
+def execute_zygote(z: _Zygote, plan: Plan, hostdir: str, code: str, stdin: bytes) -> Outcome:
     """One run through the zygote: the run ends when its status pipe closes (the zygote closes its
     copy once it has reaped the namespace's PID 1, so nothing of the run is left); past the wall
     timeout its process group is killed, which takes PID 1 and with it the whole namespace."""
-    flags = _CLONE_NEWNS | _CLONE_NEWPID | (0 if plan.limits.network else _CLONE_NEWNET)
+    flags = unshare_flags(plan)
     r_status, w_status = os.pipe()
     r_in, w_in = os.pipe()
-    feed = _Stdin(w_in, stdin)
+    feed = Stdin(w_in, stdin)
     start = time.monotonic()
     try:
-        cfg_path = _write_inputs(plan, hostdir, code, -1)
+        cfg_path = write_inputs(plan, hostdir, code, -1)
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             pid = z.spawn(cfg_path, flags, [r_in, out.fileno(), err.fileno(), w_status])
             for fd in (r_in, w_status):
                 os.close(fd)
             r_in = w_status = -1
             try:
-                status, ended = _read_until_eof(r_status, plan.limits.timeout_s, feed)
+                status, ended = read_until_eof(r_status, plan.limits.timeout_s, feed)
             except BaseException:
-                _killpg(pid)  # the caller may run the program again through `unshare`: never two at once
+                killpg(pid)  # the caller may run the program again through `unshare`: never two at once
                 raise
             feed.close()
             if not ended:
-                _killpg(pid)
-                status += _read_all(r_status)
+                killpg(pid)
+                status += read_all(r_status)
             duration = time.monotonic() - start
             out.seek(0)
             err.seek(0)
-            return _Outcome(
+            return Outcome(
                 stdout=out.read(),
                 stderr=err.read(),
                 status_lines=status.decode("utf-8", "replace").splitlines(),

@@ -27,10 +27,10 @@ TARGET = "5.25.0"
 def _runnable_variants() -> list[str]:
     """The suite's variants this checkout's transformers backend takes (the compile layer's options
     arrive with their own change, issue 42's item 2)."""
-    from evalsuite.backends.transformers import _OPTIONS
+    from evalsuite.backends.transformers import OPTIONS
 
     names = ["transformers-5.25", "batch-1"]
-    names += [name for name, option in (("torch-compile", "compile"), ("attn-eager", "attn_implementation")) if option in _OPTIONS]
+    names += [name for name, option in (("torch-compile", "compile"), ("attn-eager", "attn_implementation")) if option in OPTIONS]
     return names
 
 

@@ -216,7 +216,8 @@ def test_sandbox_jobs_run_as_ray_tasks_and_score_as_locally(cluster, tmp_path, m
     sent: list = []
     real_send = ray_exec.run_sandbox_jobs
     monkeypatch.setattr(ray_exec, "run_sandbox_jobs", lambda jobs, limits, **kw: sent.append(list(jobs)) or real_send(jobs, limits, **kw))
-    monkeypatch.setattr(sandbox, "run_tests", lambda *a, **k: pytest.fail("a sandbox job ran in the driver"))
+    for home in (sandbox, sandbox.pool):  # called directly, and by cached and pooled runs
+        monkeypatch.setattr(home, "run_tests", lambda *a, **k: pytest.fail("a sandbox job ran in the driver"))
     remote = run(write_suite(tmp_path / "ray", RAY_1, variants, generation=gen, casesets=casesets), score=True)
 
     assert len(sent) == 1 and len(sent[0]) == 2, "both distinct programs went to Ray in one dispatch"

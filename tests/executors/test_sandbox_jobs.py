@@ -54,7 +54,8 @@ def test_prefetch_sends_every_job_at_once_and_scoring_then_sends_nothing(monkeyp
     runner = LocalRunner()
     with sandbox_jobs.remote(runner) as state:
         # once the jobs are remote, nothing may run in this process's sandbox
-        monkeypatch.setattr(sandbox, "run_tests", lambda *a, **k: pytest.fail("ran locally"))
+        for home in (sandbox, sandbox.pool):  # called directly, and by cached and pooled runs
+            monkeypatch.setattr(home, "run_tests", lambda *a, **k: pytest.fail("ran locally"))
         sent = sandbox_jobs.prefetch([COMPLETION], gens(), "base", score_generations)
         assert sent == 2 and len(runner.dispatches) == 1  # two distinct programs, one dispatch
         remote = code_scores(score_generations([COMPLETION], gens(), "base"))

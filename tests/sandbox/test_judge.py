@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalsuite.sandbox.judge import _split_verdict
+from evalsuite.sandbox.judge import split_verdict
 
 TOKEN = "EVALSUITE-VERDICT-" + "ab" * 16
 
@@ -27,15 +27,15 @@ LINES = [
 
 @pytest.mark.parametrize(("rest", "expected"), LINES, ids=[repr(r) for r, _ in LINES])
 def test_only_a_positive_count_passes(rest, expected):
-    _, v = _split_verdict(f"out\n{TOKEN} {rest}\n".encode(), TOKEN)
+    _, v = split_verdict(f"out\n{TOKEN} {rest}\n".encode(), TOKEN)
     assert (v.seen, v.tests_run, v.failure) == expected
 
 
 def test_the_token_on_two_lines_fails():
-    _, v = _split_verdict(f"{TOKEN} 3\nout\n{TOKEN} 3\n".encode(), TOKEN)
+    _, v = split_verdict(f"{TOKEN} 3\nout\n{TOKEN} 3\n".encode(), TOKEN)
     assert not v.seen and v.failure == "the verdict token appears 2 times in stdout (the harness writes it once)"
 
 
 def test_the_token_not_last_is_not_a_verdict():
-    _, v = _split_verdict(f"{TOKEN} 3\nmore\n".encode(), TOKEN)
+    _, v = split_verdict(f"{TOKEN} 3\nmore\n".encode(), TOKEN)
     assert (v.seen, v.failure) == (False, None)

@@ -256,7 +256,7 @@ def test_pass_at_k_case_scorer_reuses_sample_runs(monkeypatch):
     inputs = [_inp(COMPLETION, t, sample=i) for i, t in enumerate(texts)]
     calls = []
     real = sandbox.run_tests
-    monkeypatch.setattr(sandbox, "run_tests", lambda *a, **k: calls.append(a) or real(*a, **k))
+    monkeypatch.setattr(sandbox.pool, "run_tests", lambda *a, **k: calls.append(a) or real(*a, **k))  # what cached and pooled runs call
     per_sample = [_one("code.pass", i).value for i in inputs]
     scores = SCORERS.get("code.pass@k").fn(COMPLETION, inputs)
     assert per_sample == [1.0, 0.0, 1.0, 0.0]

@@ -319,18 +319,18 @@ def campaign(request, tmp_path_factory):
         suite_parent_pid=os.getppid(),
         marker=f"evalsuite-daemon-{token}",
     )
-    real = sandbox._mode(False)
+    real = sandbox.mode.machine_mode(False)
     if request.param.startswith("this machine"):
         mode = Mode(real.label, real.namespaces, real.root)
     else:
-        degraded = sandbox._Mode((), False, False, real.root, ("forced: no namespaces",), "rlimits only")
+        degraded = sandbox.mode.Mode((), False, False, real.root, ("forced: no namespaces",), "rlimits only")
         mode = Mode(degraded.label, False, degraded.root)
     children_before = {p.pid for p in psutil.Process().children(recursive=True)}
     runnable = [h for h in HOSTILE if mode.allows(h.needs)]
     try:
         with pytest.MonkeyPatch.context() as mp:
             if request.param == "without namespaces":
-                mp.setattr(sandbox.mode, "_mode", lambda network: degraded)
+                mp.setattr(sandbox.mode, "machine_mode", lambda network: degraded)
             # the zygote (the default where it applies) and the `unshare` path must hold the same line
             mp.setattr(sandbox.process, "USE_ZYGOTE", request.param != "this machine without the zygote")
             with ThreadPoolExecutor(max_workers=4) as pool:

@@ -241,11 +241,11 @@ def test_rlimits_only_without_root_says_the_verdict_is_forgeable(monkeypatch):
     """No uids of their own and /proc in sight: every run says so in its warnings, and the score in its details."""
     from evalsuite.sandbox import mode
 
-    plain = mode._Mode(prefix=(), namespaces=False, pidns=False, root=False, warnings=(), label="rlimits only")
-    monkeypatch.setattr(mode, "_mode", lambda network: plain)
+    plain = mode.Mode(prefix=(), namespaces=False, pidns=False, root=False, warnings=(), label="rlimits only")
+    monkeypatch.setattr(mode, "machine_mode", lambda network: plain)
     res = sandbox.run_tests("def add(a, b):\n    return a + b\n", TESTS, ENTRY, **LIMITS)
     assert sandbox.forgeable(res.warnings) and "/proc/<harness>/mem" in sandbox.forgeable(res.warnings), res.warnings
-    assert sandbox.forgeable(mode._plan(mode.Limits()).warnings)
+    assert sandbox.forgeable(mode.plan_run(mode.Limits()).warnings)
     score = _score("def add(a, b):\n    return a + b\n")
     assert score.details["verdict"].startswith("verdict forgeable"), score.details
 
