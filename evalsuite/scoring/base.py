@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..backends.toolcalls import ToolCall
 from ..cases.caseset import Case
@@ -74,7 +73,7 @@ class ScorerSpec:
 SCORERS = Registry("scorer")
 
 
-def scorer(name: str, *, level: str = "output", scenarios: Iterable[str] = (), kinds: Iterable[str] = (), version: str = "1", **args: Any):
+def scorer(name: str, *, level: str = "output", scenarios: Iterable[str] = (), kinds: Iterable[str] = (), version: str = "1", **args: object):
     """Decorator registering a scorer under `name`."""
 
     def deco(fn: Callable) -> Callable:
