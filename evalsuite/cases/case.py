@@ -29,7 +29,7 @@ class Term:
             return cls(raw)
         return cls(raw["term"], tuple(raw.get("synonyms", ())))
 
-    def to_raw(self) -> Any:
+    def to_raw(self) -> str | dict[str, str | list[str]]:
         return {"term": self.term, "synonyms": list(self.synonyms)} if self.synonyms else self.term
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import Problem, ValidationError
 from ..hashing import sha256_json
@@ -75,7 +75,7 @@ def case_schema() -> dict:
 # loading
 
 
-def schema_problems(data: Any, schema_name: str, file: str, lines: LineMap, base_path: tuple = (), bad_cases: set | None = None) -> list[Problem]:
+def schema_problems(data: object, schema_name: str, file: str, lines: LineMap, base_path: tuple = (), bad_cases: set | None = None) -> list[Problem]:
     """Every schema violation of `data` as a located problem (`file:line: case <id>: field: message`)."""
     problems = []
     jsonschema = _jsonschema()
@@ -151,7 +151,7 @@ def _compile_check(code: str, label: str, file: str, line: int | None, case_id: 
         problems.append(Problem(file, line, case_id, label, f"does not compile: {exc.msg} (line {exc.lineno})"))
 
 
-def _is_resource(data: Any) -> bool:
+def _is_resource(data: object) -> bool:
     return isinstance(data, dict) and data.get("kind") in ("documents", "glossary", "tools") and "cases" not in data
 
 
@@ -298,7 +298,7 @@ def _build_case(ld: _Loading, i: int, raw: dict) -> Case | None:
     return Case.build(raw, context=tuple(context), json_schema=json_schema, glossary=ld.glossary, source=ld.file, line=line, tool_use=tool_use)
 
 
-def _case_path(i: int, *p: Any) -> tuple:
+def _case_path(i: int, *p: str | int) -> tuple:
     return ("cases", i) + p
 
 
