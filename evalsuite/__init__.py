@@ -44,7 +44,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:  # the types are in __init__.pyi
     target = _EXPORTS.get(name)
     if target is None:
         raise AttributeError(f"module 'evalsuite' has no attribute {name!r}")

@@ -70,7 +70,7 @@ class ScorerSpec:
         return {"name": self.name, "level": self.level, "scenarios": list(self.scenarios), "kinds": list(self.kinds), "args": self.args}
 
 
-SCORERS = Registry("scorer")
+SCORERS: Registry[ScorerSpec] = Registry("scorer")
 
 
 def scorer(name: str, *, level: str = "output", scenarios: Iterable[str] = (), kinds: Iterable[str] = (), version: str = "1", **args: object):
