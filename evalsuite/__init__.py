@@ -16,7 +16,6 @@ imports torch, numpy or a backend.
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 __version__ = "0.1.0"
 
