@@ -309,7 +309,9 @@ def _variant_problem_at(file: str, lines: LineMap, i: int, variant: str, key: st
     return _variant_problem(file, lines.line_of(("variants", i, key)), variant, f"variants[{i}].{key}", message)
 
 
-def _gen_settings(raw: object, base: GenerationSettings, file: str, lines: LineMap, path: tuple, problems: list[Problem], who: str | None) -> GenerationSettings:
+def _gen_settings(
+    raw: object, base: GenerationSettings, file: str, lines: LineMap, path: tuple, problems: list[Problem], who: str | None
+) -> GenerationSettings:
     if raw is None:
         return base
     if not isinstance(raw, dict):
