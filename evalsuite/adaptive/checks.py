@@ -40,7 +40,7 @@ import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -51,6 +51,9 @@ from ..verdict.stats import seed_for as _seed_for
 from . import sequential as sq
 from .check import PASS_MAX_SEEN as PASS_MAX_SEEN  # read at each evaluation: benchmarks/adaptive_frontier.py patches it here
 from .check import Check, case_passed, case_value, evaluate_check, seq_arrays
+
+if TYPE_CHECKING:
+    from ..cases.caseset import Case
 
 DEFAULT_TOLERANCE = 0.10
 DEFAULT_SPLIT = 0.5
@@ -81,7 +84,7 @@ def _unit(seed: int, *parts: str) -> float:
     return int.from_bytes(h[:8], "big") / 2**64
 
 
-def seeded_order(cases: Sequence[Any], seed: int) -> list[str]:
+def seeded_order(cases: Sequence[Case], seed: int) -> list[str]:
     """Case ids in a seeded random order, stratified by scenario: each scenario's cases shuffled
     (by a seeded hash of the id, so the order does not depend on file order), then interleaved so
     every scenario advances at the same pace (case k of a scenario of n sits at (k + 1/2) / n)."""

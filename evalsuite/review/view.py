@@ -17,7 +17,7 @@ same fragments make the static cards of `render_item`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from .diff import diff_html, esc, indented_json
 CSS = (Path(__file__).with_name("static") / "desk.css").read_text("utf-8")
 
 
-def fmt(x: Any) -> str:
+def fmt(x: object) -> str:
     """A score value for a person: rounded to 3 significant digits; booleans as pass/fail; None as a dash."""
     if x is None:
         return "–"
@@ -79,7 +79,7 @@ def item_diff(item: Mapping[str, Any], blind: bool = False) -> str:
 # reasons in words
 
 
-def _ids(xs: Any) -> str:
+def _ids(xs: Iterable[object] | None) -> str:
     return ", ".join(str(x) for x in xs) if xs else "nothing"
 
 
@@ -225,7 +225,7 @@ def asked_html(item: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-def _val(v: Any) -> str:
+def _val(v: object) -> str:
     if isinstance(v, list):
         return esc(", ".join(map(str, v)))
     if isinstance(v, str) and "\n" in v:
