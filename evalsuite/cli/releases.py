@@ -72,9 +72,9 @@ def _environment_lines(status: ReleaseStatus, stage: str | None) -> list[str]:
         names = "; ".join(f"{c.variant} ({c.stage}: {', '.join(c.environment.changes)})" for c in stale if c.environment is not None)
         again = "evalsuite recheck" + (f" --stage {stage}" if stage else "")
         lines.append(f"{len(stale)} cleared variant(s) stale, their environment changed since: {names}; `{again}` judges them again")
-    unknown = [c for c in status.cleared(stage) if c.environment is not None and c.environment.state == "unknown"]
+    unknown = [(c, c.environment) for c in status.cleared(stage) if c.environment is not None and c.environment.state == "unknown"]
     if unknown:
-        names = "; ".join(f"{c.variant} ({c.stage}: {c.environment.reason})" for c in unknown)
+        names = "; ".join(f"{c.variant} ({c.stage}: {env.reason})" for c, env in unknown)
         lines.append(f"{len(unknown)} cleared variant(s) with an environment unknown, neither stale nor fresh: {names}")
     return lines
 
