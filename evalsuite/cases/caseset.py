@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Problem, ValidationError
 from ..hashing import sha256_json
@@ -75,7 +75,7 @@ def case_schema() -> dict:
 # loading
 
 
-def schema_problems(data: object, schema_name: str, file: str, lines: LineMap, base_path: tuple = (), bad_cases: set | None = None) -> list[Problem]:
+def schema_problems(data: Any, schema_name: str, file: str, lines: LineMap, base_path: tuple = (), bad_cases: set | None = None) -> list[Problem]:
     """Every schema violation of `data` as a located problem (`file:line: case <id>: field: message`)."""
     problems = []
     jsonschema = _jsonschema()

@@ -175,8 +175,8 @@ def _log(client: MlflowClient, judgment: Judgment, files: Sequence[str | Path], 
         params, metrics, now = params_of(judgment), metrics_of(judgment), int(time.time() * 1000)
         for chunk in _chunks([Param(k, v) for k, v in params.items()], 100):
             client.log_batch(rid, params=list(chunk))
-        for chunk in _chunks([Metric(k, v, now, 0) for k, v in metrics.items()], 1000):
-            client.log_batch(rid, metrics=list(chunk))
+        for batch in _chunks([Metric(k, v, now, 0) for k, v in metrics.items()], 1000):
+            client.log_batch(rid, metrics=list(batch))
         with tempfile.TemporaryDirectory() as tmp:
             extra = Path(tmp) / "verdict.json"
             extra.write_text(json.dumps({**verdict.to_dict(), "stage_source": judgment.stage_source}, indent=2, default=str) + "\n", "utf-8")

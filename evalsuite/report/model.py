@@ -27,7 +27,7 @@ from .releases import release_history
 
 if TYPE_CHECKING:
     from ..run.store import RunStore, ScoreRecord
-    from ..verdict.compare import Comparison
+    from ..verdict.compare import Comparison, MetricDelta
     from ..verdict.outcome import Judgment, Verdict
 
 SEVERITY_ORDER = {"block": 0, "warn": 1, "flip": 2}
@@ -414,7 +414,7 @@ def flagged_cases(verdict: Verdict, cmp: Comparison, lr: LoadedRun) -> list[Flag
         if not any(r.rule == reason.rule and r.metric == reason.metric and r.severity == reason.severity for r in fc.reasons):
             fc.reasons.append(reason)
 
-    deltas = {(d.variant, d.scenario, d.metric): d for d in cmp.deltas}
+    deltas: dict[tuple[str, str | None, str | None], MetricDelta] = {(d.variant, d.scenario, d.metric): d for d in cmp.deltas}
     for r in verdict.results:
         if r.status not in ("fail", "warn"):
             continue

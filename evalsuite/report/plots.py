@@ -263,7 +263,7 @@ def context_cost_png(points: Sequence[CostPoint], variants: Sequence[str]) -> st
     for i, m in enumerate(panels):
         ax = fig.add_subplot(nrow, ncol, i + 1)
         for v in names:
-            mine = [(p.tokens, p.value(m)) for p in points if p.variant == v and p.value(m) is not None]
+            mine = [(p.tokens, y) for p in points if p.variant == v and (y := p.value(m)) is not None]
             if not mine:
                 continue
             xs, ys = [t / 1000.0 for t, _ in mine], [float(y) for _, y in mine]

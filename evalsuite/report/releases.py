@@ -63,7 +63,15 @@ def _stage_cell(c: Clearance | None) -> dict:
         return {"cleared": False, "since": None, "run_id": None, "decision": None, "status": None, "reason": "no decision recorded", "environment": None}
     d, env = c.decision, c.environment
     envd = {"state": env.state, "changes": list(env.changes), "reason": env.reason, "summary": env.summary()} if env is not None else None
-    return {"cleared": c.cleared, "since": c.since, "run_id": d.run_id, "decision": d.id, "status": d.status, "reason": c.reason, "environment": envd}
+    return {
+        "cleared": c.cleared,
+        "since": c.since,
+        "run_id": d.run_id if d else None,
+        "decision": d.id if d else None,
+        "status": d.status if d else None,
+        "reason": c.reason,
+        "environment": envd,
+    }
 
 
 def _brief(dep: Deployment | None) -> dict | None:

@@ -138,8 +138,8 @@ def verdict_view(
             color = "red" if v.severity == "block" else "yellow"
             parts.append(_markup(f"[{color}]{escape(violation_text(v))}[/{color}]"))
     else:
-        for r in rule_lines(verdict, top):
-            parts.append(_markup(f"[{'red' if r['status'] == 'fail' else 'yellow'}]{escape(rule_line(r))}[/]"))
+        for line in rule_lines(verdict, top):
+            parts.append(_markup(f"[{'red' if line['status'] == 'fail' else 'yellow'}]{escape(rule_line(line))}[/]"))
     unchecked = {r.rule: r for r in verdict.results if r.optional}  # `required: false` rules that matched nothing
     for r in unchecked.values():
         parts.append(_markup(f"[yellow]cannot judge (required: false): {escape(r.rule)}: {escape(r.note.removeprefix('not checked: '))}[/]"))
