@@ -49,6 +49,7 @@ from ..errors import EvalsuiteError, MissingExtraError
 from ..models import formats
 from ..models.quiet import quiet_libraries
 from .base import Backend, Generation, Request, check_options
+from .toolcalls import TOOL_CHAT_TEMPLATE as TOOL_CHAT_TEMPLATE  # re-exported: the fallback template chat_prompt uses
 from .toolcalls import parse_text_calls
 from .transformers_cache import parse_kv_cache, probe
 from .transformers_compile import CompileLayer, CompileRun, check_combination
