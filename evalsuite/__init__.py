@@ -16,7 +16,6 @@ imports torch, numpy or a backend.
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 __version__ = "0.1.0"
 
@@ -44,7 +43,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:  # the types are in __init__.pyi
     target = _EXPORTS.get(name)
     if target is None:
         raise AttributeError(f"module 'evalsuite' has no attribute {name!r}")

@@ -13,14 +13,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .errors import EvalsuiteError
 from .models.describe import matrix_text, variant_matrix
 from .verdict.decisions import REVIEW_RULE
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from .cases.suite import Suite
+    from .run.runner import RunResult
     from .run.store import RunStore
+    from .verdict.outcome import Judgment
 
 log = logging.getLogger("evalsuite")
 
@@ -172,21 +177,21 @@ def demo_suite(given: str | Path | None) -> tuple[Path, str | None]:
     return shipped_path("suite", "demo"), str(Path("reports") / "runs")
 
 
-def run_demo(suite_path: str | Path | None = None, options: DemoOptions | None = None, console: Any = None) -> Any:
+def run_demo(suite_path: str | Path | None = None, options: DemoOptions | None = None, console: Console | None = None) -> Judgment | None:
     """Run the demo suite, print a table per variant and the verdict (one screen; `verbose`: the full
     evidence), write the HTML report; return the Judgment (None when the run cannot be judged).
 
     The run's differences are flagged into the review queue first, then the run is judged through
     evalsuite.judge.judge_run, so the demo's verdict line is the one `evalsuite gate` gives after it.
     """
-    from rich.console import Console
+    from rich.console import Console as RichConsole
 
     from .cases.suite import load_suite
     from .run.runner import RunOptions
     from .scoring.pipeline import run_suite
 
     opts = options or DemoOptions()
-    console = console or Console()
+    console = console or RichConsole()
     if opts.profile not in PROFILES:
         raise EvalsuiteError(f"unknown demo profile {opts.profile!r}; available: {', '.join(PROFILES)}")
     suite_path, shipped_runs = demo_suite(suite_path)
@@ -210,7 +215,7 @@ def run_demo(suite_path: str | Path | None = None, options: DemoOptions | None =
     return judgment
 
 
-def _runnable_variants(suite: Any, variants: Sequence[str] | None, console: Any) -> list[str] | None:
+def _runnable_variants(suite: Suite, variants: Sequence[str] | None, console: Console) -> list[str] | None:
     """The variants this installation can run (the others are skipped with their install command);
     converts the embedded model first when the suite uses it."""
     from rich.markup import escape
@@ -232,7 +237,7 @@ def _runnable_variants(suite: Any, variants: Sequence[str] | None, console: Any)
     return list(variants) if variants is not None else None
 
 
-def _print_variants(console: Any, suite: Any, res: Any, variants: Sequence[str] | None, logits: bool) -> None:
+def _print_variants(console: Console, suite: Suite, res: RunResult, variants: Sequence[str] | None, logits: bool) -> None:
     """The per-variant table: speed, memory, outputs identical to the baseline's, logit agreement."""
     gens = res.store.generations()
     cases: dict[str, set] = {}
@@ -255,7 +260,7 @@ def _print_variants(console: Any, suite: Any, res: Any, variants: Sequence[str] 
     console.print(f"generated {res.generated}, from cache {res.cached}, errors {res.errors}; run directory: {res.run_dir}")
 
 
-def judge_and_report(console: Any, store: RunStore, *, verbose: bool = False, flag: bool = True) -> tuple[Any, Any]:
+def judge_and_report(console: Console, store: RunStore, *, verbose: bool = False, flag: bool = True) -> tuple[Judgment | None, Path | None]:
     """The demo's verdict: flag the run's differences (`flag`), judge the run for the suite's stage,
     write the report, print the verdict. Returns (the Judgment, or None when the run cannot be
     judged; the report's path or None)."""
@@ -275,18 +280,19 @@ def judge_and_report(console: Any, store: RunStore, *, verbose: bool = False, fl
     return judgment, rep.html
 
 
-def _print_footer(console: Any, judgment: Any) -> None:
+def _print_footer(console: Console, judgment: Judgment) -> None:
     """The review queue (what awaits review, and how to open it) and the adaptive replay line."""
     from rich.markup import escape
 
     from .adaptive.driver import replay_summary
 
     res = judgment.flagged
-    console.print(
-        f"review queue: {res.open} output(s) await review ({len(res.added)} new) in {res.queue}; "
-        f"open them with `make notebook` (notebooks/review.ipynb) or `evalsuite review list`",
-        highlight=False,
-    )
+    if res is not None:  # the demo judges with flag=True: the run was flagged first
+        console.print(
+            f"review queue: {res.open} output(s) await review ({len(res.added)} new) in {res.queue}; "
+            f"open them with `make notebook` (notebooks/review.ipynb) or `evalsuite review list`",
+            highlight=False,
+        )
     fixed = {v: any(r.status == "fail" and r.rule != REVIEW_RULE for r in judgment.verdict.results if r.variant == v) for v in judgment.verdict.variants}
     try:
         s = replay_summary(judgment.store, fixed, judgment.stage)

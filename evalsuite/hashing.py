@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 
-def sha256_json(obj: Any) -> str:
+def sha256_json(obj: object) -> str:
     """SHA-256 of canonical JSON (sorted keys, no whitespace, UTF-8)."""
     data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(data.encode("utf-8")).hexdigest()

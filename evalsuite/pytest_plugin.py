@@ -17,9 +17,12 @@ from __future__ import annotations
 import fnmatch
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from .verdict.outcome import RuleResult
 
 _verdicts_key = pytest.StashKey[dict]()
 _PATTERNS = ("evalsuite_*.yaml", "evalsuite_*.yml", "*.evalsuite.yaml", "*.evalsuite.yml")
@@ -32,7 +35,7 @@ class EvalsuiteWarning(UserWarning):
 class RuleFailed(Exception):
     """A block rule failed for a variant; carries the rule result for `repr_failure`."""
 
-    def __init__(self, result: Any):
+    def __init__(self, result: RuleResult):
         self.result = result
         super().__init__(result.rule)
 

@@ -3,28 +3,22 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from .errors import UnknownNameError
 
+T = TypeVar("T")
 
-class Registry:
+
+class Registry(Generic[T]):
     """Maps names to objects or to "module:attr" strings resolved on first use."""
 
     def __init__(self, kind: str):
         self.kind = kind
-        self._entries: dict[str, Any] = {}
+        self._entries: dict[str, T | str] = {}
 
-    def register(self, name: str, target: Any | None = None) -> Any:
-        """Register `target` (an object or a "module:attr" string); usable as a decorator."""
-        if target is None:
-
-            def deco(obj: Callable) -> Callable:
-                self._entries[name] = obj
-                return obj
-
-            return deco
+    def register(self, name: str, target: T | str) -> T | str:
+        """Register `target`: an object, or a "module:attr" string imported on first use."""
         self._entries[name] = target
         return target
 
@@ -34,25 +28,27 @@ class Registry:
     def __contains__(self, name: str) -> bool:
         return name in self._entries
 
-    def get(self, name: str) -> Any:
+    def get(self, name: str) -> T:
         if name not in self._entries:
             raise UnknownNameError(self.kind, name, self.names())
         target = self._entries[name]
         if isinstance(target, str):
             module, _, attr = target.partition(":")
-            target = getattr(importlib.import_module(module), attr)
-            self._entries[name] = target
+            loaded: T = getattr(importlib.import_module(module), attr)
+            self._entries[name] = loaded
+            return loaded
         return target
 
 
 #: backends by name; "module:attr" strings, so importing evalsuite never imports torch or vllm
-BACKENDS = Registry("backend")
+#: (their classes and factories are typed where they live: importing them here would import the engines)
+BACKENDS: Registry[Any] = Registry("backend")
 BACKENDS.register("fake", "evalsuite.backends.fake:FakeBackend")
 BACKENDS.register("transformers", "evalsuite.backends.transformers_env:transformers_backend")  # in-process, or in the variant's own environment
 BACKENDS.register("http", "evalsuite.backends.http:HTTPBackend")
 BACKENDS.register("vllm", "evalsuite.backends.vllm:VLLMBackend")
 
 #: where generation runs (evalsuite.executors); "module:attr" strings, so importing evalsuite never imports ray
-EXECUTORS = Registry("executor")
+EXECUTORS: Registry[Any] = Registry("executor")
 EXECUTORS.register("local", "evalsuite.executors.local:LocalExecutor")
 EXECUTORS.register("ray", "evalsuite.executors.ray:RayExecutor")

@@ -14,7 +14,6 @@ import importlib
 import importlib.util
 import sys
 import types
-from typing import Any
 
 _GRAMMAR = "rfc3987_syntax"
 
@@ -22,7 +21,7 @@ _GRAMMAR = "rfc3987_syntax"
 def _lazy_grammar() -> types.ModuleType:
     stub = types.ModuleType(_GRAMMAR)
 
-    def is_valid_syntax(*args: Any, **kwargs: Any) -> Any:
+    def is_valid_syntax(*args: object, **kwargs: object) -> bool:
         sys.modules.pop(_GRAMMAR, None)
         return importlib.import_module(_GRAMMAR).is_valid_syntax(*args, **kwargs)
 

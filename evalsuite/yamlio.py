@@ -217,5 +217,5 @@ def atomic_write_text(path: str | Path, text: str, check=None) -> None:
             check(str(tmp))
 
 
-def dump_yaml(data: Any) -> str:
+def dump_yaml(data: object) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import EvalsuiteError
 from ..run.store import RunStore
 from ..verdict.compare import per_case
 from .checks import AdaptiveSettings, Check, Look, VariantState, build_checks, evaluate, is_done, needed_cases, replay, seeded_order
+
+if TYPE_CHECKING:
+    from ..backends.base import Backend
+    from ..verdict.rubric import StageRubric
 
 log = logging.getLogger("evalsuite")
 
@@ -62,7 +66,7 @@ def load_state(store: RunStore) -> dict | None:
     return store.read_json(STATE_FILE)
 
 
-def checks_for(store: RunStore, state: dict, sr: Any) -> tuple[list[Check], dict, dict]:
+def checks_for(store: RunStore, state: dict, sr: StageRubric) -> tuple[list[Check], dict, dict]:
     """The run's sequential checks for the stage rubric `sr`, and the baseline's and variants' per-case scores."""
     settings = AdaptiveSettings(**state["settings"])
     base, others = split_records(store.scores(), store.signature.get("baseline") or "")
@@ -178,7 +182,7 @@ class _Run:
         self.store.write_json(STATE_FILE, self.state, indent=None)  # rewritten twice a batch: the compact, fast encoding
 
 
-def _bound_backend(run: _Run, v, factory, cases) -> tuple[Any, str]:
+def _bound_backend(run: _Run, v, factory, cases) -> tuple[Backend, str]:
     """The variant's backend and fingerprint, recorded in the run's signature (a resumed run refuses a changed variant)."""
     from ..run.runner import build_backend, engine_identities, refuse_changed_variants
     from ..run.signature import environments_of

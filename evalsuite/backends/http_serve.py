@@ -53,7 +53,7 @@ _COMMON_KEYS = {"launcher", "args", "startup_timeout_s"}
 _LIVE: set[LocalServer] = set()
 
 
-def check_serve_option(raw: Any, who: str) -> dict:
+def check_serve_option(raw: object, who: str) -> dict:
     """The validated `serve` mapping of a variant (unknown keys and launchers fail helpfully)."""
     if not isinstance(raw, dict):
         raise EvalsuiteError(f"variant {who!r}: the http option `serve` must be a mapping, e.g. {{launcher: transformers}}")

@@ -41,7 +41,6 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +49,11 @@ from ..errors import EvalsuiteError, MissingExtraError
 from ..models import formats
 from ..models.quiet import quiet_libraries
 from .base import Backend, Generation, Request, check_options
-from .toolcalls import TOOL_CHAT_TEMPLATE, parse_text_calls
+from .toolcalls import TOOL_CHAT_TEMPLATE as TOOL_CHAT_TEMPLATE  # re-exported: the fallback template chat_prompt uses
+from .toolcalls import parse_text_calls
 from .transformers_cache import parse_kv_cache, probe
 from .transformers_compile import CompileLayer, CompileRun, check_combination
+from .transformers_generate import BatchFacts, GenerateCall, chat_prompt, eos_ids, finished_rows
 from .transformers_loader import ModelLoader, gptq_kernel
 from .transformers_memory import ServingMemory, malloc_trim, weights_mb
 
@@ -352,7 +353,7 @@ class TransformersBackend(Backend):
         else:
             ttft, ttft_source = None, None
         rows = finished_rows(requests, out[:, enc["input_ids"].shape[1] :].tolist(), eos_ids(self.model, self.tokenizer))
-        batch = _BatchFacts(
+        batch = BatchFacts(
             latency=latency,
             ttft=ttft,
             size=len(requests),
@@ -369,7 +370,7 @@ class TransformersBackend(Backend):
         )
         return [self._generation(req, ids, finish, int(plen), batch) for (req, ids, finish), plen in zip(rows, prompt_lens)]
 
-    def _generate_call(self, requests: list[Request], enc: dict) -> _GenerateCall:
+    def _generate_call(self, requests: list[Request], enc: dict) -> GenerateCall:
         """The keyword arguments, logits processors and stopping criteria of one `generate` call."""
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
@@ -395,9 +396,9 @@ class TransformersBackend(Backend):
                 kwargs["max_matching_ngram_size"] = int(self.speculative["max_ngram"])
         elif self.spec_method == "draft":
             kwargs["assistant_model"] = self.draft
-        return _GenerateCall(kwargs, processors, StoppingCriteriaList(), timer, self.variant.generation.timeout_s)
+        return GenerateCall(kwargs, processors, StoppingCriteriaList(), timer, self.variant.generation.timeout_s)
 
-    def _generation(self, req: Request, ids: list[int], finish: str, prompt_tokens: int, batch: _BatchFacts) -> Generation:
+    def _generation(self, req: Request, ids: list[int], finish: str, prompt_tokens: int, batch: BatchFacts) -> Generation:
         extra = {"token_ids": ids, **batch.extra}
         common: dict[str, Any] = {"prompt_tokens": prompt_tokens, "new_tokens": len(ids), "latency_s": batch.latency, "batch_size": batch.size, "extra": extra}
         if batch.timed_out and finish != "stop" and len(ids) < req.max_new_tokens:
@@ -441,67 +442,3 @@ class TransformersBackend(Backend):
         if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()
         malloc_trim()
-
-
-def eos_ids(model: Any, tokenizer: Any) -> set[int]:
-    """The token ids that end a generation: the model's generation config's, else the tokenizer's."""
-    eos = model.generation_config.eos_token_id
-    if eos is None:
-        eos = tokenizer.eos_token_id
-    ids = set(eos if isinstance(eos, (list, tuple)) else [eos])
-    return {int(i) for i in ids if i is not None}
-
-
-def finished_rows(requests: list[Request], new: list[list[int]], eos: set[int]) -> list[tuple[Request, list[int], str]]:
-    """Each request's new tokens, cut at its own token limit and at the first end-of-sequence token."""
-    rows = []
-    for req, ids in zip(requests, new):
-        ids = ids[: req.max_new_tokens]
-        stop_at = next((i for i, t in enumerate(ids) if t in eos), None)
-        if stop_at is not None:
-            rows.append((req, ids[: stop_at + 1], "stop"))
-        else:
-            rows.append((req, ids, "length"))
-    return rows
-
-
-@dataclass
-class _GenerateCall:
-    """What one `generate` call is given, and its deadline once started."""
-
-    kwargs: dict
-    processors: Any
-    stopping: Any
-    timer: Any
-    timeout_s: float | None
-    deadline: Any = None
-
-    def start(self, t0: float) -> None:
-        from .transformers_hooks import Deadline
-
-        if self.timeout_s is not None:
-            self.deadline = Deadline(t0 + float(self.timeout_s))
-            self.stopping.append(self.deadline)
-
-
-@dataclass
-class _BatchFacts:
-    """What every generation of one batch shares: its timings and the backend's facts."""
-
-    latency: float
-    ttft: float | None
-    size: int
-    timed_out: bool
-    extra: dict
-
-
-def chat_prompt(tokenizer: Any, request: Request) -> str:
-    """A request's chat rendered by the tokenizer's template; a request's tools (`tools: native`) go
-    through the template's `tools`, or through TOOL_CHAT_TEMPLATE where the model's own has none."""
-    msgs = [{"role": r, "content": c} for r, c in request.messages]
-    tools = request.tool_list()
-    if tools is None:
-        return tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
-    own = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else ""
-    template = None if "tools" in own else TOOL_CHAT_TEMPLATE  # the model's own template, where it renders tools
-    return tokenizer.apply_chat_template(msgs, tools=tools, chat_template=template, add_generation_prompt=True, tokenize=False)

@@ -21,7 +21,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .. import models
 from ..errors import EvalsuiteError
@@ -29,6 +29,9 @@ from . import envs
 from .base import Backend, Generation, Request, check_options
 from .transformers_worker import request_to_wire, variant_to_wire
 from .worker_process import WorkerProcess
+
+if TYPE_CHECKING:
+    from ..cases.suite import Variant
 
 log = logging.getLogger("evalsuite")
 
@@ -38,7 +41,7 @@ _WORKER_CODE = "import sys; del sys.path[0]; from evalsuite.backends.transformer
 _MAX_RESTARTS = 2
 
 
-def transformers_backend(variant: Any) -> Backend:
+def transformers_backend(variant: Variant) -> Backend:
     """The transformers backend a variant runs on: in this process, or in its own environment."""
     if variant.environment:
         return TransformersWorkerBackend(variant)
@@ -59,12 +62,12 @@ class TransformersWorkerBackend(Backend):
 
     name = "transformers"
 
-    def __init__(self, variant: Any):
+    def __init__(self, variant: Variant):
         from .transformers import OPTIONS
 
         self.variant = variant
         self.options = check_options(variant, "transformers", OPTIONS)
-        self.environment_spec: dict = dict(variant.environment)
+        self.environment_spec: dict = dict(variant.environment or {})  # a variant with an environment comes here
         self.cache_dir = self.options.get("cache_dir")
         self.worker: WorkerProcess | None = None
         self._path: contextlib.ExitStack | None = None

@@ -22,19 +22,20 @@ import dataclasses
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..cases.options import GenerationSettings
 from .base import Generation, Request, local_environment
 
 if TYPE_CHECKING:
+    from ..cases.suite import Variant
     from .transformers import TransformersBackend
 
 #: the variant fields the worker's backend reads (the model as a resolved directory)
 _VARIANT_FIELDS = ("name", "model", "options", "quantization", "speculative", "kv_cache")
 
 
-def variant_to_wire(variant: Any, model_dir: str) -> dict:
+def variant_to_wire(variant: Variant, model_dir: str) -> dict:
     """What the worker needs of a variant: its settings, with `model` the directory this process resolved."""
     d = {k: getattr(variant, k) for k in _VARIANT_FIELDS}
     d["model"] = model_dir
@@ -42,7 +43,7 @@ def variant_to_wire(variant: Any, model_dir: str) -> dict:
     return d
 
 
-def variant_from_wire(d: dict) -> Any:
+def variant_from_wire(d: dict) -> Variant:
     """The variant as the worker's backend sees it: in this environment, with no environment of its own."""
     from ..cases.suite import Variant
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ..errors import EvalsuiteError, suggest
 
@@ -63,7 +62,7 @@ class TorchCompile:
         return f"compile={self.mode}" + (" fullgraph" if self.fullgraph else "")
 
 
-def parse_compile(raw: Any, who: str) -> TorchCompile | None:
+def parse_compile(raw: object, who: str) -> TorchCompile | None:
     """A transformers variant's `options.compile` (a mapping; `{}` is mode default) as settings;
     errors name the variant and the field."""
     if raw is None:
@@ -87,7 +86,7 @@ def parse_compile(raw: Any, who: str) -> TorchCompile | None:
     return TorchCompile(mode=mode, fullgraph=bool(raw.get("fullgraph", False)), dynamic=raw.get("dynamic"), max_cache_len=length)
 
 
-def parse_attn(raw: Any, who: str) -> str | None:
+def parse_attn(raw: object, who: str) -> str | None:
     """A transformers variant's `options.attn_implementation`, checked against transformers' names."""
     if raw is None:
         return None

@@ -77,15 +77,15 @@ class FaultSettings:
         }
 
 
-def parse_faults_block(raw: Any, file: str, line_of: LineOf, problems: list[Problem]) -> FaultSettings | None:
+def parse_faults_block(raw: object, file: str, line_of: LineOf, problems: list[Problem]) -> FaultSettings | None:
     """The suite's `faults:` block as settings (None when absent); each fault of the block becomes a
     Problem naming the file, the line and the field."""
     if raw is None or raw is False:
         return None
     if raw == "all" or raw is True:
-        raw = {}
-    elif isinstance(raw, list):
-        raw = {"kinds": raw}
+        return parse_faults_block({}, file, line_of, problems)
+    if isinstance(raw, list):
+        return parse_faults_block({"kinds": raw}, file, line_of, problems)
     if not isinstance(raw, dict):
         problems.append(Problem(file, line_of(("faults",)), None, "faults", f"expected `all`, a list of probes or a mapping, got {raw!r}"))
         return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from ..errors import EvalsuiteError, Problem, suggest
@@ -68,7 +68,7 @@ class TimingSettings:
         return asdict(self)
 
 
-def parse_timing(raw: Any, where: str = "timing") -> TimingSettings | None:
+def parse_timing(raw: object, where: str = "timing") -> TimingSettings | None:
     """The suite's `timing:` value as settings, None when absent or sequential; raises naming the field
     (`where.field: ...`). `load_suite` uses `parse_timing_block`, which collects every problem."""
     problems: list[Problem] = []
@@ -79,13 +79,13 @@ def parse_timing(raw: Any, where: str = "timing") -> TimingSettings | None:
     return settings
 
 
-def parse_timing_block(raw: Any, file: str, line_of: LineOf, problems: list[Problem]) -> TimingSettings | None:
+def parse_timing_block(raw: object, file: str, line_of: LineOf, problems: list[Problem]) -> TimingSettings | None:
     """The suite's `timing:` block as settings (None when absent or sequential); each fault becomes a
     Problem naming the file, the line and the field."""
     if raw is None:
         return None
     if isinstance(raw, str):
-        raw = {"mode": raw}
+        return parse_timing_block({"mode": raw}, file, line_of, problems)
     if not isinstance(raw, dict):
         problems.append(
             Problem(
@@ -149,7 +149,7 @@ class ContextTrim:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
-def parse_trim_block(raw: Any, file: str, line_of: LineOf, problems: list[Problem], where: tuple, who: str | None) -> ContextTrim | None:
+def parse_trim_block(raw: object, file: str, line_of: LineOf, problems: list[Problem], where: tuple, who: str | None) -> ContextTrim | None:
     """A variant's `trim:` block as settings (None when absent or faulty); each fault becomes a
     Problem naming the file, the line, the variant and the field (`where` is the block's path)."""
     if raw is None:
@@ -196,16 +196,16 @@ class ExecutorSpec:
         return {"kind": self.kind, **self.options}
 
 
-def _nonneg_number(v: Any) -> bool:
+def _nonneg_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
 
 
-def _int_at_least(n: int) -> Callable[[Any], bool]:
+def _int_at_least(n: int) -> Callable[[object], bool]:
     return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= n
 
 
 #: option -> (check, what it must be)
-RAY_OPTIONS: dict[str, tuple[Callable[[Any], bool], str]] = {
+RAY_OPTIONS: dict[str, tuple[Callable[[object], bool], str]] = {
     "address": (lambda v: isinstance(v, str) and bool(v), "a Ray address (ray://host:10001, host:6379 or auto)"),
     "num_actors": (_int_at_least(1), "an integer of at least 1 (model replicas per variant)"),
     "num_cpus": (_nonneg_number, "a number of CPUs per actor (>= 0)"),
@@ -220,7 +220,7 @@ RAY_OPTIONS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def parse_executor(raw: Any, file: str, line_of: Callable[[tuple], int | None], problems: list[Problem]) -> ExecutorSpec:
+def parse_executor(raw: object, file: str, line_of: Callable[[tuple], int | None], problems: list[Problem]) -> ExecutorSpec:
     """Validate the suite's `executor:` entry; append a Problem naming file, line and field for each fault.
 
     Accepted: `executor: local`, `executor: ray`, or a mapping `{kind: ray, address: ..., num_actors: 2}`.
@@ -228,7 +228,7 @@ def parse_executor(raw: Any, file: str, line_of: Callable[[tuple], int | None], 
     if raw is None:
         return ExecutorSpec()
     if isinstance(raw, str):
-        raw = {"kind": raw}
+        return parse_executor({"kind": raw}, file, line_of, problems)
     if not isinstance(raw, dict):
         problems.append(Problem(file, line_of(("executor",)), None, "executor", "expected `local`, `ray` or a mapping with `kind`"))
         return ExecutorSpec()
@@ -283,16 +283,16 @@ class LoadSettings:
         return d
 
 
-def _positive_int(v: Any) -> bool:
+def _positive_int(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
 
-def _positive_number(v: Any) -> bool:
+def _positive_number(v: object) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
 
 
 #: `load:` key -> (check, what it must be)
-_LOAD_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+_LOAD_CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
     "levels": (
         lambda v: isinstance(v, list) and bool(v) and all(_positive_int(x) and x <= 256 for x in v),
         "a list of concurrency levels (1..256), e.g. [1, 4, 16]",
@@ -315,7 +315,7 @@ _LOAD_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def parse_load_block(raw: Any, file: str, line_of: LineOf, problems: list[Problem]) -> LoadSettings | None:
+def parse_load_block(raw: object, file: str, line_of: LineOf, problems: list[Problem]) -> LoadSettings | None:
     """The suite's `load:` block as settings (None when absent); each fault becomes a Problem naming
     the file, the line and the field (`load.levels`)."""
     if raw is None:

@@ -130,7 +130,7 @@ class Variant:
             spec["environment"] = self.environment
         return spec
 
-    def fingerprint(self, weights_identity: Any = None) -> str:
+    def fingerprint(self, weights_identity: object = None) -> str:
         """Hash of the spec plus the backend's weights identity (file hashes, revision...)."""
         return sha256_json({"spec": self.spec(), "weights": weights_identity})
 
@@ -309,7 +309,9 @@ def _variant_problem_at(file: str, lines: LineMap, i: int, variant: str, key: st
     return _variant_problem(file, lines.line_of(("variants", i, key)), variant, f"variants[{i}].{key}", message)
 
 
-def _gen_settings(raw: Any, base: GenerationSettings, file: str, lines: LineMap, path: tuple, problems: list[Problem], who: str | None) -> GenerationSettings:
+def _gen_settings(
+    raw: object, base: GenerationSettings, file: str, lines: LineMap, path: tuple, problems: list[Problem], who: str | None
+) -> GenerationSettings:
     if raw is None:
         return base
     if not isinstance(raw, dict):
@@ -393,16 +395,16 @@ def compute_changes(variant: Variant, baseline: Variant) -> tuple[str, ...]:
     return tuple(changed)
 
 
-def _strings(x: Any) -> bool:
+def _strings(x: object) -> bool:
     return isinstance(x, list) and all(isinstance(i, str) for i in x)
 
 
-def _parse_casesets(raw_sets: Any, file: str, lines: LineMap, rel: Callable[[str], str], problems: list[Problem]) -> list[CaseSelector]:
+def _parse_casesets(raw_sets: object, file: str, lines: LineMap, rel: Callable[[str], str], problems: list[Problem]) -> list[CaseSelector]:
     """The suite's `casesets:` entries (paths or mappings with `path` and filters) as selectors."""
     selectors: list[CaseSelector] = []
     if not raw_sets or not isinstance(raw_sets, list):
         problems.append(Problem(file, lines.line_of(("casesets",)), None, "casesets", "list at least one case-set path or glob"))
-        raw_sets = []
+        return selectors
     for i, item in enumerate(raw_sets):
         if isinstance(item, str):
             selectors.append(CaseSelector(rel(item)))
@@ -506,7 +508,7 @@ def _parse_variants(
     return variants
 
 
-def parse_environment(raw: Any, file: str, lines: LineMap, path: tuple, who: str, problems: list[Problem], rel: Callable[[str], str]) -> dict | None:
+def parse_environment(raw: object, file: str, lines: LineMap, path: tuple, who: str, problems: list[Problem], rel: Callable[[str], str]) -> dict | None:
     """A variant's `environment:`: `{requirements: [pip requirement, ...]}` (an environment evalsuite
     builds) or `{python: PATH}` (an interpreter that exists; relative to the suite file), or None."""
     if raw is None:
@@ -589,7 +591,7 @@ def _check_backends(variants: list[Variant], file: str, lines: LineMap, problems
             )
 
 
-def _parse_load(raw: Any, raw_variants: list, variants: list[Variant], file: str, lines: LineMap, problems: list[Problem]) -> LoadSettings | None:
+def _parse_load(raw: object, raw_variants: list, variants: list[Variant], file: str, lines: LineMap, problems: list[Problem]) -> LoadSettings | None:
     """The suite's `load:` block, with the variants it puts under load checked."""
     load = parse_load_block(raw, file, lines.line_of, problems)
     if load is not None:

@@ -7,7 +7,7 @@ import functools
 import logging
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -130,23 +130,24 @@ def print_error(exc: BaseException) -> None:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
 
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def guarded(code: ExitCode = ExitCode.USAGE) -> Callable[[F], F]:
+def guarded(code: ExitCode = ExitCode.USAGE) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """The error boundary of a command: an EvalsuiteError (bad input: a missing run or file, an
     invalid suite or rubric, an unknown name) is printed by `print_error` and ends the command with
     `code`; anything else is a bug and keeps its traceback (`main` exits with ExitCode.INTERNAL)."""
 
-    def deco(fn: F) -> F:
+    def deco(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             try:
                 return fn(*args, **kwargs)
             except EvalsuiteError as exc:
                 print_error(exc)
                 raise typer.Exit(int(code)) from None
 
-        return wrapper  # type: ignore[return-value]
+        return wrapper
 
     return deco

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -16,6 +16,9 @@ from .judging import LedgerOpt, QueueOpt, RubricOpt, RunsDir
 
 if TYPE_CHECKING:
     from rich.table import Table
+
+    from ..recheck import RecheckOutcome, RecheckResult
+    from ..releases.clearance import Clearance, ReleaseStatus
 
 MlflowUriOpt = typer.Option(
     None, "--mlflow-uri", envvar="MLFLOW_TRACKING_URI", help="MLflow tracking/registry URI (default: $MLFLOW_TRACKING_URI, else MLflow's own)"
@@ -29,7 +32,7 @@ def _ledger(ledger: Path | None, runs_dir: Path) -> Path:
     return ledger or default_ledger_path(runs_dir=runs_dir)
 
 
-def _write_json(path: Path | None, doc: Any) -> None:
+def _write_json(path: Path | None, doc: object) -> None:
     if path:
         from ..yamlio import atomic_write_text
 
@@ -40,7 +43,7 @@ def _when(ts: str | None) -> str:
     return (ts or "-").replace("T", " ")[:19]
 
 
-def _clearance_table(status: Any, stage: str | None, show_all: bool) -> Table:
+def _clearance_table(status: ReleaseStatus, stage: str | None, show_all: bool) -> Table:
     rows = [c for c in status.clearances if (stage is None or c.stage == stage) and (show_all or c.cleared)]
     t = new_table(f"{sum(c.cleared for c in rows)} cleared" + (f" for {stage}" if stage else ""), title_justify="left")
     for col in ("stage", "variant", "fingerprint", "cleared since", "latest decision", "waivers") + (("why not",) if show_all else ()):
@@ -53,7 +56,7 @@ def _clearance_table(status: Any, stage: str | None, show_all: bool) -> Table:
     return t
 
 
-def _since(c: Any) -> str:
+def _since(c: Clearance) -> str:
     """The cleared-since cell, marked stale or with its environment unknown (the lines below the table say more)."""
     if not c.cleared:
         return "not cleared"
@@ -61,7 +64,7 @@ def _since(c: Any) -> str:
     return _when(c.since) + {"fresh": "", "stale": " (stale)", "unknown": " (environment unknown)"}[state]
 
 
-def _environment_lines(status: Any, stage: str | None) -> list[str]:
+def _environment_lines(status: ReleaseStatus, stage: str | None) -> list[str]:
     """The stale clearances with what changed, and those whose environment is unknown, with why."""
     lines = []
     stale = status.stale(stage)
@@ -69,19 +72,21 @@ def _environment_lines(status: Any, stage: str | None) -> list[str]:
         names = "; ".join(f"{c.variant} ({c.stage}: {', '.join(c.environment.changes)})" for c in stale if c.environment is not None)
         again = "evalsuite recheck" + (f" --stage {stage}" if stage else "")
         lines.append(f"{len(stale)} cleared variant(s) stale, their environment changed since: {names}; `{again}` judges them again")
-    unknown = [c for c in status.cleared(stage) if c.environment is not None and c.environment.state == "unknown"]
+    unknown = [(c, c.environment) for c in status.cleared(stage) if c.environment is not None and c.environment.state == "unknown"]
     if unknown:
-        names = "; ".join(f"{c.variant} ({c.stage}: {c.environment.reason})" for c in unknown)
+        names = "; ".join(f"{c.variant} ({c.stage}: {env.reason})" for c, env in unknown)
         lines.append(f"{len(unknown)} cleared variant(s) with an environment unknown, neither stale nor fresh: {names}")
     return lines
 
 
-def _deployment_lines(status: Any, stage: str | None) -> list[str]:
+def _deployment_lines(status: ReleaseStatus, stage: str | None) -> list[str]:
     lines = []
     for s, sd in status.deployments.items():
         if stage is not None and s != stage:
             continue
         cur = sd.current
+        if cur is None:
+            continue
         lines.append(f"{s} runs {cur.variant} ({cur.fingerprint[:12]}) since {_when(cur.created)} ({cur.action} by {cur.actor}, deployment #{cur.id})")
         if sd.target is not None and sd.target_clearance is not None:
             t, c = sd.target, sd.target_clearance
@@ -206,7 +211,7 @@ def rollback(
     _write_json(json_out, asdict(res))
 
 
-def _recheck_plan_lines(res: Any, dry_run: bool) -> list[str]:
+def _recheck_plan_lines(res: RecheckResult, dry_run: bool) -> list[str]:
     lines = []
     for r in res.plan:
         stages = "; ".join(f"{c.variant} for {c.stage}: {', '.join(c.environment.changes)}" for c in r.clearances if c.environment is not None)
@@ -218,7 +223,7 @@ def _recheck_plan_lines(res: Any, dry_run: bool) -> list[str]:
     return lines
 
 
-def _recheck_outcome_lines(o: Any) -> list[str]:
+def _recheck_outcome_lines(o: RecheckOutcome) -> list[str]:
     c = o.clearance
     head = f"{c.variant} ({c.fingerprint[:12]}) for {c.stage}"
     where = f" on run {o.run_id}" if o.run_id else ""

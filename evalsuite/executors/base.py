@@ -10,18 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager as ContextManager
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..backends.base import Backend, Generation, Request
 from ..cases.options import RAY_OPTIONS, ExecutorSpec, parse_executor
 from ..registry import EXECUTORS
+
+if TYPE_CHECKING:
+    from ..cases.caseset import Case
+    from ..cases.suite import Variant
 
 __all__ = ["EXECUTORS", "RAY_OPTIONS", "BuildBackend", "Executor", "ExecutorSpec", "GenerateBatch", "ScoreGenerations", "make_executor", "parse_executor"]
 
 
 #: `generate_batch(backend, batch, variant) -> generations`: the runner's batch call (retry one by
 #: one on a batch failure, error records); executors run it, they do not reimplement it
-GenerateBatch = Callable[[Backend, list, Any], list]
+GenerateBatch = Callable[[Backend, list[Request], "Variant"], list[Generation]]
 #: `score_generations(cases, generations, baseline)`: the scoring layer's function, handed down so an
 #: executor can collect the sandbox jobs a scoring pass asks for (executors sit beneath scoring)
 ScoreGenerations = Callable[..., list]
@@ -45,12 +49,12 @@ class Executor(Protocol):
     name: str
 
     def generate(
-        self, variant: Any, backend: Backend, build: BuildBackend, batches: Sequence[list[Request]], generate_batch: GenerateBatch
+        self, variant: Variant, backend: Backend, build: BuildBackend, batches: Sequence[list[Request]], generate_batch: GenerateBatch
     ) -> Iterator[tuple[list[Request], list[Generation]]]:
         """Yield (batch, generations) pairs, any order, each batch exactly once."""
         ...
 
-    def scoring(self, cases: Sequence[Any], store: StoredRun, score_generations: ScoreGenerations | None = None) -> ContextManager:
+    def scoring(self, cases: Sequence[Case], store: StoredRun, score_generations: ScoreGenerations | None = None) -> ContextManager:
         """A context in which the run is scored (the Ray executor sends sandbox jobs to the cluster)."""
         ...
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..backends.base import Backend, Generation, Request
 from .base import BuildBackend, ExecutorSpec, GenerateBatch, ScoreGenerations, StoredRun
+
+if TYPE_CHECKING:
+    from ..cases.caseset import Case
+    from ..cases.suite import Variant
 
 
 class LocalExecutor:
@@ -19,10 +23,10 @@ class LocalExecutor:
         self.spec = spec or ExecutorSpec()
 
     def generate(
-        self, variant: Any, backend: Backend, build: BuildBackend, batches: Sequence[list[Request]], generate_batch: GenerateBatch
+        self, variant: Variant, backend: Backend, build: BuildBackend, batches: Sequence[list[Request]], generate_batch: GenerateBatch
     ) -> Iterator[tuple[list[Request], list[Generation]]]:
         for batch in batches:
             yield batch, generate_batch(backend, batch, variant)
 
-    def scoring(self, cases: Sequence[Any], store: StoredRun, score_generations: ScoreGenerations | None = None):
+    def scoring(self, cases: Sequence[Case], store: StoredRun, score_generations: ScoreGenerations | None = None):
         return contextlib.nullcontext()

@@ -25,11 +25,15 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..backends.base import Backend, Generation, Request
 from ..errors import EvalsuiteError, MissingExtraError
 from .base import BuildBackend, ExecutorSpec, GenerateBatch, ScoreGenerations, StoredRun
+
+if TYPE_CHECKING:
+    from ..cases.caseset import Case
+    from ..cases.suite import Variant
 
 log = logging.getLogger("evalsuite")
 
@@ -71,7 +75,7 @@ def _llm_row(r: Request) -> dict:
     return {"case_id": r.case_id, "sample": r.sample, "messages": [{"role": role, "content": text} for role, text in r.messages], "sampling_params": sampling}
 
 
-def _llm_generation(req: Request, variant: Any, row: dict) -> Generation:
+def _llm_generation(req: Request, variant: Variant, row: dict) -> Generation:
     """A ray.data.llm output row as the request's Generation."""
     lat = row["latency_s"] if row["latency_s"] and row["latency_s"] > 0 else None
     new = int(row["new_tokens"]) if row["new_tokens"] is not None else None
@@ -103,7 +107,7 @@ def _request_from_json(d: dict) -> Request:
 class VariantWorker:
     """A Ray Data UDF: one actor, one backend (one model), many batches."""
 
-    def __init__(self, build: BuildBackend, variant: Any, generate_batch: GenerateBatch):
+    def __init__(self, build: BuildBackend, variant: Variant, generate_batch: GenerateBatch):
         self.backend = build()
         self.variant = variant
         self.generate_batch = generate_batch
@@ -157,7 +161,7 @@ class RayExecutor:
         ctx.print_on_execution_start = False
         return ray
 
-    def _use_llm_processor(self, variant: Any) -> bool:
+    def _use_llm_processor(self, variant: Variant) -> bool:
         wanted = self.options.get("llm_processor", "auto")
         if variant.backend != "vllm" or wanted is False:
             return False
@@ -171,7 +175,7 @@ class RayExecutor:
         return True
 
     def generate(
-        self, variant: Any, backend: Backend, build: BuildBackend, batches: Sequence[list[Request]], generate_batch: GenerateBatch
+        self, variant: Variant, backend: Backend, build: BuildBackend, batches: Sequence[list[Request]], generate_batch: GenerateBatch
     ) -> Iterator[tuple[list[Request], list[Generation]]]:
         if not batches:
             return
@@ -207,7 +211,7 @@ class RayExecutor:
         if len(seen) != len(batches):
             raise EvalsuiteError(f"Ray returned {len(seen)} of {len(batches)} batches for variant {variant.name}")
 
-    def _generate_llm(self, ray, variant: Any, backend: Backend, batches: Sequence[list[Request]]) -> Iterator[tuple[list[Request], list[Generation]]]:
+    def _generate_llm(self, ray, variant: Variant, backend: Backend, batches: Sequence[list[Request]]) -> Iterator[tuple[list[Request], list[Generation]]]:
         """A vllm variant through `ray.data.llm`: engines as actors, one row per request."""
         from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
@@ -245,7 +249,7 @@ class RayExecutor:
             yield [req], [_llm_generation(req, variant, row)]
 
     @contextlib.contextmanager
-    def scoring(self, cases: Sequence[Any], store: StoredRun, score_generations: ScoreGenerations | None = None):
+    def scoring(self, cases: Sequence[Case], store: StoredRun, score_generations: ScoreGenerations | None = None):
         """Score with sandbox jobs sent to the cluster (unless `sandbox: false`); `score_generations`
         (evalsuite.scoring.run's) collects the jobs up front."""
         if not self.options.get("sandbox", True) or score_generations is None or not any(c.scenario == "code" for c in cases):

@@ -18,9 +18,13 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .. import sandbox
+
+if TYPE_CHECKING:
+    from ..backends.base import Generation
+    from ..cases.caseset import Case
 
 log = logging.getLogger("evalsuite")
 
@@ -110,7 +114,7 @@ def _send(state: _Remote, items: Sequence[tuple[str, Job, dict]]) -> None:
                 state.memo[key] = res
 
 
-def prefetch(cases: Sequence[Any], generations: Sequence[Any], baseline: str | None, score_generations: Callable[..., Any]) -> int:
+def prefetch(cases: Sequence[Case], generations: Sequence[Generation], baseline: str | None, score_generations: Callable[..., object]) -> int:
     """Collect every sandbox job the code scorers will ask for, run them all remotely at once.
 
     `score_generations` is evalsuite.scoring.run's (handed down: executors sit beneath scoring).

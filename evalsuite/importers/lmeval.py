@@ -156,7 +156,7 @@ def _response(rec: dict, args: dict, output_type: str, extra: dict) -> str:
     return ""
 
 
-def _number(v: Any) -> float | None:
+def _number(v: object) -> float | None:
     """A per-document metric value (lists and pairs, kept for corpus-level metrics such as BLEU, are not)."""
     if isinstance(v, bool):
         return float(v)

@@ -79,7 +79,7 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def sha256_text(*parts: Any) -> str:
+def sha256_text(*parts: object) -> str:
     h = hashlib.sha256()
     for p in parts:
         h.update(str(p).encode("utf-8", "replace"))

@@ -28,13 +28,13 @@ _VLLM_FIRST = ("dtype", "quantization", "kv_cache_dtype", "speculative_config")
 _TF_SKIP = {"device", "dtype", "cache_dir", "compile", "attn_implementation"}
 
 
-def short_dtype(dtype: Any) -> str:
+def short_dtype(dtype: object) -> str:
     """bfloat16 -> bf16, float32 -> fp32 (others as given)."""
     text = str(dtype).replace("torch.", "")
     return _DTYPE_SHORT.get(text.lower(), text)
 
 
-def _scalar(key: str, value: Any) -> str | None:
+def _scalar(key: str, value: object) -> str | None:
     """`key=value` for a setting (True: the key alone), or None for one too big to show."""
     if value is True:
         return key
@@ -45,7 +45,7 @@ def _scalar(key: str, value: Any) -> str | None:
     return None
 
 
-def _speculative(method: Any, tokens: Any, model: Any = None) -> str:
+def _speculative(method: object, tokens: object, model: object = None) -> str:
     draft = f" ({str(model).rstrip('/').rsplit('/', 1)[-1]})" if model and method not in ("ngram", "prompt_lookup") else ""
     return f"speculative {method}" + (f" k={tokens}" if tokens is not None else "") + draft
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..backends.base import Generation
 
 #: measure -> its label (a unit included) in reports
 MEASURES = {"prefill_s": "prefill time (s)", "ttft_s": "time to first token (s)", "peak_memory_mb": "peak memory (MB)", "kv_cache_mb": "KV cache (MB)"}
@@ -61,7 +64,7 @@ class Slope:
         return asdict(self)
 
 
-def cost_points(generations: Iterable[Any]) -> list[CostPoint]:
+def cost_points(generations: Iterable[Generation]) -> list[CostPoint]:
     """The cost points of successful generations that carry a cost record and ran one at a time."""
     points = []
     for g in generations:
@@ -123,7 +126,7 @@ def variant_cost(points: list[CostPoint], at_tokens: int = AT_TOKENS) -> dict:
     return out
 
 
-def context_cost(generations: Iterable[Any], at_tokens: int = AT_TOKENS) -> dict[str, dict]:
+def context_cost(generations: Iterable[Generation], at_tokens: int = AT_TOKENS) -> dict[str, dict]:
     """Per variant (in first-seen order), its curve summary (`variant_cost`); variants without
     cost points are left out."""
     by: dict[str, list[CostPoint]] = {}

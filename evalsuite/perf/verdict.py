@@ -102,7 +102,7 @@ def apply_timing(perfs: Sequence[Any], doc: Mapping | None) -> list[Any]:
     return out
 
 
-def _ci(perf: Any, ratio_field: str) -> RatioCI | None:
+def _ci(perf: object, ratio_field: str) -> RatioCI | None:
     ci = getattr(perf, ratio_field + "_ci", None)
     if ci is None:
         return None
@@ -110,7 +110,7 @@ def _ci(perf: Any, ratio_field: str) -> RatioCI | None:
     return RatioCI(math.nan if ratio is None else float(ratio), float(ci[0]), float(ci[1]), int(ci[2]), float(ci[3]))
 
 
-def noise_bound(noise: Sequence[Any], ratio_field: str, kind: str) -> float | None:
+def noise_bound(noise: Sequence[object], ratio_field: str, kind: str) -> float | None:
     """The noise floor on one side: the most extreme bound the noise reruns' intervals reach."""
     cis = [c for c in (_ci(p, ratio_field) for p in noise) if c is not None and c.n >= 2]
     if not cis:
@@ -118,7 +118,7 @@ def noise_bound(noise: Sequence[Any], ratio_field: str, kind: str) -> float | No
     return max(c.high for c in cis) if kind == "max" else min(c.low for c in cis)
 
 
-def ci_checks(rule: Any, perf: Any, noise: Sequence[Any] = ()) -> dict[str, PerfCheck]:
+def ci_checks(rule: object, perf: object, noise: Sequence[object] = ()) -> dict[str, PerfCheck]:
     """The rule's CI-aware checks, for the performance limits it sets and the run timed interleaved
     (an empty dict for a sequentially timed run: the rule then compares point ratios)."""
     out = {}
@@ -131,7 +131,7 @@ def ci_checks(rule: Any, perf: Any, noise: Sequence[Any] = ()) -> dict[str, Perf
     return out
 
 
-def ratio_cell(perf: Any, ratio_field: str) -> str:
+def ratio_cell(perf: object, ratio_field: str) -> str:
     """A ratio for a table: `1.02` (sequential) or `1.02 [0.95, 1.10]` (interleaved, with its interval)."""
     ratio = getattr(perf, ratio_field)
     if ratio is None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import getpass
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..run.store import beside_runs
 from .identity import variant_identity
@@ -20,6 +20,7 @@ from .ledger import LEDGER_FILE, Decision, ReleaseLedger
 
 if TYPE_CHECKING:
     from ..run.store import RunStore
+    from ..verdict.outcome import Judgment
 
 
 def default_ledger_path(store: RunStore | None = None, *, runs_dir: str | Path | None = None) -> Path:
@@ -47,7 +48,7 @@ def ci_origin() -> str:
     return env.get("CI_JOB_URL", "")
 
 
-def judged_variants(judgment: Any) -> list[str]:
+def judged_variants(judgment: Judgment) -> list[str]:
     """The variants a verdict judged (the baseline and noise reruns are not judged)."""
     return [v for v in judgment.verdict.variants if v != judgment.comparison.baseline and v not in set(judgment.comparison.noise_runs)]
 
@@ -69,14 +70,14 @@ def variant_environment(store: RunStore, variant: str) -> dict | None:
     return dict(env) if isinstance(env, dict) else None
 
 
-def decision_for(judgment: Any, variant: str, *, kind: str = "gate", actor: str | None = None) -> Decision:
+def decision_for(judgment: Judgment, variant: str, *, kind: str = "gate", actor: str | None = None) -> Decision:
     """What the ledger records of one variant's verdict in a Judgment (evalsuite.judge.judge_run's)."""
     store, verdict, review = judgment.store, judgment.verdict, judgment.decisions.review
     fp = variant_fingerprint(store, variant)
     spec = variant_block(store, variant)
     ids = (review.item_ids.get(variant) or {}) if review is not None else {}
 
-    def counted(cases: Any) -> dict:
+    def counted(cases: Mapping[str, str] | None) -> dict:
         return {c: {"item": ids.get(c), "why": why} for c, why in sorted((cases or {}).items())}
 
     return Decision(
@@ -102,7 +103,7 @@ def decision_for(judgment: Any, variant: str, *, kind: str = "gate", actor: str 
 
 
 def record_gate(
-    judgment: Any, ledger: str | Path | ReleaseLedger | None = None, *, variants: Sequence[str] | None = None, actor: str | None = None
+    judgment: Judgment, ledger: str | Path | ReleaseLedger | None = None, *, variants: Sequence[str] | None = None, actor: str | None = None
 ) -> list[Decision]:
     """Record a gate's decision for every variant it judged (one transaction); returns the rows as stored."""
     rows = [decision_for(judgment, v, actor=actor) for v in (variants if variants is not None else judged_variants(judgment))]

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
 
 from ..cases.options import STAGES
 from ..errors import EvalsuiteError
@@ -27,7 +26,7 @@ from .environment import EnvironmentCheck, EnvironmentProbe, check_environment
 from .ledger import Decision, Deployment, ReleaseLedger
 
 #: (queue path or None for the default queue, fingerprints) -> fingerprint -> item id -> {case_id, verdict, reviewer, note, time}
-Verdicts = Callable[[str | None, Sequence[str]], Mapping[str, Mapping[int, Mapping[str, Any]]]]
+Verdicts = Callable[[str | None, Sequence[str]], Mapping[str, Mapping[int, Mapping[str, object]]]]
 
 
 def no_verdicts(queue: str | None, fingerprints: Sequence[str]) -> dict:
@@ -115,7 +114,7 @@ class RubricDigests:
         return self._loaded[path]
 
 
-def clearance(history: Sequence[Decision], digests: RubricDigests, verdicts: Mapping[int, Mapping[str, Any]]) -> Clearance:
+def clearance(history: Sequence[Decision], digests: RubricDigests, verdicts: Mapping[int, Mapping[str, object]]) -> Clearance:
     """The clearance of one build at one stage from its decisions there (oldest first) and the current
     review verdicts on its outputs (item id -> verdict)."""
     last = history[-1]
@@ -243,7 +242,7 @@ def release_status(
     for d in decisions:
         if d.fingerprint in fps:
             by_key.setdefault((d.fingerprint, d.stage), []).append(d)
-    reviews: dict[str, dict[int, Mapping[str, Any]]] = {}
+    reviews: dict[str, dict[int, Mapping[str, object]]] = {}
     for queue in sorted({hist[-1].queue for hist in by_key.values()}):
         found = verdicts(queue or None, sorted({fp for (fp, _), h in by_key.items() if h[-1].queue == queue}))
         for fp, items in found.items():

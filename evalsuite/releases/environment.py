@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 EnvironmentState = Literal["fresh", "stale", "unknown"]
 
 #: a variant's resolved-suite block -> (its environment now, or None and why not)
-EnvironmentProbe = Callable[[Mapping[str, Any]], tuple[dict | None, str]]
+EnvironmentProbe = Callable[[Mapping[str, object]], tuple[dict | None, str]]
 
 ARROW = "→"
 UNRECORDED = "cleared before evalsuite recorded environments (a gate of a new run records one)"
@@ -37,8 +37,8 @@ class EnvironmentCheck:
     state: EnvironmentState
     changes: tuple[str, ...] = ()  #: what changed, one item each: "transformers 5.24.0 → 5.25.0"
     reason: str = ""  #: why it is unknown
-    cleared: Mapping[str, Any] | None = None  #: the environment it was cleared with
-    now: Mapping[str, Any] | None = None  #: the environment it would run in now
+    cleared: Mapping[str, object] | None = None  #: the environment it was cleared with
+    now: Mapping[str, object] | None = None  #: the environment it would run in now
 
     @property
     def stale(self) -> bool:
@@ -53,13 +53,13 @@ class EnvironmentCheck:
         return "fresh"
 
 
-def _python_minor(version: Any) -> str | None:
+def _python_minor(version: object) -> str | None:
     return ".".join(str(version).split(".")[:2]) if version else None
 
 
-def _flat(env: Mapping[str, Any]) -> dict[str, Any]:
+def _flat(env: Mapping[str, object]) -> dict[str, object]:
     """name -> value, one level deep: libraries by their own names, other mappings as `key.sub`."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in env.items():
         if key == "libraries" and isinstance(value, Mapping):
             out.update({str(k): v for k, v in value.items()})
@@ -72,18 +72,17 @@ def _flat(env: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def environment_changes(then: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+def environment_changes(then: Mapping[str, object], now: Mapping[str, object]) -> list[str]:
     """What differs between two environments, libraries first: `transformers 5.24.0 → 5.25.0`,
     `driver 550.54 → 560.28`, `python 3.11 → 3.12` ("absent" where one side has no value)."""
     a, b = _flat(then), _flat(now)
-    libs = set((then.get("libraries") or {}) if isinstance(then.get("libraries"), Mapping) else {}) | set(
-        (now.get("libraries") or {}) if isinstance(now.get("libraries"), Mapping) else {}
-    )
+    lib_then, lib_now = then.get("libraries"), now.get("libraries")
+    libs = set(lib_then if isinstance(lib_then, Mapping) else {}) | set(lib_now if isinstance(lib_now, Mapping) else {})
     names = sorted(set(a) | set(b), key=lambda k: (k not in libs, k))
     return [f"{k} {a.get(k) or 'absent'} {ARROW} {b.get(k) or 'absent'}" for k in names if a.get(k) != b.get(k)]
 
 
-def check_environment(cleared: Mapping[str, Any] | None, now: Mapping[str, Any] | None, why_not_now: str = "") -> EnvironmentCheck:
+def check_environment(cleared: Mapping[str, object] | None, now: Mapping[str, object] | None, why_not_now: str = "") -> EnvironmentCheck:
     """Compare the environment a variant was cleared with and the one it would run in now."""
     if cleared is None:
         return EnvironmentCheck(state="unknown", reason=UNRECORDED, now=now)
@@ -97,7 +96,7 @@ def check_environment(cleared: Mapping[str, Any] | None, now: Mapping[str, Any] 
     return EnvironmentCheck(state="stale" if changes else "fresh", changes=changes, cleared=cleared, now=now)
 
 
-def current_environment(spec: Mapping[str, Any]) -> tuple[dict | None, str]:
+def current_environment(spec: Mapping[str, object]) -> tuple[dict | None, str]:
     """The environment a variant (its block of a resolved suite) would run in now, asked of its backend
     without loading a model; (None, why) when the backend cannot be built or cannot say."""
     from ..backends.base import make_backend

@@ -24,11 +24,12 @@ Tables (schema version 2; `schema_version` holds the number):
 from __future__ import annotations
 
 import json
+import sqlite3
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import EvalsuiteError
 from ..sqlitefile import BUSY_TIMEOUT_S, SqliteFile, now_iso
@@ -179,22 +180,26 @@ class Deployment:
     created: str = ""
 
 
+#: a ledger row as its record
+Row = TypeVar("Row", Decision, Deployment)
+
+
 def _columns(cls: type) -> list[str]:
     return [f.name for f in fields(cls) if f.name != "id"]
 
 
-def _row_values(obj: Any) -> list[Any]:
+def _row_values(obj: Decision | Deployment) -> list[object]:
     d = asdict(obj)
     return [_encoded(k, d[k]) for k in _columns(type(obj))]
 
 
-def _encoded(key: str, value: Any) -> Any:
+def _encoded(key: str, value: object) -> object:
     if key not in _JSON_FIELDS or (value is None and key in _NULLABLE):
         return value
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _from_row(cls: type, row: Any) -> Any:
+def _from_row(cls: type[Row], row: sqlite3.Row) -> Row:
     d = {k: row[k] for k in row.keys()}
     for k in _JSON_FIELDS:
         if k in d and d[k] is not None:
@@ -248,10 +253,10 @@ class ReleaseLedger(SqliteFile):
         return stored, deployment
 
     @staticmethod
-    def _insert(db: Any, table: str, obj: Any) -> int:
+    def _insert(db: sqlite3.Connection, table: str, obj: Decision | Deployment) -> int:
         cols = _columns(type(obj))
         cur = db.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", _row_values(obj))
-        return int(cur.lastrowid)
+        return int(cur.lastrowid or 0)  # an INSERT always sets it
 
     def decisions(self, *, fingerprint: str | None = None, stage: str | None = None, event: str | None = None) -> list[Decision]:
         """Decisions, oldest first, filtered by variant build, stage and command."""
@@ -284,7 +289,7 @@ def _check(ok: bool, message: str) -> None:
         raise LedgerError(message)
 
 
-def _where(**filters: Any) -> tuple[str, list[Any]]:
+def _where(**filters: str | None) -> tuple[str, list[str]]:
     used = {k: v for k, v in filters.items() if v is not None}
     return (" WHERE " + " AND ".join(f"{k}=?" for k in used) if used else ""), list(used.values())
 

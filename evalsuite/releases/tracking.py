@@ -23,9 +23,16 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import EvalsuiteError, MissingExtraError
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+    from ..verdict.outcome import Judgment
+
+T = TypeVar("T")
 
 EXPERIMENT = "evalsuite"
 _KEY_BAD = re.compile(r"[^A-Za-z0-9_\-. /]")
@@ -53,12 +60,12 @@ def mlflow_errors(what: str, uri: str | None) -> Iterator[None]:
         raise EvalsuiteError(f"MLflow ({uri or 'default tracking URI'}): {what}: {exc.message}") from exc
 
 
-def key(*parts: Any) -> str:
+def key(*parts: object) -> str:
     """An MLflow param or metric key (letters, digits, `_-. /` only; at most 250 characters)."""
     return _KEY_BAD.sub("_", "/".join(str(p) for p in parts))[:250]
 
 
-def _flat(prefix: str, obj: Any) -> dict[str, str]:
+def _flat(prefix: str, obj: object) -> dict[str, str]:
     if isinstance(obj, Mapping):
         out: dict[str, str] = {}
         for k, v in obj.items():
@@ -67,7 +74,7 @@ def _flat(prefix: str, obj: Any) -> dict[str, str]:
     return {key(prefix): str(obj)[:6000]}
 
 
-def params_of(judgment: Any) -> dict[str, str]:
+def params_of(judgment: Judgment) -> dict[str, str]:
     """The run signature and what it was judged by, as MLflow params."""
     sig = dict(judgment.store.signature or {})
     fps = sig.pop("variants", {}) or {}
@@ -86,7 +93,9 @@ def params_of(judgment: Any) -> dict[str, str]:
     return out
 
 
-def _num(x: Any) -> float | None:
+def _num(x: float | None) -> float | None:
+    if x is None:
+        return None
     try:
         f = float(x)
     except (TypeError, ValueError):
@@ -94,7 +103,7 @@ def _num(x: Any) -> float | None:
     return None if math.isnan(f) or math.isinf(f) else f
 
 
-def metrics_of(judgment: Any) -> dict[str, float]:
+def metrics_of(judgment: Judgment) -> dict[str, float]:
     """Per-variant and per-scenario metrics with their deltas and 95% intervals, and the verdict."""
     cmp, verdict = judgment.comparison, judgment.verdict
     out: dict[str, float | None] = {}
@@ -123,7 +132,7 @@ def metrics_of(judgment: Any) -> dict[str, float]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def _chunks(items: Sequence[Any], n: int) -> Iterable[Sequence[Any]]:
+def _chunks(items: Sequence[T], n: int) -> Iterable[Sequence[T]]:
     for i in range(0, len(items), n):
         yield items[i : i + n]
 
@@ -140,12 +149,12 @@ class LoggedRun:
     metrics: int
 
 
-def _experiment_id(client: Any, name: str) -> str:
+def _experiment_id(client: MlflowClient, name: str) -> str:
     exp = client.get_experiment_by_name(name)
     return exp.experiment_id if exp is not None else client.create_experiment(name)
 
 
-def log_gate(judgment: Any, files: Sequence[str | Path] = (), *, uri: str | None = None, experiment: str = EXPERIMENT) -> LoggedRun:
+def log_gate(judgment: Judgment, files: Sequence[str | Path] = (), *, uri: str | None = None, experiment: str = EXPERIMENT) -> LoggedRun:
     """Log a judged run (evalsuite.judge.judge_run's Judgment) as one MLflow run: params, metrics, tags
     and `files` (report.html, report.md) plus verdict.json and signature.json as artifacts."""
     client = _client(uri)
@@ -153,7 +162,7 @@ def log_gate(judgment: Any, files: Sequence[str | Path] = (), *, uri: str | None
         return _log(client, judgment, files, experiment)
 
 
-def _log(client: Any, judgment: Any, files: Sequence[str | Path], experiment: str) -> LoggedRun:
+def _log(client: MlflowClient, judgment: Judgment, files: Sequence[str | Path], experiment: str) -> LoggedRun:
     import time
 
     from mlflow.entities import Metric, Param
@@ -166,8 +175,8 @@ def _log(client: Any, judgment: Any, files: Sequence[str | Path], experiment: st
         params, metrics, now = params_of(judgment), metrics_of(judgment), int(time.time() * 1000)
         for chunk in _chunks([Param(k, v) for k, v in params.items()], 100):
             client.log_batch(rid, params=list(chunk))
-        for chunk in _chunks([Metric(k, v, now, 0) for k, v in metrics.items()], 1000):
-            client.log_batch(rid, metrics=list(chunk))
+        for batch in _chunks([Metric(k, v, now, 0) for k, v in metrics.items()], 1000):
+            client.log_batch(rid, metrics=list(batch))
         with tempfile.TemporaryDirectory() as tmp:
             extra = Path(tmp) / "verdict.json"
             extra.write_text(json.dumps({**verdict.to_dict(), "stage_source": judgment.stage_source}, indent=2, default=str) + "\n", "utf-8")
@@ -181,7 +190,7 @@ def _log(client: Any, judgment: Any, files: Sequence[str | Path], experiment: st
     return LoggedRun(rid, run.info.experiment_id, client.tracking_uri, client.get_run(rid).info.artifact_uri, len(params), len(metrics))
 
 
-def find_version(client: Any, model: str, fingerprint: str) -> str:
+def find_version(client: MlflowClient, model: str, fingerprint: str) -> str:
     """The registered model version tagged with this variant build (`evalsuite.fingerprint`)."""
     found = [mv for mv in client.search_model_versions(f"name='{model}'") if (mv.tags or {}).get("evalsuite.fingerprint") == fingerprint]
     if not found:

@@ -5,10 +5,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..states import ExitCode
 from .model import ReportData, build_report_data, default_report_dir
+
+if TYPE_CHECKING:
+    from ..verdict.outcome import Judgment
+    from .frames import LoadedRun
 
 
 @dataclass(frozen=True)
@@ -26,7 +30,9 @@ class ReportResult:
         return int(ExitCode.CANNOT_JUDGE) if v is None else v.exit_code
 
 
-def write_report(judgment: Any, *, out_dir: str | Path | None = None, plots: bool = True, loaded: Any = None, ledger: str | Path | None = None) -> ReportResult:
+def write_report(
+    judgment: Judgment, *, out_dir: str | Path | None = None, plots: bool = True, loaded: LoadedRun | None = None, ledger: str | Path | None = None
+) -> ReportResult:
     """Write `report.html` and `report.md` of a judged run (evalsuite.judge.judge_run's Judgment)
     into `out_dir` (default `reports/<run-id>/`); `ledger`: the release ledger whose history it shows
     (default: the one beside the run's folder)."""

@@ -12,13 +12,22 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+    from pandas.io.formats.style import Styler
+
+    from ..run.store import RunStore
+    from ..verdict.outcome import Judgment
+    from .frames import RunFrames
 
 POINTS = 100.0  #: deltas of pass rates and means in [0, 1] are shown in percentage points
 MISSING = "missing"
 
 
-def pick_run(runs_dir: str | Path, suite: str | None = None, run: str | None = None) -> Any:
+def pick_run(runs_dir: str | Path, suite: str | None = None, run: str | None = None) -> RunStore:
     """The run to explore: `run` (an id, a directory or `last`) when given, else the latest run of
     `suite` (its name or its file), else the latest run when every run is of one suite; with runs
     of several suites and none named, it asks: the error lists them."""
@@ -38,19 +47,19 @@ def pick_run(runs_dir: str | Path, suite: str | None = None, run: str | None = N
     return runs[-1]
 
 
-def frames_of(judgment: Any) -> Any:
+def frames_of(judgment: Judgment) -> RunFrames:
     """The judged run as RunFrames, on the comparison the verdict was judged on (computed once)."""
     from .frames import frames_from_loaded, load_run
 
     return frames_from_loaded(load_run(judgment.store, comparison=judgment.comparison))
 
 
-def styled(df: Any, digits: int = 1) -> Any:
+def styled(df: pd.DataFrame, digits: int = 1) -> Styler:
     """A table for a person: numbers rounded to `digits`, missing values written as "missing"."""
     return df.style.format(precision=digits, na_rep=MISSING)
 
 
-def delta_table(frames: Any, pass_rate_only: bool = True):
+def delta_table(frames: RunFrames, pass_rate_only: bool = True):
     """Variant x (scenario, metric) table of deltas against the baseline, in percentage points (noise runs left out)."""
     df = frames.comparisons
     df = df[~df.noise_run & (df.n > 0)]
@@ -61,7 +70,7 @@ def delta_table(frames: Any, pass_rate_only: bool = True):
     return out
 
 
-def flips_table(frames: Any):
+def flips_table(frames: RunFrames):
     """Per variant and scenario: pass->fail and fail->pass flips summed over pass/fail metrics
     (missing where the variant has no pass/fail metric in that scenario)."""
     df = frames.comparisons
@@ -69,7 +78,7 @@ def flips_table(frames: Any):
     return df.groupby(["variant", "scenario"])[["pass_to_fail", "fail_to_pass"]].sum().unstack("scenario")
 
 
-def biggest_drops(frames: Any, n: int = 10):
+def biggest_drops(frames: RunFrames, n: int = 10):
     """The n largest drops (variant, scenario, metric), deltas and their interval in points."""
     df = frames.comparisons
     df = df[~df.noise_run].sort_values("delta").head(n).copy()
@@ -79,11 +88,11 @@ def biggest_drops(frames: Any, n: int = 10):
     return df[cols].rename(columns={c: f"{c} (points)" for c in ("baseline_value", "variant_value", "delta", "ci_low", "ci_high")})
 
 
-def _finite(x: Any) -> bool:
+def _finite(x: object) -> bool:
     return x is not None and not (isinstance(x, float) and math.isnan(x))
 
 
-def quality_figure(frames: Any):
+def quality_figure(frames: RunFrames):
     """Horizontal bars: each variant's pass-rate delta per scenario and metric, with the 95% CI."""
     from matplotlib.figure import Figure
 
@@ -118,7 +127,7 @@ def quality_figure(frames: Any):
     return fig
 
 
-def performance_figure(frames: Any):
+def performance_figure(frames: RunFrames):
     """Per variant: latency p50/p95, tokens/s and peak memory (what the variant buys)."""
     from matplotlib.figure import Figure
 
@@ -143,7 +152,7 @@ def performance_figure(frames: Any):
 class Chart:
     """A Figure that displays itself as PNG in Jupyter (no pyplot, no backend set-up needed)."""
 
-    def __init__(self, figure: Any):
+    def __init__(self, figure: Figure):
         self.figure = figure
 
     def _repr_png_(self) -> bytes:
@@ -154,9 +163,9 @@ class Chart:
         return buf.getvalue()
 
 
-def quality_chart(frames: Any) -> Chart:
+def quality_chart(frames: RunFrames) -> Chart:
     return Chart(quality_figure(frames))
 
 
-def performance_chart(frames: Any) -> Chart:
+def performance_chart(frames: RunFrames) -> Chart:
     return Chart(performance_figure(frames))

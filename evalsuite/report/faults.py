@@ -5,8 +5,6 @@ summary and a table for the terminal verdict. Nothing here prints or probes: it 
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich import box
 from rich.markup import escape
 from rich.table import Table
@@ -69,6 +67,6 @@ def faults_table(rows: list[dict]) -> Table | None:
     return t
 
 
-def _short(text: Any, limit: int = 160) -> str:
+def _short(text: object, limit: int = 160) -> str:
     text = str(text).replace("\n", " ")
     return text if len(text) <= limit else text[: limit - 1] + "…"

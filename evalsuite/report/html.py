@@ -12,9 +12,12 @@ import difflib
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup, escape
+
+if TYPE_CHECKING:
+    from .model import ReportData
 
 _TOKEN = re.compile(r"\s+|\w+|[^\w\s]", re.UNICODE)
 MAX_DIFF_TOKENS = 6000  #: beyond this, texts are shown without token highlighting (difflib is quadratic)
@@ -52,26 +55,26 @@ def side_by_side(before: str | None, after: str | None) -> tuple[Markup, Markup,
 # number formats (Jinja filters)
 
 
-def _bad(x: Any) -> bool:
+def _bad(x: float | None) -> bool:
     return x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x)))
 
 
-def num(x: Any, spec: str = ".3f") -> str:
+def num(x: float | None, spec: str = ".3f") -> str:
     return "-" if _bad(x) else format(x, spec)
 
 
-def signed(x: Any, spec: str = "+.3f") -> str:
+def signed(x: float | None, spec: str = "+.3f") -> str:
     return "-" if _bad(x) else format(x, spec)
 
 
-def pval(x: Any) -> str:
-    if _bad(x):
+def pval(x: float | None) -> str:
+    if x is None or _bad(x):
         return "-"
     return "<0.001" if x < 0.001 else f"{x:.3f}"
 
 
-def seconds(x: Any) -> str:
-    if _bad(x):
+def seconds(x: float | None) -> str:
+    if x is None or _bad(x):
         return "-"
     if x < 0.001:
         return f"{x * 1e6:.0f} µs"
@@ -80,7 +83,7 @@ def seconds(x: Any) -> str:
     return f"{x:.2f} s"
 
 
-def ratio(x: Any) -> str:
+def ratio(x: float | None) -> str:
     return "-" if _bad(x) else f"×{x:.2f}"
 
 
@@ -99,7 +102,7 @@ def env():
     return e
 
 
-def render_html(data: Any, plots: dict[str, str] | None = None, *, report_md: str | None = None) -> str:
+def render_html(data: ReportData, plots: dict[str, str] | None = None, *, report_md: str | None = None) -> str:
     """The page for a ReportData (plots: name -> data URI, from plots.report_plots)."""
     from .. import __version__
     from ..backends.vllm_metrics import FIGURES
@@ -126,7 +129,7 @@ def render_html(data: Any, plots: dict[str, str] | None = None, *, report_md: st
     )
 
 
-def write_html(data: Any, path: str | Path, plots: dict[str, str] | None = None) -> Path:
+def write_html(data: ReportData, path: str | Path, plots: dict[str, str] | None = None) -> Path:
     from ..yamlio import atomic_write_text
 
     path = Path(path)

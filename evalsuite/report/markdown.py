@@ -7,23 +7,28 @@ performance per variant, and where the full HTML report is. GitHub-flavoured tab
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..quantiles import definition_words
 from ..states import CANNOT_JUDGE_WORD, NEEDS_REVIEW, PASS, REGRESSION
 
+if TYPE_CHECKING:
+    from ..verdict.load import LoadSummary
+    from .model import ReportData
+    from .releases import ReleaseHistory
+
 STATUS_MD = {"fail": "❌ FAIL", "warn": "⚠️ warn", "ok": "✅ ok", "n/a": "n/a", "pass": "✅ pass", CANNOT_JUDGE_WORD: "❔ cannot judge"}
 
 
-def _cell(text: Any) -> str:
+def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _f(x: Any, spec: str) -> str:
+def _f(x: float | None, spec: str) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
-def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20) -> str:
+def render_markdown(data: ReportData, html_path: str | None = None, max_rules: int = 20) -> str:
     """The summary of a ReportData."""
     head = {REGRESSION: "❌ **REGRESSION**", PASS: "✅ **PASS**", NEEDS_REVIEW: "⚠️ **NEEDS REVIEW**"}.get(data.status, "❔ **CANNOT JUDGE**")
     lines = [f"## evalsuite: {head}", ""]
@@ -74,7 +79,7 @@ def render_markdown(data: Any, html_path: str | None = None, max_rules: int = 20
     return "\n".join(lines) + "\n"
 
 
-def perf_lines(data: Any) -> list[str]:
+def perf_lines(data: ReportData) -> list[str]:
     """The performance table: engine, weights, errors, latency, TTFT, tokens/s, memory, speed-up, quality per variant."""
     lines = [
         "",
@@ -143,7 +148,7 @@ def engine_metrics_lines(rows: list[dict]) -> list[str]:
     return lines
 
 
-def stability_lines(load: Any) -> list[str]:
+def stability_lines(load: LoadSummary | None) -> list[str]:
     """The "Stability under load" table (served variants under the suite's `load:` block), or nothing."""
     from .stability import load_rows
 
@@ -176,7 +181,7 @@ def _environment_mark(env: dict | None) -> str:
     return f" ⚠️ {_cell(env['summary'])}" if env["state"] == "stale" else f" ({_cell(env['summary'])})"
 
 
-def release_lines(releases: Any) -> list[str]:
+def release_lines(releases: ReleaseHistory | None) -> list[str]:
     """The release history of the run's variants and each stage's rollback target (nothing without a ledger)."""
     if releases is None:
         return []

@@ -26,7 +26,9 @@ from .frames import LoadedRun, engine_metrics_rows, load_run, perf_rows
 from .releases import release_history
 
 if TYPE_CHECKING:
-    from ..run.store import RunStore
+    from ..run.store import RunStore, ScoreRecord
+    from ..verdict.compare import Comparison, MetricDelta
+    from ..verdict.outcome import Judgment, Verdict
 
 SEVERITY_ORDER = {"block": 0, "warn": 1, "flip": 2}
 MAX_FLAGGED = 3000  #: flagged cases rendered with full evidence (the rest are counted)
@@ -129,7 +131,7 @@ class ReportData:
 # the verdict at a glance
 
 
-def scenarios_of(verdict: Any) -> list[str]:
+def scenarios_of(verdict: Verdict) -> list[str]:
     """Scenarios a verdict checked, from its rule notes (`checked kb_qa/citations.recall, ...`) and violations."""
     found: dict[str, None] = {}
     for r in verdict.results:
@@ -142,7 +144,7 @@ def scenarios_of(verdict: Any) -> list[str]:
     return list(found)
 
 
-def variant_status(verdict: Any, variant: str) -> str:
+def variant_status(verdict: Verdict, variant: str) -> str:
     res = [r for r in verdict.results if r.variant == variant]
     if any(r.status == "fail" for r in res):
         return "fail"
@@ -153,7 +155,7 @@ def variant_status(verdict: Any, variant: str) -> str:
     return "pass"
 
 
-def verdict_grid(verdict: Any, scenarios: Sequence[str] | None = None) -> list[dict]:
+def verdict_grid(verdict: Verdict, scenarios: Sequence[str] | None = None) -> list[dict]:
     """Per variant: the overall status and, per scenario (plus `run` for variant-level rules such as
     reliability and performance), fail / warn / ok with the rules behind it."""
     scenarios = list(scenarios) if scenarios is not None else scenarios_of(verdict)
@@ -190,7 +192,7 @@ def verdict_grid(verdict: Any, scenarios: Sequence[str] | None = None) -> list[d
     return rows
 
 
-def rule_lines(verdict: Any, top: int = 3) -> list[dict]:
+def rule_lines(verdict: Verdict, top: int = 3) -> list[dict]:
     """One entry per failing or warning rule: its variants, the worst reason and its top cases."""
     out: dict[str, dict] = {}
     for r in verdict.results:
@@ -242,7 +244,7 @@ def rule_lines(verdict: Any, top: int = 3) -> list[dict]:
 # evidence of one flagged case
 
 
-def _fmt_val(x: Any) -> str:
+def _fmt_val(x: object) -> str:
     if x is None:
         return "-"
     if isinstance(x, float):
@@ -250,7 +252,7 @@ def _fmt_val(x: Any) -> str:
     return str(x)
 
 
-def _score_rows(base: Mapping[str, Any], var: Mapping[str, Any]) -> list[dict]:
+def _score_rows(base: Mapping[str, ScoreRecord], var: Mapping[str, ScoreRecord]) -> list[dict]:
     rows = []
     for m in sorted(set(base) | set(var)):
         b, v = base.get(m), var.get(m)
@@ -305,7 +307,7 @@ def _models(suite: Mapping, signature: Mapping) -> list[dict]:
     return out
 
 
-def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None, ledger: str | Path | None = None) -> ReportData:
+def build_report_data(judgment: Judgment, *, loaded: LoadedRun | None = None, ledger: str | Path | None = None) -> ReportData:
     """Everything a report shows of a judged run (evalsuite.judge.judge_run's Judgment): the verdict
     as judged, never judged again here, and the evidence of every flagged case."""
     lr = loaded or load_run(judgment.store, comparison=judgment.comparison)
@@ -348,7 +350,7 @@ def build_report_data(judgment: Any, *, loaded: LoadedRun | None = None, ledger:
     )
 
 
-def _row_status(verdict: Any) -> dict[tuple, dict]:
+def _row_status(verdict: Verdict) -> dict[tuple, dict]:
     """(variant, scenario, metric) -> its status under the rubric (fail / warn) and the rules behind it."""
     row_status: dict[tuple, dict] = {}
     for r in verdict.results:
@@ -362,7 +364,7 @@ def _row_status(verdict: Any) -> dict[tuple, dict]:
     return row_status
 
 
-def metric_rows(verdict: Any, cmp: Any) -> list[dict]:
+def metric_rows(verdict: Verdict, cmp: Comparison) -> list[dict]:
     """One row per (variant, scenario, metric) delta, with its noise floor and status under the rubric."""
     row_status = _row_status(verdict)
     rows = []
@@ -398,7 +400,7 @@ def metric_rows(verdict: Any, cmp: Any) -> list[dict]:
     return rows
 
 
-def flagged_cases(verdict: Any, cmp: Any, lr: LoadedRun) -> list[FlaggedCase]:
+def flagged_cases(verdict: Verdict, cmp: Comparison, lr: LoadedRun) -> list[FlaggedCase]:
     """Every (variant, case) a failing or warning rule names, and every pass->fail flip, most severe first."""
     flagged: dict[tuple[str, str], FlaggedCase] = {}
     scen_of: dict[str, tuple[str, str]] = {r.case_id: (r.scenario, r.kind) for r in lr.records}
@@ -412,7 +414,7 @@ def flagged_cases(verdict: Any, cmp: Any, lr: LoadedRun) -> list[FlaggedCase]:
         if not any(r.rule == reason.rule and r.metric == reason.metric and r.severity == reason.severity for r in fc.reasons):
             fc.reasons.append(reason)
 
-    deltas = {(d.variant, d.scenario, d.metric): d for d in cmp.deltas}
+    deltas: dict[tuple[str, str | None, str | None], MetricDelta] = {(d.variant, d.scenario, d.metric): d for d in cmp.deltas}
     for r in verdict.results:
         if r.status not in ("fail", "warn"):
             continue
@@ -433,13 +435,13 @@ def flagged_cases(verdict: Any, cmp: Any, lr: LoadedRun) -> list[FlaggedCase]:
     return sorted(flagged.values(), key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), order.get(f.variant, 99), f.scenario, f.case_id))
 
 
-def add_evidence(flagged: Sequence[FlaggedCase], cmp: Any, lr: LoadedRun) -> None:
+def add_evidence(flagged: Sequence[FlaggedCase], cmp: Comparison, lr: LoadedRun) -> None:
     """Fill each flagged case's outputs, scores, JSON drift, citations and test results."""
     if not flagged:
         return
     gens = {(g.variant, g.case_id): g for g in lr.generations if g.sample == 0}
     wanted = {(f.variant, f.case_id) for f in flagged} | {(cmp.baseline, f.case_id) for f in flagged}
-    recs: dict[tuple[str, str], dict[str, Any]] = {}
+    recs: dict[tuple[str, str], dict[str, ScoreRecord]] = {}
     for r in lr.records:
         if (r.variant, r.case_id) in wanted and r.sample in (0, None) and not r.metric.endswith(".scorer_error"):
             recs.setdefault((r.variant, r.case_id), {})[r.metric] = r

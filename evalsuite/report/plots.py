@@ -19,9 +19,14 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..states import CANNOT_JUDGE_WORD
+
+if TYPE_CHECKING:
+    from ..perf.context import CostPoint
+    from ..verdict.load import LoadSummary
+    from .model import ReportData
 
 STATUS_COLOR = {"fail": "#c62828", "warn": "#ef8f00", "pass": "#2e7d32", CANNOT_JUDGE_WORD: "#757575"}
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
@@ -36,7 +41,7 @@ def _png(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _ok(x: Any) -> bool:
+def _ok(x: object) -> bool:
     return x is not None and not (isinstance(x, float) and math.isnan(x))
 
 
@@ -237,7 +242,7 @@ def _forest_panel(ax, scenario: str, ms: list[str], variants: Sequence[str], ind
     return ax.set_title(scenario, fontsize=9, loc="left")
 
 
-def context_cost_png(points: Sequence[Any], variants: Sequence[str]) -> str | None:
+def context_cost_png(points: Sequence[CostPoint], variants: Sequence[str]) -> str | None:
     """One panel per measure that has points (evalsuite.perf.context.MEASURES): each variant's
     points against prompt tokens (thousands) and its least-squares line, the legend giving its
     growth per 1k tokens. None without any point."""
@@ -258,7 +263,7 @@ def context_cost_png(points: Sequence[Any], variants: Sequence[str]) -> str | No
     for i, m in enumerate(panels):
         ax = fig.add_subplot(nrow, ncol, i + 1)
         for v in names:
-            mine = [(p.tokens, p.value(m)) for p in points if p.variant == v and p.value(m) is not None]
+            mine = [(p.tokens, y) for p in points if p.variant == v and (y := p.value(m)) is not None]
             if not mine:
                 continue
             xs, ys = [t / 1000.0 for t, _ in mine], [float(y) for _, y in mine]
@@ -275,7 +280,7 @@ def context_cost_png(points: Sequence[Any], variants: Sequence[str]) -> str | No
     return _png(fig)
 
 
-def report_plots(data: Any) -> dict[str, str]:
+def report_plots(data: ReportData) -> dict[str, str]:
     """The figures of a ReportData: name -> data URI (a figure without data is left out), and
     `<name>_boxes` -> its label boxes as JSON."""
     from .model import quality_delta, worst_delta
@@ -325,7 +330,7 @@ def report_plots(data: Any) -> dict[str, str]:
 LOAD_PANELS = (("ttft_s", "p95", "TTFT p95 (s)"), ("e2e_s", "p95", "end-to-end latency p95 (s)"), ("tokens_per_s", None, "aggregate tokens/s"))
 
 
-def load_curve_png(summary: Any, boxes: list | None = None) -> str | None:
+def load_curve_png(summary: LoadSummary, boxes: list | None = None) -> str | None:
     """Latency and throughput against concurrency, one line per served variant (evalsuite.verdict.load's
     LoadSummary): TTFT p95, end-to-end p95 and aggregate tokens/s at each level. `boxes`, when given,
     receives the legend's and the panel titles' boxes in the PNG's pixels."""

@@ -9,15 +9,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..cases.options import STAGES
 from ..releases.api import default_ledger_path, judged_variants, variant_fingerprint
-from ..releases.clearance import ReleaseStatus, release_status
+from ..releases.clearance import Clearance, ReleaseStatus, release_status
 from ..releases.environment import current_environment
-from ..releases.ledger import ReleaseLedger
+from ..releases.ledger import Deployment, ReleaseLedger
 from ..review.api import default_queue_path, fingerprint_verdicts
 from ..verdict.rubric import Rubric
+
+if TYPE_CHECKING:
+    from ..verdict.outcome import Judgment
 
 MAX_DECISIONS = 10  #: a variant's latest decisions listed in the report
 
@@ -55,19 +58,27 @@ class ReleaseHistory:
     stages: list[dict] = field(default_factory=list)  #: {stage, current: {...} | None, target: {...} | None, why_no_target}
 
 
-def _stage_cell(c: Any) -> dict:
+def _stage_cell(c: Clearance | None) -> dict:
     if c is None:
         return {"cleared": False, "since": None, "run_id": None, "decision": None, "status": None, "reason": "no decision recorded", "environment": None}
     d, env = c.decision, c.environment
     envd = {"state": env.state, "changes": list(env.changes), "reason": env.reason, "summary": env.summary()} if env is not None else None
-    return {"cleared": c.cleared, "since": c.since, "run_id": d.run_id, "decision": d.id, "status": d.status, "reason": c.reason, "environment": envd}
+    return {
+        "cleared": c.cleared,
+        "since": c.since,
+        "run_id": d.run_id if d else None,
+        "decision": d.id if d else None,
+        "status": d.status if d else None,
+        "reason": c.reason,
+        "environment": envd,
+    }
 
 
-def _brief(dep: Any) -> dict | None:
+def _brief(dep: Deployment | None) -> dict | None:
     return None if dep is None else {"variant": dep.variant, "fingerprint": dep.fingerprint, "since": dep.created, "action": dep.action, "actor": dep.actor}
 
 
-def release_history(judgment: Any, ledger: str | Path | None = None, queue: str | Path | None = None) -> ReleaseHistory | None:
+def release_history(judgment: Judgment, ledger: str | Path | None = None, queue: str | Path | None = None) -> ReleaseHistory | None:
     """The release history of a judged run's variants, from the ledger beside its runs (None when there is no ledger)."""
     store = judgment.store
     path = Path(ledger) if ledger is not None else default_ledger_path(store)

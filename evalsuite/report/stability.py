@@ -5,9 +5,8 @@ render the same rows). Faults, when recorded, sit beside these in their own reco
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from ..verdict.load import LoadLevel, ratio_text
+from ..verdict.load import LoadLevel, LoadSummary, ratio_text
 
 __all__ = ["load_rows"]
 
@@ -51,7 +50,7 @@ def _row(lv: LoadLevel, rest: LoadLevel | None) -> dict:
     }
 
 
-def load_rows(summary: Any) -> list[dict]:
+def load_rows(summary: LoadSummary | None) -> list[dict]:
     """One row per served variant and level (its at-rest rerun first, as level "rest"), or [] without load."""
     if summary is None:
         return []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Group, RenderableType
@@ -22,6 +22,11 @@ from ..states import CANNOT_JUDGE, CANNOT_JUDGE_WORD
 from ..verdict.outcome import violation_text
 from .faults import fault_rows, faults_table
 from .model import rule_lines, verdict_grid
+
+if TYPE_CHECKING:
+    from ..verdict.compare import Comparison
+    from ..verdict.load import LoadSummary
+    from ..verdict.outcome import Judgment, Verdict
 
 CELL = {"fail": "[red]FAIL[/red]", "warn": "[yellow]warn[/yellow]", "ok": "[green]ok[/green]", "n/a": "[dim]n/a[/dim]", CANNOT_JUDGE_WORD: "[yellow]?[/yellow]"}
 VERDICT = {
@@ -45,7 +50,7 @@ def _markup(s: str) -> Text:
     return Text.from_markup(s)
 
 
-def headline(verdict: Any, stage_line: str | None = None) -> str:
+def headline(verdict: Verdict, stage_line: str | None = None) -> str:
     """The first line of every verdict (rich markup): status, run, and the stage it was judged for."""
     stage = escape(stage_line or f"stage {verdict.stage}")
     if not verdict.judgeable:
@@ -71,7 +76,7 @@ def rule_line(r: dict) -> str:
     return f"{head} {r['rule']} · {', '.join(r['variants'])} · {r['reason']}{more}" + (f" · top cases: {cases}" if cases else "")
 
 
-def grid_table(verdict: Any, scenarios: Sequence[str] | None = None) -> Table | None:
+def grid_table(verdict: Verdict, scenarios: Sequence[str] | None = None) -> Table | None:
     """Variant x scenario (plus run-level rules): fail / warn / ok, with how many rules."""
     grid = verdict_grid(verdict, scenarios)
     if not grid:
@@ -92,7 +97,7 @@ def grid_table(verdict: Any, scenarios: Sequence[str] | None = None) -> Table | 
     return t
 
 
-def rules_table(verdict: Any) -> Table | None:
+def rules_table(verdict: Verdict) -> Table | None:
     """Rule x variant: every rule's status for every variant (the verbose view)."""
     if not (verdict.variants and verdict.results):
         return None
@@ -106,16 +111,16 @@ def rules_table(verdict: Any) -> Table | None:
     return t
 
 
-def _notes_and_problems(verdict: Any) -> list[RenderableType]:
+def _notes_and_problems(verdict: Verdict) -> list[RenderableType]:
     out: list[RenderableType] = [_markup(f"[dim]note: {escape(n)}[/dim]") for n in verdict.notes]
     return out + [_markup(f"[yellow]cannot judge:[/yellow] {escape(p)}") for p in verdict.problems]
 
 
 def verdict_view(
-    verdict: Any,
+    verdict: Verdict,
     *,
     scenarios: Sequence[str] | None = None,
-    report_path: Any = None,
+    report_path: object = None,
     verbose: bool = False,
     top: int = 3,
     hint: str | None = DEFAULT_HINT,
@@ -133,8 +138,8 @@ def verdict_view(
             color = "red" if v.severity == "block" else "yellow"
             parts.append(_markup(f"[{color}]{escape(violation_text(v))}[/{color}]"))
     else:
-        for r in rule_lines(verdict, top):
-            parts.append(_markup(f"[{'red' if r['status'] == 'fail' else 'yellow'}]{escape(rule_line(r))}[/]"))
+        for line in rule_lines(verdict, top):
+            parts.append(_markup(f"[{'red' if line['status'] == 'fail' else 'yellow'}]{escape(rule_line(line))}[/]"))
     unchecked = {r.rule: r for r in verdict.results if r.optional}  # `required: false` rules that matched nothing
     for r in unchecked.values():
         parts.append(_markup(f"[yellow]cannot judge (required: false): {escape(r.rule)}: {escape(r.note.removeprefix('not checked: '))}[/]"))
@@ -148,18 +153,20 @@ def verdict_view(
     return Group(*parts)
 
 
-def judgment_view(judgment: Any, **kw: Any) -> Group:
+def judgment_view(
+    judgment: Judgment, *, scenarios: Sequence[str] | None = None, report_path: object = None, verbose: bool = False, hint: str | None = DEFAULT_HINT
+) -> Group:
     """`verdict_view` of a Judgment, naming its stage and why that one; with served variants under
     load, their stability table after it, and the run's fault outcomes when its served variants were
     probed (evalsuite.report.faults)."""
-    view = verdict_view(judgment.verdict, stage_line=judgment.stage_line(), **kw)
+    view = verdict_view(judgment.verdict, scenarios=scenarios, report_path=report_path, verbose=verbose, hint=hint, stage_line=judgment.stage_line())
     store = getattr(judgment, "store", None)
     parts = [stability_table(getattr(judgment.comparison, "load", None)), faults_table(fault_rows(store)) if store is not None else None]
     shown = [p for p in parts if p is not None]
     return Group(view, *shown) if shown else view
 
 
-def stability_table(load: Any) -> Table | None:
+def stability_table(load: LoadSummary | None) -> Table | None:
     """ "Stability under load": per served variant and level, latency (p95), tokens/s, errors and the
     answers that changed or flipped against the variant at rest (None without a `load:` block)."""
     from .stability import load_rows
@@ -194,7 +201,7 @@ def _p(x: float) -> str:
     return "-" if x is None or math.isnan(x) else ("<0.001" if x < 0.001 else f"{x:.3f}")
 
 
-def comparison_view(cmp: Any) -> Group:
+def comparison_view(cmp: Comparison) -> Group:
     """Rich tables: one per variant (metrics with noise floors beside), then performance, warnings and problems."""
     from ..perf.verdict import ratio_cell
 
@@ -217,7 +224,7 @@ def comparison_view(cmp: Any) -> Group:
     return Group(*parts)
 
 
-def _variant_table(cmp: Any, name: str, noise: bool) -> Table:
+def _variant_table(cmp: Comparison, name: str, noise: bool) -> Table:
     t = Table(title=f"{name} vs {cmp.baseline}" + (" (noise run)" if noise else ""), title_justify="left", pad_edge=False)
     t.add_column("scenario/metric", no_wrap=True)
     for col in ("n", "base", "var", "delta [95% CI]", "p", "flips -/+", "noise"):

@@ -14,12 +14,16 @@ queue schema 3 have none.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..scoring.evidence import CLIP, case_brief, citations_evidence, code_evidence, json_drift_rows, terms_evidence, tool_evidence
 
+if TYPE_CHECKING:
+    from ..cases.caseset import Case
+    from ..run.store import ScoreRecord
 
-def _failed(recs: Mapping[str, Any]) -> list[dict]:
+
+def _failed(recs: Mapping[str, ScoreRecord]) -> list[dict]:
     """A side's failed pass/fail checks with the reason its scorer gave, where it gave one."""
     out = []
     for m, r in sorted(recs.items()):
@@ -31,11 +35,17 @@ def _failed(recs: Mapping[str, Any]) -> list[dict]:
 
 
 def item_context(
-    case: Any, baseline_text: str | None, variant_text: str | None, base_recs: Mapping[str, Any], var_recs: Mapping[str, Any], *, dropped: Sequence[str] = ()
+    case: Case,
+    baseline_text: str | None,
+    variant_text: str | None,
+    base_recs: Mapping[str, ScoreRecord],
+    var_recs: Mapping[str, ScoreRecord],
+    *,
+    dropped: Sequence[str] = (),
 ) -> dict:
     """The item's context (see the module docstring): plain data, stored as JSON. `dropped`: the
     documents the variant's context trimming left out of its prompt."""
-    ctx: dict[str, Any] = {"brief": case_brief(case)}
+    ctx: dict[str, object] = {"brief": case_brief(case)}
     docs = citations_evidence(case, baseline_text, variant_text, max_text=CLIP, dropped=dropped)
     if docs is not None:
         ctx["documents"] = docs

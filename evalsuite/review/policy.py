@@ -34,10 +34,14 @@ import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..verdict.review_policy import DEFAULT_POLICY, ReviewPolicy, parse_review_policy
 from .store import AuditPopulation, ItemReview, NewItem, item_key, output_hash
+
+if TYPE_CHECKING:
+    from ..run.store import ScoreRecord
+    from ..verdict.compare import Comparison
 
 __all__ = ["DEFAULT_POLICY", "REASON_CODES", "FlagInputs", "FlagPlan", "ReviewPolicy", "flag_comparison", "flag_plan", "parse_review_policy"]
 
@@ -76,9 +80,9 @@ class FlagPlan:
 # reasons
 
 
-def _by_case(records: Iterable[Any]) -> dict[tuple[str, str], dict[str, Any]]:
+def _by_case(records: Iterable[ScoreRecord]) -> dict[tuple[str, str], dict[str, ScoreRecord]]:
     """(variant, case id) -> metric -> the sample-0 (or case-level) record."""
-    out: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
+    out: dict[tuple[str, str], dict[str, ScoreRecord]] = defaultdict(dict)
     for r in records:
         if r.sample not in (0, None) or r.metric.endswith(".scorer_error"):
             continue
@@ -87,7 +91,7 @@ def _by_case(records: Iterable[Any]) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
-def _scores(recs: Mapping[str, Any]) -> dict:
+def _scores(recs: Mapping[str, ScoreRecord]) -> dict:
     return {m: {"value": r.value, "passed": r.passed} for m, r in sorted(recs.items()) if r.value is not None or r.passed is not None}
 
 
@@ -104,7 +108,7 @@ def _reason(code: str, metric: str | None, message: str, detail: Mapping | None 
     return {"code": code, "metric": metric, "message": message, "detail": dict(detail or {})}
 
 
-def _flip_reasons(cmp: Any, policy: ReviewPolicy, reasons: Reasons) -> None:
+def _flip_reasons(cmp: Comparison, policy: ReviewPolicy, reasons: Reasons) -> None:
     """pass->fail flips of the policy's flip metrics; scorer disagreements within a metric family."""
     moves: dict[tuple[str, str], dict[str, list[tuple[str, int]]]] = defaultdict(lambda: defaultdict(list))
     for d in cmp.deltas:
@@ -131,7 +135,7 @@ def _flip_reasons(cmp: Any, policy: ReviewPolicy, reasons: Reasons) -> None:
                 reasons[key].append(_reason("disagreement", worse[0], msg, {"worse": worse, "better": better}))
 
 
-def _drift_reasons(recs: Mapping[str, Any], policy: ReviewPolicy) -> list[dict]:
+def _drift_reasons(recs: Mapping[str, ScoreRecord], policy: ReviewPolicy) -> list[dict]:
     """Low similarity, JSON drift, changed citations and leaks of one output, from its records."""
     out = []
     r = recs.get(policy.similarity_metric)
@@ -152,7 +156,7 @@ def _drift_reasons(recs: Mapping[str, Any], policy: ReviewPolicy) -> list[dict]:
     return out
 
 
-def _speculative_reason(cmp: Any, variant: str, case: str, recs: Mapping[str, Any]) -> dict | None:
+def _speculative_reason(cmp: Comparison, variant: str, case: str, recs: Mapping[str, ScoreRecord]) -> dict | None:
     r = recs.get("exactness.identical")
     if r is not None and r.value is not None:
         differs = r.value == 0
@@ -164,7 +168,7 @@ def _speculative_reason(cmp: Any, variant: str, case: str, recs: Mapping[str, An
     return _reason("speculative", "exactness.identical", msg, (r.details if r is not None else {}))
 
 
-def _all_reasons(cmp: Any, policy: ReviewPolicy, per: Mapping[tuple[str, str], Mapping[str, Any]]) -> Reasons:
+def _all_reasons(cmp: Comparison, policy: ReviewPolicy, per: Mapping[tuple[str, str], Mapping[str, ScoreRecord]]) -> Reasons:
     reasons: Reasons = defaultdict(list)
     _flip_reasons(cmp, policy, reasons)
     spec = {p.variant for p in cmp.perf if p.speculative}
@@ -183,7 +187,7 @@ def _all_reasons(cmp: Any, policy: ReviewPolicy, per: Mapping[tuple[str, str], M
 # triage, blind sides, the audit sample
 
 
-def triage(recs: Mapping[str, Any], policy: ReviewPolicy) -> tuple[str | None, float | None]:
+def triage(recs: Mapping[str, ScoreRecord], policy: ReviewPolicy) -> tuple[str | None, float | None]:
     """(knife-edge | substantive | None, the baseline's logit margin at the first divergent token)
     from the logit-agreement records' details, where the backend recorded them."""
     for metric in ("logits.top1_agreement", "logits.kl_mean"):
@@ -206,7 +210,7 @@ def blind_left(key: str, seed: int = 0) -> str:
     return "variant" if random.Random(f"{seed}:{key}").random() < 0.5 else "baseline"
 
 
-def audit_sample(cmp: Any, policy: ReviewPolicy, flagged: Iterable[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[AuditPopulation]]:
+def audit_sample(cmp: Comparison, policy: ReviewPolicy, flagged: Iterable[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[AuditPopulation]]:
     """A seeded random share (`audit_rate`) of each variant's unflagged outputs that differ from the
     baseline's (identical outputs cannot regress against it), and each variant's population."""
     if policy.audit_rate <= 0:
@@ -231,7 +235,14 @@ def audit_sample(cmp: Any, policy: ReviewPolicy, flagged: Iterable[tuple[str, st
 # items
 
 
-def _new_item(cmp: Any, policy: ReviewPolicy, key: tuple[str, str], reasons: list[dict], per: Mapping, inputs: FlagInputs) -> NewItem:
+def _new_item(
+    cmp: Comparison,
+    policy: ReviewPolicy,
+    key: tuple[str, str],
+    reasons: list[dict],
+    per: Mapping[tuple[str, str], Mapping[str, ScoreRecord]],
+    inputs: FlagInputs,
+) -> NewItem:
     v, c = key
     recs, base = per.get((v, c), {}), per.get((cmp.baseline, c), {})
     scenario, kind = next(((r.scenario, r.kind) for r in list(recs.values()) + list(base.values())), ("", ""))
@@ -275,7 +286,7 @@ def _new_item(cmp: Any, policy: ReviewPolicy, key: tuple[str, str], reasons: lis
     )
 
 
-def flag_plan(cmp: Any, policy: ReviewPolicy = DEFAULT_POLICY, inputs: FlagInputs | None = None) -> FlagPlan:
+def flag_plan(cmp: Comparison, policy: ReviewPolicy = DEFAULT_POLICY, inputs: FlagInputs | None = None) -> FlagPlan:
     """The outputs to review, one NewItem per (variant, case) with its reasons, then the audit
     sample with its populations (pure: data in, data out)."""
     inputs = inputs or FlagInputs()
@@ -291,7 +302,7 @@ def flag_plan(cmp: Any, policy: ReviewPolicy = DEFAULT_POLICY, inputs: FlagInput
 
 
 def flag_comparison(
-    cmp: Any, policy: ReviewPolicy = DEFAULT_POLICY, *, records: Sequence[Any] = (), fingerprints: Mapping[str, str] | None = None
+    cmp: Comparison, policy: ReviewPolicy = DEFAULT_POLICY, *, records: Sequence[ScoreRecord] = (), fingerprints: Mapping[str, str] | None = None
 ) -> list[NewItem]:
     """The flagged outputs alone (no audit sample, no context): `flag_plan` with records and fingerprints only."""
     return list(flag_plan(cmp, policy, FlagInputs(records, fingerprints or {})).flagged)

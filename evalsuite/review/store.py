@@ -311,34 +311,42 @@ class ReviewStore(LeasedQueue):
         return _item_dict(row)
 
     def items(
-        self, *, status: str | None = None, run_id: str | None = None, variant: str | None = None, ids: Sequence[int] | None = None, **kw: Any
+        self,
+        *,
+        status: str | None = None,
+        run_id: str | None = None,
+        variant: str | None = None,
+        ids: Sequence[int] | None = None,
+        audit: bool | None = None,
+        limit: int | None = None,
+        now: float | None = None,
     ) -> list[dict]:
         """Items with their current state. status: open | reviewed | all (None) | acceptable | regression
         | unsure | pending | disputed | expired; `audit`: True/False for audit items only / flagged only;
         `limit`; `now` (epoch) for lapsed waivers."""
-        now = _now_iso(kw.get("now"))
+        when = _now_iso(now)
         where: list[str] = []
-        args: list[Any] = [now]
+        args: list[object] = [when]
         cond = _status_sql(status)
         if cond is not None:
             where.append(cond[0])
-            args.extend(now for _ in range(cond[1]))
+            args.extend(when for _ in range(cond[1]))
         if run_id:
             where.append("i.id IN (SELECT item_id FROM sightings WHERE run_id=?)")
             args.append(run_id)
         if variant:
             where.append("i.variant=?")
             args.append(variant)
-        if kw.get("audit") is not None:
+        if audit is not None:
             where.append("i.audit=?")
-            args.append(int(bool(kw["audit"])))
+            args.append(int(bool(audit)))
         if ids is not None:
             ids = [int(x) for x in ids]
             where.append(f"i.id IN ({','.join('?' * len(ids))})" if ids else "0")
             args.extend(ids)
         sql = ITEM_SQL + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY i.id"
-        if kw.get("limit"):
-            sql += f" LIMIT {int(kw['limit'])}"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
         return [_item_dict(r) for r in self.db.execute(sql, args).fetchall()]
 
     def history(self, item_id: int) -> list[dict]:
@@ -468,7 +476,7 @@ def _check_verdict(verdict: str, reviewer: str, x: VerdictExtra) -> None:
         raise QueueError("verdict: an adjudication must decide: acceptable or regression")
 
 
-def _dumps(x: Any) -> str:
+def _dumps(x: object) -> str:
     return json.dumps(x, ensure_ascii=False, sort_keys=True, default=str)
 
 

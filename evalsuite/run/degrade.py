@@ -27,7 +27,7 @@ import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TypedDict
 
 from ..backends.base import Backend, Generation, Request
 from ..cases.caseset import Case
@@ -74,15 +74,29 @@ def _unit(seed: int, case_id: str) -> float:
 # damage functions: (text, hints) -> damaged text
 
 
+class Hints(TypedDict, total=False):
+    """What a damage function may know about the case (`hints_from_case`); a test may give only some."""
+
+    scenario: str
+    term_pairs: list[tuple[str, str]]  #: (a preferred glossary form, the forbidden variant it becomes)
+    forbidden: list[str]  #: the case's forbidden terms
+    canaries: list[str]  #: canaries of the case and of the documents its user may not read
+    restricted_text: str  #: the first line of the first such document
+    entry_point: str | None
+    has_schema: bool
+    has_citations: bool
+    has_tests: bool
+
+
 _CITE = re.compile(r"\s*(?:\[[^\[\]\n]{1,80}\]|【[^【】\n]{1,80}】|\((?:sources?|来源|出处)\s*[:：][^()\n]{1,80}\))")
 
 
-def drop_citations(text: str, hints: Mapping[str, Any]) -> str:
+def drop_citations(text: str, hints: Hints) -> str:
     """Remove citation markers ([doc-id], [1], 【1】, (source: X))."""
     return _CITE.sub("", text)
 
 
-def corrupt_json(text: str, hints: Mapping[str, Any]) -> str:
+def corrupt_json(text: str, hints: Hints) -> str:
     """Truncate the output in the middle of its first JSON object, so it no longer parses."""
     start = text.find("{")
     if start < 0:
@@ -93,7 +107,7 @@ def corrupt_json(text: str, hints: Mapping[str, Any]) -> str:
     return text[:start] + broken + ', "'  # a dangling key: never valid JSON
 
 
-def forbidden_terms(text: str, hints: Mapping[str, Any]) -> str:
+def forbidden_terms(text: str, hints: Hints) -> str:
     """Swap each preferred glossary term found in the text for one of its forbidden variants."""
     pairs: Sequence[tuple[str, str]] = hints.get("term_pairs", ())
     out, swapped = text, False
@@ -116,7 +130,7 @@ def forbidden_terms(text: str, hints: Mapping[str, Any]) -> str:
 _DEF = re.compile(r"^(?P<indent>[ \t]*)(?:async\s+)?def\s+(?P<name>\w+)\s*\(.*?\)\s*(?:->[^:]*)?:[ \t]*(?:#.*)?$", re.M | re.S)
 
 
-def break_code(text: str, hints: Mapping[str, Any]) -> str:
+def break_code(text: str, hints: Hints) -> str:
     """Insert `raise RuntimeError(...)` as the first statement of the function under test (or of
     every function, when the entry point is unknown), inside the output's code."""
     entry = hints.get("entry_point")
@@ -140,7 +154,7 @@ def break_code(text: str, hints: Mapping[str, Any]) -> str:
     return out
 
 
-def leak_canary(text: str, hints: Mapping[str, Any]) -> str:
+def leak_canary(text: str, hints: Hints) -> str:
     """Append a restricted document's canary (and a line of its text) to the answer."""
     canaries = list(hints.get("canaries", ()))
     snippet = hints.get("restricted_text", "")
@@ -152,7 +166,7 @@ def leak_canary(text: str, hints: Mapping[str, Any]) -> str:
     return f"{text}\n\n(For reference: {line})"
 
 
-DAMAGE: dict[str, Callable[[str, Mapping[str, Any]], str]] = {
+DAMAGE: dict[str, Callable[[str, Hints], str]] = {
     "drop_citations": drop_citations,
     "corrupt_json": corrupt_json,
     "forbidden_terms": forbidden_terms,
@@ -165,7 +179,7 @@ DAMAGE: dict[str, Callable[[str, Mapping[str, Any]], str]] = {
 # hints: what a damage function needs to know about the case
 
 
-def hints_from_case(case: Case) -> dict:
+def hints_from_case(case: Case) -> Hints:
     """The facts about a case the damage functions use (glossary pairs, canaries, entry point)."""
     pairs: list[tuple[str, str]] = []
     if case.glossary is not None:
@@ -192,7 +206,7 @@ def hints_from_case(case: Case) -> dict:
     }
 
 
-def eligible(kind: str, hints: Mapping[str, Any]) -> bool:
+def eligible(kind: str, hints: Hints) -> bool:
     """Whether the damage of `kind` can show on a case (so the rate counts only those)."""
     if kind == "drop_citations":
         return bool(hints.get("has_citations"))
@@ -237,7 +251,7 @@ class DegradedBackend(Backend):
     def fingerprint(self) -> str:
         return sha256_json({"inner": self.inner.fingerprint(), "degrade": self.spec})
 
-    def _hints(self, req: Request) -> dict:
+    def _hints(self, req: Request) -> Hints:
         return hints_from_case(self._cases[req.case_id])
 
     def selected(self, req: Request) -> bool:

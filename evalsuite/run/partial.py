@@ -26,23 +26,26 @@ def selection(*, limit: int | None, scenarios: Sequence[str] | None) -> dict:
     return out
 
 
-def partial_reasons(signature: Mapping[str, Any], suite: Mapping[str, Any] | None) -> tuple[str, ...]:
+def partial_reasons(signature: Mapping[str, object], suite: Mapping[str, object] | None) -> tuple[str, ...]:
     """Why a run is not a full run of its suite, in the words of the options that made it (empty: full)."""
-    sel = signature.get("partial") or {}
+    partial, ran_variants = signature.get("partial"), signature.get("variants")
+    sel: Mapping[str, object] = partial if isinstance(partial, Mapping) else {}
+    limit, scenarios = sel.get("limit"), sel.get("scenarios")
     out = []
-    if sel.get("limit") is not None:
-        out.append(f"--limit {sel['limit']}")
-    if sel.get("scenarios"):
-        out.append(f"--scenarios {','.join(sel['scenarios'])}")
-    named = [str(v.get("name")) for v in (suite or {}).get("variants") or [] if isinstance(v, Mapping) and v.get("name")]
-    ran = set(signature.get("variants") or {})
+    if limit is not None:
+        out.append(f"--limit {limit}")
+    if isinstance(scenarios, list) and scenarios:
+        out.append(f"--scenarios {','.join(map(str, scenarios))}")
+    variants = (suite or {}).get("variants")
+    named = [str(v.get("name")) for v in (variants if isinstance(variants, list) else []) if isinstance(v, Mapping) and v.get("name")]
+    ran = set(ran_variants) if isinstance(ran_variants, Mapping) else set()
     missing = [n for n in named if n not in ran]
     if ran and missing:
         out.append(f"--variants (without {', '.join(missing)})")
     return tuple(out)
 
 
-def full_run_command(suite: Mapping[str, Any] | None) -> str:
+def full_run_command(suite: Mapping[str, object] | None) -> str:
     """The command that makes a full run of the suite a run was made from."""
     path = str((suite or {}).get("path") or (suite or {}).get("name") or "SUITE")
     return f"evalsuite run {shlex.quote(path)}"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..backends.toolcalls import ToolCall
 from ..cases.caseset import Case
@@ -71,10 +70,10 @@ class ScorerSpec:
         return {"name": self.name, "level": self.level, "scenarios": list(self.scenarios), "kinds": list(self.kinds), "args": self.args}
 
 
-SCORERS = Registry("scorer")
+SCORERS: Registry[ScorerSpec] = Registry("scorer")
 
 
-def scorer(name: str, *, level: str = "output", scenarios: Iterable[str] = (), kinds: Iterable[str] = (), version: str = "1", **args: Any):
+def scorer(name: str, *, level: str = "output", scenarios: Iterable[str] = (), kinds: Iterable[str] = (), version: str = "1", **args: object):
     """Decorator registering a scorer under `name`."""
 
     def deco(fn: Callable) -> Callable:

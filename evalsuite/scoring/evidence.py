@@ -12,7 +12,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..backends.base import Generation
+    from ..backends.toolcalls import ToolCall
+    from ..cases.caseset import Case
+    from ..cases.tools import ToolExpect
+    from ..run.store import ScoreRecord
 
 CLIP = 4000  #: characters of a document, schema or test file kept as evidence
 
@@ -24,9 +31,9 @@ def clip(text: str | None, n: int = CLIP) -> str | None:
     return text[:n] + f" ... ({len(text) - n} more characters)"
 
 
-def flatten_json(value: Any, prefix: str = "$") -> dict[str, Any]:
+def flatten_json(value: object, prefix: str = "$") -> dict[str, object]:
     """Leaf paths of a JSON value (`$.features[1]`) -> leaf value; empty containers are leaves."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     if isinstance(value, dict) and value:
         for k, v in value.items():
             out.update(flatten_json(v, f"{prefix}.{k}"))
@@ -38,7 +45,7 @@ def flatten_json(value: Any, prefix: str = "$") -> dict[str, Any]:
     return out
 
 
-def _drift_row(path: str, fb: Mapping[str, Any], fv: Mapping[str, Any], variant_ok: bool) -> dict:
+def _drift_row(path: str, fb: Mapping[str, object], fv: Mapping[str, object], variant_ok: bool) -> dict:
     inb, inv = path in fb, path in fv
     if inb and inv:
         change = "same" if fb[path] == fv[path] else "changed"
@@ -73,7 +80,7 @@ def json_drift_rows(baseline_text: str | None, variant_text: str | None) -> dict
     }
 
 
-def _call_view(call: Any) -> dict | None:
+def _call_view(call: ToolCall | None) -> dict | None:
     if call is None:
         return None
     view = {"name": call.name, "arguments": call.arguments}
@@ -82,7 +89,7 @@ def _call_view(call: Any) -> dict | None:
     return view
 
 
-def tool_evidence(case: Any, baseline_text: str | None, variant_text: str | None) -> dict | None:
+def tool_evidence(case: Case | None, baseline_text: str | None, variant_text: str | None) -> dict | None:
     """A tool-use case's calls side by side, paired by position: each pair's arguments key by key
     and the schema of the tool called; with the calls expected and the tools forbidden. None for
     other cases."""
@@ -116,7 +123,7 @@ def tool_evidence(case: Any, baseline_text: str | None, variant_text: str | None
     }
 
 
-def citations_evidence(case: Any, baseline_text: str | None, variant_text: str | None, max_text: int = 600, dropped: Sequence[str] = ()) -> dict | None:
+def citations_evidence(case: Case | None, baseline_text: str | None, variant_text: str | None, max_text: int = 600, dropped: Sequence[str] = ()) -> dict | None:
     """The case's context documents with the gold citations, what each output cites, and the
     passages (character spans of the document text) each output's citing sentences rest on.
     `dropped`: the documents the variant's context trimming left out of its prompt (marked on each,
@@ -164,7 +171,7 @@ def citations_evidence(case: Any, baseline_text: str | None, variant_text: str |
     }
 
 
-def trim_drops(generations: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
+def trim_drops(generations: Iterable[Generation]) -> dict[tuple[str, str], list[str]]:
     """(variant, case id) -> the documents its context trimming dropped (`extra["context_trim"]`,
     recorded by the runner), from sample 0 of each case."""
     out = {}
@@ -175,7 +182,7 @@ def trim_drops(generations: Iterable[Any]) -> dict[tuple[str, str], list[str]]:
     return out
 
 
-def _code_side(r: Any) -> dict:
+def _code_side(r: ScoreRecord | None) -> dict:
     det = (r.details or {}) if r is not None else {}
     return {
         "passed": None if r is None else r.passed,
@@ -185,7 +192,7 @@ def _code_side(r: Any) -> dict:
     }
 
 
-def code_evidence(case: Any, recs: Mapping[str, Mapping[str, Any]]) -> dict | None:
+def code_evidence(case: Case | None, recs: Mapping[str, Mapping[str, ScoreRecord]]) -> dict | None:
     """Unit-test results of both sides (code.pass details) and pass@k, with the case's tests."""
     if case is None or not case.expect.tests:
         if not any(m.startswith("code.") for side in recs.values() for m in side):
@@ -215,7 +222,7 @@ def code_evidence(case: Any, recs: Mapping[str, Mapping[str, Any]]) -> dict | No
     }
 
 
-def terms_evidence(case: Any, baseline_text: str | None, variant_text: str | None) -> dict | None:
+def terms_evidence(case: Case | None, baseline_text: str | None, variant_text: str | None) -> dict | None:
     """Per tracked term (required terms, glossary terms): the form each side used, or None when it
     dropped the term; and the forbidden variants each side wrote. None when the case tracks none."""
     if case is None:
@@ -239,9 +246,9 @@ def terms_evidence(case: Any, baseline_text: str | None, variant_text: str | Non
     }
 
 
-def _expected(case: Any) -> dict:
+def _expected(case: Case) -> dict:
     e = case.expect
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     if e.reference_answer or e.reference:
         out["answer"] = clip(e.reference_answer or e.reference)
     if e.must_refuse:
@@ -262,9 +269,9 @@ def _expected(case: Any) -> dict:
     return out
 
 
-def _tool_expected(t: Any) -> dict:
+def _tool_expected(t: ToolExpect) -> dict:
     """A tool-use case's expectations in the brief's words."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     if t.calls:
         out["tool_calls"] = [{"name": c.name, "arguments": c.arguments, "match": c.match} for c in t.calls]
     if t.no_call:
@@ -276,19 +283,22 @@ def _tool_expected(t: Any) -> dict:
     return out
 
 
-def _turn_text(message: Mapping[str, Any]) -> str:
+def _turn_text(message: Mapping[str, object]) -> str:
     """A tool-use turn as text: its content, and its calls as `<tool_call>` blocks."""
     from ..backends.toolcalls import render_call
 
-    return "\n".join([message.get("content") or "", *map(render_call, message.get("tool_calls") or ())]).strip()
+    content, calls = message.get("content"), message.get("tool_calls")
+    rendered = [render_call(c) for c in calls if isinstance(c, Mapping)] if isinstance(calls, (list, tuple)) else []
+    return "\n".join([content if isinstance(content, str) else "", *rendered]).strip()
 
 
-def case_brief(case: Any) -> dict:
+def case_brief(case: Case) -> dict:
     """What was asked and what a good answer does: the system prompt, the conversation (or the
     prompt), the user's role, the expected answer or behaviour, and the JSON schema."""
     messages = [{"role": r, "text": clip(t)} for r, t in case.messages] if case.messages else []
-    if getattr(case, "tool_use", None) is not None and case.tool_use.messages:
-        messages = [{"role": m["role"], "text": clip(_turn_text(m))} for m in case.tool_use.messages]
+    use = case.tool_use
+    if use is not None and use.messages:
+        messages = [{"role": m["role"], "text": clip(_turn_text(m))} for m in use.messages]
     if case.prompt and not messages:
         messages = [{"role": "user", "text": clip(case.prompt)}]
     return {

@@ -35,9 +35,9 @@ class Extracted:
     extra: dict = field(default_factory=dict)
 
 
-def _scan(text: str) -> tuple[Any, tuple[int, int]] | None:
+def _scan(text: str) -> tuple[object, tuple[int, int]] | None:
     """The longest JSON object or array embedded in `text` (outermost first, left to right)."""
-    best: tuple[Any, tuple[int, int]] | None = None
+    best: tuple[object, tuple[int, int]] | None = None
     i, n = 0, len(text)
     while i < n:
         if text[i] in "{[":
@@ -146,7 +146,7 @@ def _located(e: jsonschema.ValidationError) -> list[dict]:
     return [{"path": _path(parent), **base}]
 
 
-def schema_errors(value: Any, schema: dict) -> list[dict]:
+def schema_errors(value: object, schema: dict) -> list[dict]:
     """Every schema violation as {"path": "features/2", "message": ..., "validator": ...}, sorted by
     path; a missing required property or a forbidden extra key has its own path and a `property`."""
     cls = _jsonschema().validators.validator_for(schema)
@@ -188,7 +188,7 @@ def valid(inp: ScoreInput) -> list[Score]:
 DRIFT_CATEGORIES = ("missing_keys", "extra_keys", "type_changes", "enum_changes", "const_changes", "array_length_changes")
 
 
-def _json_type(v: Any) -> str:
+def _json_type(v: object) -> str:
     if v is None:
         return "null"
     if isinstance(v, bool):
@@ -209,13 +209,13 @@ class _Schema:
     def __init__(self, root: dict | None):
         self.root = root or {}
 
-    def _resolve(self, node: Any, depth: int = 0) -> list[dict]:
+    def _resolve(self, node: object, depth: int = 0) -> list[dict]:
         if not isinstance(node, dict) or depth > 20:
             return []
         out = []
         ref = node.get("$ref")
         if isinstance(ref, str) and ref.startswith("#"):
-            target: Any = self.root
+            target: object = self.root
             for part in ref.lstrip("#").strip("/").split("/") if ref != "#" else []:
                 part = part.replace("~1", "/").replace("~0", "~")
                 target = target.get(part) if isinstance(target, dict) else None
@@ -226,7 +226,7 @@ class _Schema:
                 out += self._resolve(sub, depth + 1)
         return out
 
-    def nodes(self, node: Any) -> list[dict]:
+    def nodes(self, node: object) -> list[dict]:
         return self._resolve(node)
 
     def child(self, nodes: list[dict], key: str) -> list[dict]:
@@ -258,7 +258,7 @@ class _Schema:
         return out
 
 
-def json_drift(baseline: Any, variant: Any, schema: dict | None = None) -> dict[str, list]:
+def json_drift(baseline: object, variant: object, schema: dict | None = None) -> dict[str, list]:
     """Structural differences of `variant` from `baseline`, by category (see DRIFT_CATEGORIES).
 
     Free-text values may differ (that is what sampling and paraphrase do); what counts is shape:
@@ -267,13 +267,13 @@ def json_drift(baseline: Any, variant: Any, schema: dict | None = None) -> dict[
     sch = _Schema(schema)
     out: dict[str, list] = {c: [] for c in DRIFT_CATEGORIES}
 
-    def walk(b: Any, v: Any, path: list, nodes: list[dict]) -> None:
+    def walk(b: object, v: object, path: list, nodes: list[dict]) -> None:
         tb, tv = _json_type(b), _json_type(v)
         p = _path(path)
         if tb != tv:
             out["type_changes"].append({"path": p, "baseline": tb, "variant": tv})
             return
-        if tb == "object":
+        if isinstance(b, dict) and isinstance(v, dict):
             for k in b:
                 if k not in v:
                     out["missing_keys"].append(_path(path + [k]))
@@ -284,7 +284,7 @@ def json_drift(baseline: Any, variant: Any, schema: dict | None = None) -> dict[
                 if k in v:
                     walk(b[k], v[k], path + [k], sch.child(nodes, k))
             return
-        if tb == "array":
+        if isinstance(b, list) and isinstance(v, list):
             if len(b) != len(v):
                 out["array_length_changes"].append({"path": p, "baseline": len(b), "variant": len(v)})
             for i in range(min(len(b), len(v))):

@@ -14,7 +14,6 @@ import math
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 from ..backends.toolcalls import ToolCall, parse_text_calls, text_without_calls
 from ..cases.tools import ExpectedCall, Tool, ToolUse
@@ -65,7 +64,7 @@ def _args_errors(call: ToolCall, tool: Tool | None) -> list[dict]:
 # argument matching
 
 
-def _norm(value: Any) -> Any:
+def _norm(value: object) -> object:
     """Arguments as `normalized` matching compares them: strings NFKC, case- and space-folded;
     numbers by value (2 == 2.0); null-valued keys dropped (an omitted optional argument)."""
     if isinstance(value, str):
@@ -81,7 +80,7 @@ def _norm(value: Any) -> Any:
     return value
 
 
-def _strict(value: Any) -> Any:
+def _strict(value: object) -> object:
     """Exact matching: JSON equality, but `true` is not `1`."""
     if isinstance(value, dict):
         return {k: _strict(v) for k, v in value.items()}
