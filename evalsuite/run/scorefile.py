@@ -174,7 +174,7 @@ def _column(table: Any, name: str) -> list:
 
 def _details(texts: list) -> list:
     parsed: dict[str, Any] = {}
-    out = []
+    out: list = []
     for t in texts:
         if t is None:
             out.append(None)
@@ -208,7 +208,7 @@ def read_score_file(path: str | Path) -> list[ScoreRecord]:
     # the records' attribute dicts built in C (map/zip), then set on bare instances: a dataclass's
     # __init__ (one object.__setattr__ per field of a frozen record) costs seconds at 600,000 records
     new, setattr_, cls = object.__new__, object.__setattr__, ScoreRecord
-    out = []
+    out: list[ScoreRecord] = []
     append = out.append
     for d in map(dict, map(zip, repeat(FIELDS), zip(*cols))):
         r = new(cls)
