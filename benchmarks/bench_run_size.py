@@ -50,7 +50,7 @@ def build_run(tmp: Path, cases: int, variants: int = 4) -> Path:
 
 def command(name: str, run_dir: Path, work: Path) -> list[str]:
     """The command line of `name` on `run_dir`; what it writes (queue, ledger, report) goes under `work`."""
-    runs = ["--runs-dir", str(run_dir.parent)]
+    runs = ["--runs-dir", str(run_dir.parent), "--rubric", str(REPO / "rubrics" / "default.yaml")]  # the previous code's root has no shipped files
     queue = ["--queue", str(work / "review.sqlite")]
     if name == "gate":
         return ["gate", run_dir.name, *runs, *queue, "--ledger", str(work / "ledger.sqlite")]
