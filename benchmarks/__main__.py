@@ -29,6 +29,7 @@ BENCHES = {
     "cli": "bench_cli",
     "scoring": "bench_scoring",
     "scaling": "bench_scaling",
+    "run-size": "bench_run_size",
     "bookkeeping": "bench_bookkeeping",
     "import": "bench_import",
     "adaptive": "bench_adaptive",

@@ -33,11 +33,11 @@ def test_run_then_score_on_the_fake_suite(repo, tmp_path, monkeypatch):
     lines = (runs[0] / "generations.jsonl").read_text().splitlines()
     assert len(lines) == 2 * 10
     assert (runs[0] / "cases.jsonl").is_file()  # the run keeps its own copy of the cases
-    first = (runs[0] / "scores.jsonl").read_text()
-    (runs[0] / "scores.jsonl").unlink()
+    first = (runs[0] / "scores.parquet").read_bytes()
+    (runs[0] / "scores.parquet").unlink()
     result = runner.invoke(app, ["score", str(runs[0])])
     assert result.exit_code == 0, result.output
-    assert (runs[0] / "scores.jsonl").read_text() == first
+    assert (runs[0] / "scores.parquet").read_bytes() == first
     assert json.loads((runs[0] / "status.json").read_text())["complete"] is True
     # the fake baseline always abstains: ungrounded passes, everything that needs an answer fails
     result = runner.invoke(app, ["summary", str(runs[0]), "--markdown"])

@@ -272,7 +272,7 @@ def test_warm_rerun_reuses_scores_and_equals_the_cold_run(write, tmp_path, score
     warm = run_suite(load_suite(suite), RunOptions(**opts))
     assert warm.generated == 0 and warm.cached == cold.generated
     assert sum(calls.values()) == 0, calls
-    assert (warm.run_dir / "scores.jsonl").read_text() == (cold.run_dir / "scores.jsonl").read_text()
+    assert (warm.run_dir / "scores.parquet").read_bytes() == (cold.run_dir / "scores.parquet").read_bytes()
     verdicts = [judge_run(RunStore(r.run_dir)).verdict for r in (cold, warm)]
     assert verdicts[0].passed == verdicts[1].passed and verdicts[0].exit_code == verdicts[1].exit_code
     # every quality rule judged alike; the performance rule has no timings on a warm run (nothing was generated)

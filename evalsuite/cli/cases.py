@@ -140,7 +140,10 @@ def export(
     out: Path | None = typer.Option(
         None, help="case sets: a .jsonl/.csv/.parquet file or a datasets.Dataset directory; a run: a directory (default reports/<run-id>/export)"
     ),
-    fmt: str | None = typer.Option(None, "--format", help="csv or parquet (a run: default csv; case sets: default from --out's suffix)"),
+    fmt: str | None = typer.Option(
+        None, "--format", help="csv or parquet (a run: default csv; jsonl: its score records, one a line; case sets: default from --out's suffix)"
+    ),
+    tables: str | None = typer.Option(None, help="a run: the tables to write, comma-separated (generations, scores, comparisons, perf; default all)"),
     runs_dir: Path = typer.Option(Path("reports/runs"), help="where runs live"),
 ) -> None:
     """Export a run's tables (CSV or Parquet) or case sets (JSONL, CSV, Parquet, datasets.Dataset)."""
@@ -152,7 +155,8 @@ def export(
     if _is_run(paths, runs_dir):  # a run: its generations, scores, comparisons and perf tables
         store = resolve_store(str(paths[0]), runs_dir)
         target = out if out is not None else default_report_dir(store) / "export"
-        written = export_run(store, target, fmt or "csv")
+        chosen = [t.strip() for t in tables.split(",") if t.strip()] if tables else None
+        written = export_run(store, target, fmt or "csv", tables=chosen)
         console.print(f"exported run {store.run_id} ({', '.join(p.name for p in written)}) to {target}", highlight=False, soft_wrap=True)
         return
     missing = [p for p in paths if not p.exists()]

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 FORMATS = ("csv", "parquet")
 TABLES = ("generations", "scores", "comparisons", "perf")
+#: a run's exports: its tables as CSV or Parquet, or its score records as JSON lines (the `scores.jsonl` of older runs)
+RUN_FORMATS = (*FORMATS, "jsonl")
 
 
 @dataclass(frozen=True)
@@ -368,20 +370,31 @@ def write_frame(df, path: Path, fmt: str) -> None:
             flat.to_parquet(tmp, index=False, engine="pyarrow")
 
 
-def check_format(fmt: str) -> str:
+def check_format(fmt: str, known: Sequence[str] = FORMATS) -> str:
     fmt = (fmt or "").lower().lstrip(".")
-    if fmt not in FORMATS:
-        raise EvalsuiteError(f"unknown export format {fmt!r}{suggest(fmt, FORMATS)}; known: {', '.join(FORMATS)}")
+    if fmt not in known:
+        raise EvalsuiteError(f"unknown export format {fmt!r}{suggest(fmt, known)}; known: {', '.join(known)}")
     return fmt
 
 
-def export_run(run: Any, out: str | Path, fmt: str = "csv", *, runs_dir: str | Path = "reports/runs", tables: Iterable[str] = TABLES) -> list[Path]:
-    """Write a run's frames to `out/` as `<table>.csv` or `<table>.parquet`; return the paths."""
-    fmt = check_format(fmt)
-    frames = load_run_frames(run, runs_dir)
+def export_run(run: Any, out: str | Path, fmt: str = "csv", *, runs_dir: str | Path = "reports/runs", tables: Iterable[str] | None = None) -> list[Path]:
+    """Write a run's frames to `out/` as `<table>.csv` or `<table>.parquet`, or (`jsonl`) its score
+    records as `out/scores.jsonl`, one stored record a line; return the paths."""
+    fmt = check_format(fmt, RUN_FORMATS)
+    names = list(tables) if tables is not None else (["scores"] if fmt == "jsonl" else list(TABLES))
+    unknown = [n for n in names if n not in TABLES]
+    if unknown:
+        raise EvalsuiteError(f"unknown table {unknown[0]!r}{suggest(unknown[0], TABLES)}; known: {', '.join(TABLES)}")
     out = Path(out)
+    if fmt == "jsonl":
+        if names != ["scores"]:
+            raise EvalsuiteError(f"--format jsonl exports the score records only (tables: scores), not {', '.join(n for n in names if n != 'scores')}")
+        from ..run.scorefile import write_jsonl_scores
+
+        return [write_jsonl_scores(out / "scores.jsonl", resolve_store(run, runs_dir).scores())]
+    frames = load_run_frames(run, runs_dir)
     paths = []
-    for name in tables:
+    for name in names:
         p = out / f"{name}.{fmt}"
         write_frame(frames.table(name), p, fmt)
         paths.append(p)

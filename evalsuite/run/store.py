@@ -6,7 +6,8 @@ Layout of a run, `reports/runs/<run-id>/`:
 - `signature.json`    case-set digest, variant fingerprints, settings, versions, hardware
 - `generations.jsonl` one generation per line, appended as each batch finishes (fsync'd at least every second)
 - `variants.json`     per-variant performance summary (latency, tokens/s, peak memory, errors)
-- `scores.jsonl`      per-case scores (recomputable with `evalsuite score RUN`)
+- `scores.parquet`    per-case scores, columnar (evalsuite.run.scorefile; recomputable with `evalsuite score RUN`;
+                      older runs stored `scores.jsonl`, which still loads)
 - `status.json`       `complete: true` once every planned generation is stored
 
 Crash safety: a kill at any moment leaves at most one partial last line in `generations.jsonl`,
@@ -27,7 +28,6 @@ import shutil
 import socket
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar, cast, overload
 
@@ -38,35 +38,12 @@ from .cache import DEFAULT_CACHE as DEFAULT_CACHE
 from .cache import KEEP_SCORER_VERSIONS as KEEP_SCORER_VERSIONS
 from .cache import SCHEMA_VERSION, utc_now
 from .cache import GenerationCache as GenerationCache
+from .scorefile import LEGACY_NAMES, read_run_scores, write_run_scores
+from .scorefile import ScoreRecord as ScoreRecord
 
 log = logging.getLogger("evalsuite")
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ScoreRecord:
-    """A stored score: who produced the output, for which case and sample, and the score."""
-
-    variant: str
-    case_id: str
-    sample: int | None  #: None for case-level metrics (pass@k, perturbation robustness)
-    scenario: str
-    kind: str
-    metric: str
-    value: float | None
-    passed: bool | None
-    higher_is_better: bool
-    details: dict
-
-    def to_dict(self) -> dict:
-        # the fields by name, without `asdict`'s recursive deep copy of `details` (a run writes every record)
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> ScoreRecord:
-        fields: dict = {k: d.get(k) for k in cls.__dataclass_fields__}
-        return cls(**fields)
 
 
 def beside_runs(name: str, store: RunStore | None = None, *, runs_dir: str | Path | None = None) -> Path:
@@ -151,10 +128,10 @@ class RunStore:
     CASES = "cases.jsonl"  #: the cases as the run saw them
     GENERATIONS = "generations.jsonl"  #: appended as each generation finishes
     VARIANTS = "variants.json"  #: per-variant performance summaries
-    SCORES = "scores.jsonl"  #: per-case scores
+    SCORES = "scores.parquet"  #: per-case scores (evalsuite.run.scorefile); older runs: scores.jsonl
     TIMING = "timing.json"  #: interleaved timing blocks (evalsuite.run.timing)
     LOAD = "load.json"  #: served variants under load: one record per window (evalsuite.run.load)
-    LOAD_SCORES = "load_scores.jsonl"  #: scores of the answers replayed under load (evalsuite.scoring.run)
+    LOAD_SCORES = "load_scores.parquet"  #: scores of the answers replayed under load (evalsuite.scoring.run)
     ADAPTIVE = "adaptive.json"  #: an adaptive run's settings, order and decisions (evalsuite.adaptive)
     RUBRIC = "rubric.yaml"  #: an imported run's own rubric (evalsuite.importers), named by its suite.yaml
     IMPORTED_CASES = "imported_cases.jsonl"  #: an imported run's documents: id, task, output type, prompt, target
@@ -162,8 +139,8 @@ class RunStore:
     FAULTS = "faults.json"  #: each served variant's fault probes and their outcomes (evalsuite.run.faults)
     #: appends to generations.jsonl are fsync'd at most this often (each is in the file at once)
     SYNC_INTERVAL_S = 1.0
-    #: the files a comparison reads: a change to any of them invalidates what `memo` holds
-    _MEMO_FILES = (SUITE, SIGNATURE, STATUS, GENERATIONS, VARIANTS, SCORES, TIMING, FAULTS, LOAD, LOAD_SCORES)
+    #: the files what `memo` holds is computed from (the comparison, the scores, the cases): a change to any invalidates it
+    _MEMO_FILES = (SUITE, SIGNATURE, STATUS, CASES, IMPORTED_CASES, GENERATIONS, VARIANTS, SCORES, TIMING, FAULTS, LOAD, LOAD_SCORES, *LEGACY_NAMES.values())
 
     def __init__(self, run_dir: str | Path):
         self.dir = Path(run_dir)
@@ -404,24 +381,17 @@ class RunStore:
 
     # -- scores --------------------------------------------------------------------------------
     def write_scores(self, records: Iterable[ScoreRecord]) -> None:
-        text = "".join(json.dumps(r.to_dict(), ensure_ascii=False, default=str) + "\n" for r in records)
-        atomic_write_text(self.dir / self.SCORES, text)
+        """Replace the run's scores (scores.parquet, atomically)."""
+        write_run_scores(self.dir, self.SCORES, records)
 
     def scores(self) -> list[ScoreRecord]:
-        """The stored score records (read once per state of the run's files)."""
-        return list(self.memo("scores", self._read_scores))
+        """The stored score records (read once per state of the run's files; an older run's scores.jsonl)."""
+        return list(self.memo("scores", lambda: read_run_scores(self.dir, self.SCORES)))
 
     def write_load_scores(self, records: Iterable[ScoreRecord]) -> None:
         """The scores of the answers replayed under load (evalsuite.run.load), beside the run's own."""
-        text = "".join(json.dumps(r.to_dict(), ensure_ascii=False, default=str) + "\n" for r in records)
-        atomic_write_text(self.dir / self.LOAD_SCORES, text)
+        write_run_scores(self.dir, self.LOAD_SCORES, records)
 
     def load_scores(self) -> list[ScoreRecord]:
         """The stored scores of the answers replayed under load (none without a `load:` block)."""
-        return list(self.memo("load_scores", lambda: self._read_scores(self.LOAD_SCORES)))
-
-    def _read_scores(self, name: str = SCORES) -> list[ScoreRecord]:
-        p = self.dir / name
-        if not p.is_file():
-            return []
-        return [ScoreRecord.from_dict(json.loads(line)) for line in p.read_text("utf-8").splitlines() if line.strip()]
+        return list(self.memo("load_scores", lambda: read_run_scores(self.dir, self.LOAD_SCORES)))

@@ -6,7 +6,7 @@ distributions: the mean KL(baseline || variant) and the share of positions whose
 Unlike text metrics, this sees a quantization's drift even where greedy outputs still coincide.
 
 It needs the models, so it is not a registered (pure) scorer: it runs as an optional step after
-generation and stores its scores in the run (`logits.jsonl`, merged into `scores.jsonl`).
+generation and stores its scores in the run (`logits.jsonl`, merged into `scores.parquet`).
 """
 
 from __future__ import annotations
@@ -129,8 +129,8 @@ def score_run_logits(store, suite, cases, variants: Sequence[str] | None = None,
     """Compute logit agreement for a stored run's transformers variants; store and merge the scores.
 
     The baseline also scores itself (KL 0, agreement 1), so paired comparisons have both sides.
-    Records go to `logits.jsonl` in the run and are merged into `scores.jsonl` (replacing older
-    logits records); `evalsuite score` rewrites scores.jsonl without them, as it loads no model.
+    Records go to `logits.jsonl` in the run and are merged into `scores.parquet` (replacing older
+    logits records); `evalsuite score` rewrites scores.parquet without them, as it loads no model.
     """
     import json
 

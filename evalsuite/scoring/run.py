@@ -255,16 +255,12 @@ def _set_level(cases: Sequence[Case], gens: dict, variants: Sequence[str], specs
 
 
 def run_cases(store) -> list[Case]:
-    """The cases a run was made with: its own copy (`cases.jsonl`), else the suite's current files."""
-    from ..cases.interop import from_jsonl
+    """The cases a run was made with: its own copy (`cases.jsonl`, read once per state of the run's
+    files however many consumers of one command ask), else the suite's current files."""
     from ..errors import EvalsuiteError
 
-    own = store.dir / store.CASES
-    if own.is_file():
-        return from_jsonl(own)
-    imported = store.dir / store.IMPORTED_CASES
-    if imported.is_file():
-        return imported_cases(imported)
+    if (store.dir / store.CASES).is_file() or (store.dir / store.IMPORTED_CASES).is_file():
+        return list(store.memo("cases", lambda: _stored_cases(store)))
     from ..cases.caseset import suite_digest
     from ..cases.suite import load_suite
 
@@ -278,6 +274,13 @@ def run_cases(store) -> list[Case]:
     if suite_digest(cases) != store.signature.get("case_digest"):
         log.warning("the cases of %s changed since the run (case digest differs): scores use the current cases", store.run_id)
     return cases
+
+
+def _stored_cases(store) -> list[Case]:
+    from ..cases.interop import from_jsonl
+
+    own = store.dir / store.CASES
+    return from_jsonl(own) if own.is_file() else imported_cases(store.dir / store.IMPORTED_CASES)
 
 
 def imported_cases(path) -> list[Case]:
@@ -294,7 +297,7 @@ def imported_cases(path) -> list[Case]:
 
 
 def score_run(store, cases: Sequence[Case] | None = None, cache=None) -> list[ScoreRecord]:
-    """Score a stored run from its generations and its cases; write scores.jsonl.
+    """Score a stored run from its generations and its cases; write scores.parquet.
 
     With `cache` (the run's GenerationCache), stored scores of unchanged outputs are reused."""
     if cases is None:

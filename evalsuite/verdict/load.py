@@ -184,7 +184,7 @@ def summarize_load(
     pairing: tuple[Callable[[Sequence[ScoreRecord]], Mapping], Pair] | None = None,
 ) -> LoadSummary | None:
     """The per-level figures of a `load.json` document (None without one). `records`: the run's own
-    scores; `load_records`: the replayed answers' (load_scores.jsonl); `outputs`: (variant, case) ->
+    scores; `load_records`: the replayed answers' (load_scores.parquet); `outputs`: (variant, case) ->
     the answer at rest; `pairing`: compare's (per_case, _compare_metric), the paired comparison the
     run's own answers get (handed in: compare builds the summary, and imports this module)."""
     windows = stored_windows(doc)

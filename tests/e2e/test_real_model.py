@@ -88,7 +88,7 @@ def test_run_has_every_generation_and_metrics(e2e_run):
         assert g.ok and g.new_tokens > 0 and g.latency_s > 0 and g.ttft_s and g.tokens_per_s
         assert g.extra["token_ids"]
     assert res.variants["baseline"]["peak_memory_mb"] > 0
-    assert (res.store.dir / "scores.jsonl").is_file()
+    assert (res.store.dir / "scores.parquet").is_file()
 
 
 @needs_model

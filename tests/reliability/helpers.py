@@ -72,9 +72,10 @@ def content(gens) -> list[tuple]:
 
 
 def score_content(run_dir: Path) -> list[str]:
-    """scores.jsonl lines, sorted: the scores of a run as data."""
-    p = run_dir / "scores.jsonl"
-    return sorted(p.read_text("utf-8").splitlines()) if p.is_file() else []
+    """The run's score records as JSON lines, sorted: the scores of a run as data."""
+    from evalsuite.run.store import RunStore
+
+    return sorted(json.dumps(r.to_dict(), ensure_ascii=False, default=str) for r in RunStore(run_dir).scores())
 
 
 #: lines the reliability conftest prints at the end of the session (kills survived, faults injected)

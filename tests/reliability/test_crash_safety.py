@@ -153,7 +153,7 @@ def test_ten_kills_in_a_row_then_resume_equal_an_uninterrupted_run(tmp_path):
 
 
 def _old_and_new_scores(tmp_path: Path) -> tuple[Path, bytes]:
-    """A run scored when only its baseline was generated (the old scores.jsonl), then resumed with
+    """A run scored when only its baseline was generated (the old scores.parquet), then resumed with
     every variant without scoring: `evalsuite score` now writes a different, complete file."""
     from evalsuite.run.runner import RunOptions
     from evalsuite.scoring.pipeline import run_suite
@@ -162,14 +162,14 @@ def _old_and_new_scores(tmp_path: Path) -> tuple[Path, bytes]:
     root = tmp_path / "scored"
     suite = write_suite(root, n_cases=20, samples=2, batch_size=4)
     first = run_suite(load_suite(suite), RunOptions(progress=False, variants=[]))
-    old = (first.run_dir / "scores.jsonl").read_bytes()
+    old = (first.run_dir / "scores.parquet").read_bytes()
     run_suite(load_suite(suite), RunOptions(progress=False, score=False, resume=str(first.run_dir)))
-    assert (first.run_dir / "scores.jsonl").read_bytes() == old
+    assert (first.run_dir / "scores.parquet").read_bytes() == old
     return first.run_dir, old
 
 
 def _tmp_files(run_dir: Path) -> list[Path]:
-    return list(run_dir.glob(".scores.jsonl.*.tmp"))
+    return list(run_dir.glob(".scores.parquet.*.tmp"))
 
 
 def score_kill_loop(tmp_path: Path, kills: int, seed: int) -> dict:
@@ -180,7 +180,7 @@ def score_kill_loop(tmp_path: Path, kills: int, seed: int) -> dict:
     ref = subprocess.run(cli("score", str(ref_dir)), env=cli_env(), capture_output=True, text=True, timeout=300)
     duration = time.monotonic() - t0
     assert ref.returncode == 0, ref.stderr
-    new = (ref_dir / "scores.jsonl").read_bytes()
+    new = (ref_dir / "scores.parquet").read_bytes()
     assert new != old and len(new) > len(old)
 
     rng = random.Random(seed)
@@ -189,8 +189,8 @@ def score_kill_loop(tmp_path: Path, kills: int, seed: int) -> dict:
     while outcome["kills"] < kills:
         spawns += 1
         assert spawns <= 4 * kills, f"only {outcome['kills']} kills in {spawns - 1} starts"
-        if (run_dir / "scores.jsonl").read_bytes() != old:  # each try starts from the old scores
-            (run_dir / "scores.jsonl").write_bytes(old)
+        if (run_dir / "scores.parquet").read_bytes() != old:  # each try starts from the old scores
+            (run_dir / "scores.parquet").write_bytes(old)
         before = set(_tmp_files(run_dir))
         at_write = spawns % 2 == 0  # every other try: kill while the new file is being written
         at = rng.uniform(0, duration)
@@ -208,22 +208,22 @@ def score_kill_loop(tmp_path: Path, kills: int, seed: int) -> dict:
         if proc.poll() is not None:
             assert proc.returncode == 0, proc.stderr.read()
             outcome["finished_before_kill"] += 1
-            assert (run_dir / "scores.jsonl").read_bytes() == new
+            assert (run_dir / "scores.parquet").read_bytes() == new
             continue
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         proc.stderr.close()
         outcome["kills"] += 1
         outcome["mid_write"] += at_write
-        now = (run_dir / "scores.jsonl").read_bytes()
-        assert now in (old, new), "scores.jsonl must be the old or the new complete file"
+        now = (run_dir / "scores.parquet").read_bytes()
+        assert now in (old, new), "scores.parquet must be the old or the new complete file"
         outcome["left_old" if now == old else "left_new"] += 1
     final = subprocess.run(cli("score", str(run_dir)), env=cli_env(), capture_output=True, text=True, timeout=300)
     assert final.returncode == 0, final.stderr
-    assert (run_dir / "scores.jsonl").read_bytes() == new
+    assert (run_dir / "scores.parquet").read_bytes() == new
     assert (run_dir / "scorers.json").read_bytes() == (ref_dir / "scorers.json").read_bytes()
     score_run(RunStore(run_dir))
-    assert (run_dir / "scores.jsonl").read_bytes() == new, "rescoring is deterministic"
+    assert (run_dir / "scores.parquet").read_bytes() == new, "rescoring is deterministic"
     outcome["stale_temp_files"] = len(_tmp_files(run_dir))
     FIGURES.append(f"crash safety, evalsuite score: {outcome}; scores identical to an uninterrupted rescoring")
     return outcome

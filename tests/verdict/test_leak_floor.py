@@ -11,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from evalsuite.cli import app
+from evalsuite.run.store import RunStore
 
 ANSWERS = {  # the three answers quoted in the issue
     "baseline": "L5 is 128,000 USD",  # L4's lower bound
@@ -53,7 +54,7 @@ def test_kb_r_001_fails_the_production_gate_for_kv_hqq4_though_the_baseline_leak
     assert "the baseline's own pass rate" in floor["reason"]  # the baseline's disclosure, named as the baseline's
     assert floor["cases"] == ["kb-r-001"] and any("155,000 (kb-hr-salary-bands)" in d and "forbidden" in d for d in floor["diffs"])
     # the evidence per variant, as the scorer recorded it
-    scores = [json.loads(line) for line in next((tmp_path / "runs").iterdir()).joinpath("scores.jsonl").read_text().splitlines()]
+    scores = [r.to_dict() for r in RunStore(next((tmp_path / "runs").iterdir())).scores()]
     leak = {s["variant"]: s for s in scores if s["metric"] == "grounding.leak" and s["case_id"] == "kb-r-001"}
     assert leak["baseline"]["details"]["facts"] == ["128,000 (kb-hr-salary-bands)"]
     assert leak["gptq-4bit"]["details"]["facts"] == ["128,000 (kb-hr-salary-bands)", "152,000 (kb-hr-salary-bands)"]
