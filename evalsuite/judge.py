@@ -85,8 +85,8 @@ def _comparison(store: RunStore, stage: str) -> Comparison:
     from .scoring.run import run_cases
 
     try:
-        own = store.dir / store.CASES
-        drafts = draft_ids(own) if own.is_file() else frozenset(c.id for c in run_cases(store) if c.draft)
+        own = store.text(store.CASES)
+        drafts = draft_ids(own) if own is not None else frozenset(c.id for c in run_cases(store) if c.draft)
     except (EvalsuiteError, OSError, ValueError):
         drafts = frozenset()
     if not drafts:
@@ -94,7 +94,7 @@ def _comparison(store: RunStore, stage: str) -> Comparison:
     gated = stage != DEFAULT_STAGE
     cmp = compare_run(store, exclude_cases=frozenset() if gated else drafts)
     cmp = replace(cmp, warnings=cmp.warnings + (draft_note(len(drafts), stage, gated=gated),))
-    if not gated and {r.case_id for r in store.scores()} <= drafts:
+    if not gated and set(store.score_table().column("case_id")) <= drafts:
         cmp = replace(cmp, problems=(draft_note(len(drafts), stage, gated=False, every=True),))
     return cmp
 

@@ -90,13 +90,14 @@ def read_utf8(path: Path) -> str:
         raise ValidationError([Problem(str(path), line, None, "encoding", f"not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start})")]) from None
 
 
-def load_jsonl(path: str | Path) -> tuple[list[Any], LineMap]:
-    """Load a JSONL file (one object per line, blank lines skipped) with each record's line."""
+def load_jsonl(path: str | Path, text: str | None = None) -> tuple[list[Any], LineMap]:
+    """Load a JSONL file (one object per line, blank lines skipped) with each record's line; `text`:
+    the file's text when the caller has read it already."""
     path = Path(path)
     records: list[Any] = []
     lines = LineMap()
     problems = []
-    for lineno, raw in enumerate(read_utf8(path).split("\n"), start=1):  # not splitlines: JSON strings may hold U+2028
+    for lineno, raw in enumerate((read_utf8(path) if text is None else text).split("\n"), start=1):  # not splitlines: JSON strings may hold U+2028
         if not raw.strip():
             continue
         try:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from ..cases.options import GenerationSettings
 from .base import Generation, Request, local_environment
+from .vllm_worker import exit_with_parent
 
 if TYPE_CHECKING:
     from ..cases.suite import Variant
@@ -97,6 +98,7 @@ class _Worker:
 
 def main() -> int:
     """The worker loop (see the module docstring)."""
+    exit_with_parent()  # a runner killed mid-batch leaves no worker generating
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # libraries that print write to fd 1: that is stderr now
     sys.stdout = sys.stderr

@@ -20,7 +20,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -223,8 +225,29 @@ def environment() -> dict:
     }
 
 
+def exit_with_parent(interval_s: float = 1.0) -> None:
+    """End this worker, with the processes it started, once the process that started it is gone.
+
+    The worker reads its stdin only between messages: a runner killed in the middle of a batch would
+    otherwise leave the worker (and vLLM's engine processes) generating until the batch ends. A thread
+    watches the parent pid; when the worker leads its own process group (`WorkerProcess` starts it in
+    a session of its own) the whole group is killed, else the worker alone exits.
+    """
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        if os.getpgid(0) == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def main() -> int:
     """The worker loop (see the module docstring); the answers use a copy of stdout, vLLM's prints go to stderr."""
+    exit_with_parent()
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # vLLM and the processes it spawns print to fd 1: that is stderr now
     sys.stdout = sys.stderr

@@ -24,10 +24,9 @@ def draft_note(n: int, stage: str, *, gated: bool, every: bool = False) -> str:
     return f"{n} draft case(s) (status: draft) ran but are not gated at stage {stage} (confirm them: evalsuite cases review)"
 
 
-def draft_ids(cases_jsonl: Path) -> frozenset[str]:
-    """The ids of the draft cases in a run's copy of its cases (`cases.jsonl`), read without validating them
-    again: the gate asks for them on every judgment."""
-    text = cases_jsonl.read_text("utf-8")
+def draft_ids(text: str) -> frozenset[str]:
+    """The ids of the draft cases in the text of a run's copy of its cases (`cases.jsonl`), read without
+    validating them again: the gate asks for them on every judgment."""
     if '"draft"' not in text:
         return frozenset()
     records = (json.loads(line) for line in text.splitlines() if line.strip())

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from ..errors import EvalsuiteError, MissingExtraError
 from ..yamlio import atomic_path
@@ -186,9 +186,82 @@ def _details(texts: list) -> list:
     return out
 
 
-def read_score_file(path: str | Path) -> list[ScoreRecord]:
-    """The score records of one Parquet score file; EvalsuiteError naming the file when it is not one
-    this evalsuite reads (another kind of file, a newer schema version, a missing column)."""
+class ScoreTable(Sequence[ScoreRecord]):
+    """Score records held as the file's columns (one list a field, in `FIELDS` order).
+
+    Judging a large run reads columns, not objects: `rows()` gives each record's fields as a tuple,
+    and the records themselves are built only when something iterates or indexes the table (once,
+    then kept). At 600,000 records that saves the seconds that building the objects costs.
+    """
+
+    def __init__(self, columns: Sequence[list], records: list[ScoreRecord] | None = None) -> None:
+        if len(columns) != len(FIELDS):
+            raise ValueError(f"a score table has {len(FIELDS)} columns, not {len(columns)}")
+        self._columns = tuple(columns)
+        self._records = records
+
+    @classmethod
+    def from_records(cls, records: Iterable[ScoreRecord]) -> ScoreTable:
+        recs = list(records)
+        return cls([[getattr(r, f) for r in recs] for f in FIELDS], recs)
+
+    def column(self, name: str) -> list:
+        """One field's values, in record order (shared, read-only)."""
+        return self._columns[FIELDS.index(name)]
+
+    def rows(self) -> Iterator[tuple]:
+        """Each record's fields as a tuple, in `FIELDS` order (no record objects are built)."""
+        return zip(*self._columns)
+
+    def records(self) -> list[ScoreRecord]:
+        """The records as objects, built once."""
+        if self._records is None:
+            # the records' attribute dicts built in C (map/zip), then set on bare instances: a dataclass's
+            # __init__ (one object.__setattr__ per field of a frozen record) costs seconds at 600,000 records
+            new, setattr_, cls = object.__new__, object.__setattr__, ScoreRecord
+            out: list[ScoreRecord] = []
+            append = out.append
+            for d in map(dict, map(zip, repeat(FIELDS), self.rows())):
+                r = new(cls)
+                setattr_(r, "__dict__", d)
+                append(r)
+            self._records = out
+        return self._records
+
+    def where(self, field: str, keep: Callable[[Any], bool]) -> ScoreTable:
+        """The records whose `field` (a hashable one: not `details`) passes `keep`, as a table (the test
+        runs once per distinct value)."""
+        verdicts: dict = {}
+        col = self.column(field)
+        picked = [i for i, x in enumerate(col) if (verdicts[x] if x in verdicts else verdicts.setdefault(x, bool(keep(x))))]
+        if len(picked) == len(col):
+            return self
+        return ScoreTable([[c[i] for i in picked] for c in self._columns])
+
+    def __len__(self) -> int:
+        return len(self._columns[0])
+
+    def __iter__(self) -> Iterator[ScoreRecord]:
+        return iter(self.records())
+
+    @overload
+    def __getitem__(self, i: int) -> ScoreRecord: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[ScoreRecord]: ...
+    def __getitem__(self, i: int | slice) -> ScoreRecord | list[ScoreRecord]:
+        return self.records()[i]
+
+
+def score_rows(records: Iterable[ScoreRecord]) -> Iterator[tuple]:
+    """Each record's fields as a tuple in `FIELDS` order: a table's columns zipped, other records read."""
+    if isinstance(records, ScoreTable):
+        return records.rows()
+    return ((r.variant, r.case_id, r.sample, r.scenario, r.kind, r.metric, r.value, r.passed, r.higher_is_better, r.details) for r in records)
+
+
+def read_score_table(path: str | Path) -> ScoreTable:
+    """The score records of one Parquet score file, as columns; EvalsuiteError naming the file when it
+    is not one this evalsuite reads (another kind of file, a newer schema version, a missing column)."""
     _pyarrow("reading a run's scores")
     import pyarrow.parquet as pq
 
@@ -204,17 +277,12 @@ def read_score_file(path: str | Path) -> list[ScoreRecord]:
         raise
     except Exception as exc:  # noqa: BLE001 - pyarrow's errors (ArrowInvalid, OSError) name no file
         raise EvalsuiteError(f"{path}: cannot read the score file ({type(exc).__name__}: {exc})") from exc
-    cols = [_column(table, f) if f != "details" else _details(_column(table, f)) for f in FIELDS]
-    # the records' attribute dicts built in C (map/zip), then set on bare instances: a dataclass's
-    # __init__ (one object.__setattr__ per field of a frozen record) costs seconds at 600,000 records
-    new, setattr_, cls = object.__new__, object.__setattr__, ScoreRecord
-    out: list[ScoreRecord] = []
-    append = out.append
-    for d in map(dict, map(zip, repeat(FIELDS), zip(*cols))):
-        r = new(cls)
-        setattr_(r, "__dict__", d)
-        append(r)
-    return out
+    return ScoreTable([_column(table, f) if f != "details" else _details(_column(table, f)) for f in FIELDS])
+
+
+def read_score_file(path: str | Path) -> list[ScoreRecord]:
+    """The score records of one Parquet score file, as objects (see `read_score_table`)."""
+    return read_score_table(path).records()
 
 
 def read_jsonl_scores(path: str | Path) -> list[ScoreRecord]:
@@ -241,16 +309,16 @@ def write_jsonl_scores(path: str | Path, records: Iterable[ScoreRecord]) -> Path
     return path
 
 
-def read_run_scores(run_dir: str | Path, name: str) -> list[ScoreRecord]:
+def read_run_scores(run_dir: str | Path, name: str) -> ScoreTable:
     """A run's score records: its Parquet file `name`, else the JSON lines an older run stored
     (`scores.jsonl`), else none."""
     path = Path(run_dir) / name
     if path.is_file():
-        return read_score_file(path)
+        return read_score_table(path)
     legacy = LEGACY_NAMES.get(name)
     if legacy is not None and (Path(run_dir) / legacy).is_file():
-        return read_jsonl_scores(Path(run_dir) / legacy)
-    return []
+        return ScoreTable.from_records(read_jsonl_scores(Path(run_dir) / legacy))
+    return ScoreTable.from_records([])
 
 
 def write_run_scores(run_dir: str | Path, name: str, records: Iterable[ScoreRecord]) -> Path:

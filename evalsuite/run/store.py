@@ -38,7 +38,7 @@ from .cache import DEFAULT_CACHE as DEFAULT_CACHE
 from .cache import KEEP_SCORER_VERSIONS as KEEP_SCORER_VERSIONS
 from .cache import SCHEMA_VERSION, utc_now
 from .cache import GenerationCache as GenerationCache
-from .scorefile import LEGACY_NAMES, read_run_scores, write_run_scores
+from .scorefile import LEGACY_NAMES, ScoreTable, read_run_scores, write_run_scores
 from .scorefile import ScoreRecord as ScoreRecord
 
 log = logging.getLogger("evalsuite")
@@ -270,11 +270,18 @@ class RunStore:
     def read_json(self, name: str, default: dict) -> dict: ...
 
     def read_json(self, name: str, default: dict | None = None) -> dict | None:
-        """One of the run's JSON files (each holds an object), or `default` when it is absent."""
+        """One of the run's JSON files (each holds an object), or `default` when it is absent (a new
+        object each call: the file itself is read once per state of the run's files)."""
+        text = self.text(name)
+        return default if text is None else json.loads(text)
+
+    def text(self, name: str) -> str | None:
+        """The text of one of the run's files, None when it is absent; the files that judging reads
+        (`_MEMO_FILES`) are read once per state of the run's files, however many consumers ask."""
         p = self.dir / name
-        if not p.is_file():
-            return default
-        return json.loads(p.read_text("utf-8"))
+        if name not in self._MEMO_FILES:
+            return p.read_text("utf-8") if p.is_file() else None
+        return self.memo(("text", name), lambda: p.read_text("utf-8") if p.is_file() else None)
 
     @property
     def signature(self) -> dict:
@@ -282,9 +289,12 @@ class RunStore:
 
     @property
     def suite(self) -> dict:
+        """The resolved suite the run was made with (parsed once per state of the run's files; a copy each call)."""
+        import copy
+
         import yaml
 
-        return yaml.safe_load((self.dir / self.SUITE).read_text("utf-8"))
+        return copy.deepcopy(self.memo("suite", lambda: yaml.safe_load(self.text(self.SUITE) or "")))
 
     def mark_complete(self, complete: bool = True, **extra: object) -> None:
         status = self.read_json(self.STATUS, {}) or {}
@@ -386,7 +396,12 @@ class RunStore:
 
     def scores(self) -> list[ScoreRecord]:
         """The stored score records (read once per state of the run's files; an older run's scores.jsonl)."""
-        return list(self.memo("scores", lambda: read_run_scores(self.dir, self.SCORES)))
+        return list(self.score_table())
+
+    def score_table(self) -> ScoreTable:
+        """The stored score records as columns (read once per state of the run's files): what judging
+        a large run reads, without building a record object per score."""
+        return self.memo("scores", lambda: read_run_scores(self.dir, self.SCORES))
 
     def write_load_scores(self, records: Iterable[ScoreRecord]) -> None:
         """The scores of the answers replayed under load (evalsuite.run.load), beside the run's own."""

@@ -280,7 +280,10 @@ def _stored_cases(store) -> list[Case]:
     from ..cases.interop import from_jsonl
 
     own = store.dir / store.CASES
-    return from_jsonl(own) if own.is_file() else imported_cases(store.dir / store.IMPORTED_CASES)
+    if not own.is_file():
+        return imported_cases(store.dir / store.IMPORTED_CASES)
+    # the run wrote this file from validated cases, and recorded their digest
+    return from_jsonl(own, digest=store.signature.get("case_digest"), text=store.text(store.CASES))
 
 
 def imported_cases(path) -> list[Case]:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import EvalsuiteError
+from ..run.scorefile import ScoreTable, score_rows
 from ..scoring.base import ScoreRecord
 from .stats import N_BOOTSTRAP, N_PERMUTATIONS, binom_worse_p, bootstrap_delta_ci, mcnemar_p, paired_test, perm_p_min, permutation_p, seed_for
 
@@ -220,15 +221,16 @@ class Comparison:
 # per-case reduction
 
 
-@dataclass
+@dataclass(slots=True)
 class CaseAgg:
     """One case's scores for one metric over its samples."""
 
     values: list = field(default_factory=list)
     passes: list = field(default_factory=list)
     hib: bool = True
-    details: dict | None = None
+    details: dict | None = None  #: the details of the first failing sample, else of the first sample (shared: read-only)
     kind: str = ""
+    failed: bool = False  #: `details` are a failing sample's
 
     @property
     def pass_share(self) -> float:
@@ -253,24 +255,24 @@ def _mean(xs: list) -> float:
 def per_case(records: Iterable[ScoreRecord]) -> dict[tuple[str, str, str], dict[str, CaseAgg]]:
     """(variant, scenario, metric) -> case id -> values and passes over samples (None values skipped)."""
     out: dict[tuple[str, str, str], dict[str, CaseAgg]] = defaultdict(dict)
-    for r in records:  # one pass over every record of a run (600,000 at 10,000 cases): each attribute read once
-        metric, value, passed = r.metric, r.value, r.passed
+    # one pass over every record of a run (600,000 at 10,000 cases), as tuples: a stored run's columns
+    # zipped, with no record object built
+    for variant, case_id, _sample, scenario, kind, metric, value, passed, hib, details in score_rows(records):
         if value is None and passed is None:
             continue  # the metric does not apply to this output
         if metric.endswith(".scorer_error"):
             continue
-        cases = out[(r.variant, r.scenario, metric)]
-        agg = cases.get(r.case_id)
+        cases = out[(variant, scenario, metric)]
+        agg = cases.get(case_id)
         if agg is None:
-            agg = cases[r.case_id] = CaseAgg(kind=r.kind)
+            agg = cases[case_id] = CaseAgg([], [], True, details or {}, kind, passed is False)
+        elif passed is False and not agg.failed:
+            agg.details, agg.failed = details or {}, True
         if value is not None:
             agg.values.append(float(value))
         if passed is not None:
             agg.passes.append(1.0 if passed else 0.0)
-        hib = r.higher_is_better
         agg.hib = bool(hib) if hib is not None else True
-        if agg.details is None or (passed is False and not agg.details.get("_failed")):
-            agg.details = dict(r.details or {}, _failed=passed is False)
     return out
 
 
@@ -306,7 +308,7 @@ def _compare_metric(
     ci = bootstrap_delta_ci(b, v, s, n_resamples)
     offending = p["pass_to_fail"] if pass_fail else p["worse_cases"]
     shown = tuple(dict.fromkeys(offending[:MAX_EVIDENCE] + p.get("variant_failed", ())[:MAX_EVIDENCE]))
-    details = {c: {k: val for k, val in (var[c].details or {}).items() if k != "_failed"} for c in shown}
+    details = {c: dict(var[c].details or {}) for c in shown}
     return MetricDelta(
         variant=variant,
         scenario=scenario,
@@ -394,6 +396,8 @@ def _ratio(a: float | str | None, b: float | str | None) -> float | None:
 
 #: per-sample code metrics whose details carry the sandbox run's status
 _SANDBOX_METRICS = ("code.pass", "code.tests_pass_reference")
+#: the metrics `_perf` reads
+_PERF_METRICS = frozenset({"exactness.identical", *_SANDBOX_METRICS})
 
 
 def _perf(info: VariantInfo, summary: Mapping | None, base: Mapping | None, records: Sequence[ScoreRecord]) -> PerfDelta:
@@ -456,7 +460,11 @@ def compare_records(
     perf_out: list[PerfDelta] = []
     perf = perf or {}
     others = [v for v in variants if not v.baseline]
-    perf_records = [r for r in records if r.metric == "exactness.identical" or r.metric in _SANDBOX_METRICS]  # what _perf reads, in one pass
+    # what _perf reads, in one pass (a stored run's table picks them from its metric column)
+    if isinstance(records, ScoreTable):
+        perf_records = records.where("metric", _PERF_METRICS.__contains__).records()
+    else:
+        perf_records = [r for r in records if r.metric in _PERF_METRICS]
     for info in others:
         vkeys = [(s, m) for (v, s, m) in per if v == info.name]
         if records and not vkeys:
@@ -533,9 +541,10 @@ def compare_run(store, *, seed: int = DEFAULT_SEED, n_resamples: int = N_BOOTSTR
 
 
 def _compare_stored(store, seed: int, n_resamples: int, exclude_cases: frozenset[str] = frozenset()) -> Comparison:
-    records = [r for r in store.scores() if r.case_id not in exclude_cases] if exclude_cases else store.scores()
+    table = store.score_table()
+    records = table.where("case_id", lambda c: c not in exclude_cases) if exclude_cases else table
     infos = variant_infos(store)
-    present = {r.variant for r in records} | set(store.read_json(store.VARIANTS, {}) or {})
+    present = set(records.column("variant")) | set(store.read_json(store.VARIANTS, {}) or {})
     infos = [i for i in infos if i.baseline or i.name in present]  # variants not run (--variants) are not compared
     outputs: dict[tuple[str, str], str] = {}
     for g in store.generations():

@@ -149,3 +149,64 @@ def test_export_writes_the_tables_asked_for(old_run, tmp_path):
     res = CliRunner().invoke(app, ["export", str(old_run), "--format", "csv", "--tables", "scores,perf", "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in out.iterdir()) == ["perf.csv", "scores.csv"]
+
+
+def test_a_table_gives_the_records_as_rows_and_builds_them_once(tmp_path):
+    table = scorefile.read_score_table(write_score_file(tmp_path / "s.parquet", RECORDS))
+    assert len(table) == len(RECORDS)
+    assert [dict(zip(scorefile.FIELDS, row)) for row in table.rows()] == [r.to_dict() for r in RECORDS]
+    assert list(scorefile.score_rows(table)) == list(scorefile.score_rows(RECORDS))
+    assert table.records() is table.records() and list(table) == RECORDS and table[1] == RECORDS[1]
+    assert table.column("case_id") == ["c1", "c1", "c2", "c3", "c4"]
+    picked = table.where("case_id", lambda c: c != "c1")
+    assert list(picked) == RECORDS[2:] and table.where("metric", bool) is table
+    assert scorefile.ScoreTable.from_records(RECORDS).records() == RECORDS
+
+
+def test_judging_a_stored_run_builds_no_record_objects(old_run, monkeypatch):
+    """Judging reads the run's score columns (600,000 records at 10,000 cases), not one object a score."""
+    from evalsuite.judge import judge_run
+
+    store = RunStore(old_run)
+    CliRunner().invoke(app, ["score", str(old_run)])  # the Parquet file
+    expected = judge_run(RunStore(old_run), stage="pilot").comparison
+
+    built: list[int] = []
+    records = scorefile.ScoreTable.records
+
+    def counted(self):
+        built.append(len(self))
+        return records(self)
+
+    monkeypatch.setattr(scorefile.ScoreTable, "records", counted)
+    got = judge_run(store, stage="pilot").comparison
+    assert got.deltas == expected.deltas and got.perf == expected.perf
+    total = len(store.score_table())
+    assert total > 0 and sum(built) < total  # only the few records the performance figures read (code runs, exactness)
+
+
+def test_a_runs_own_cases_are_read_without_the_schema_check_unless_changed(old_run, monkeypatch):
+    """The run's cases.jsonl holds the cases it validated when it was made (their digest is in its
+    signature): reading them back skips the case-schema check; an edited file gets the full check."""
+    from evalsuite.cases import interop
+    from evalsuite.errors import ValidationError
+    from evalsuite.scoring.run import run_cases
+
+    checked: list[str] = []
+    schema_problems = interop.schema_problems
+    monkeypatch.setattr(interop, "schema_problems", lambda *a, **k: checked.append(a[2]) or schema_problems(*a, **k))
+    cases = run_cases(RunStore(old_run))
+    assert [c.id for c in cases] == ["q0000", "q0001", "q0002"] and checked == []
+
+    path = old_run / RunStore.CASES
+    lines = path.read_text("utf-8").splitlines()
+    edited = json.loads(lines[1])
+    edited["prompt"] = "an edited question"
+    path.write_text("\n".join([lines[0], json.dumps(edited), *lines[2:]]) + "\n", "utf-8")
+    assert [c.prompt for c in run_cases(RunStore(old_run))][1] == "an edited question" and checked == [str(path)]
+
+    broken = dict(edited, kind=17)
+    path.write_text("\n".join([lines[0], json.dumps(broken), *lines[2:]]) + "\n", "utf-8")
+    with pytest.raises(ValidationError) as err:
+        run_cases(RunStore(old_run))
+    assert f"{path}:2" in str(err.value) and "kind" in str(err.value)
