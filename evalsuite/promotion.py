@@ -20,7 +20,7 @@ from typing import Any
 
 from .cases.options import STAGES
 from .errors import EvalsuiteError, UnknownNameError
-from .judge import judge_run
+from .judge import Judgment, judge_run
 from .releases import api as rel
 from .releases.clearance import Clearance, deployment_stack
 from .releases.identity import IdentityCheck, check_identity
@@ -95,10 +95,26 @@ def _variant(store: RunStore, name: str) -> str:
     return fps[name]
 
 
+def _refused(
+    req: PromoteRequest,
+    store: RunStore,
+    fp: str,
+    why: str,
+    *,
+    lower: Clearance | None = None,
+    decision: Decision | None = None,
+    judgment: Judgment | None = None,
+) -> PromoteResult:
+    """A promotion of `req` refused, and why; with what was found before the refusal (the clearance
+    for the stage below, the decision recorded, the judgment)."""
+    return PromoteResult(
+        promoted=False, variant=req.variant, fingerprint=fp, stage=req.stage, run_id=store.run_id, reason=why, lower=lower, decision=decision, judgment=judgment
+    )
+
+
 def _refused_lower(req: PromoteRequest, store: RunStore, fp: str, below: str, c: Clearance | None) -> PromoteResult:
     why = c.reason if c is not None else f"no {below} decision is recorded for this build (evalsuite gate RUN --stage {below})"
-    reason = f"{req.variant} ({fp[:12]}) is not cleared for {below}: {why}"
-    return PromoteResult(promoted=False, variant=req.variant, fingerprint=fp, stage=req.stage, run_id=store.run_id, reason=reason, lower=c)
+    return _refused(req, store, fp, f"{req.variant} ({fp[:12]}) is not cleared for {below}: {why}", lower=c)
 
 
 def _refused_partial(req: PromoteRequest, store: RunStore, fp: str) -> PromoteResult | None:
@@ -107,7 +123,7 @@ def _refused_partial(req: PromoteRequest, store: RunStore, fp: str) -> PromoteRe
     if not partial:
         return None
     reason = f"run {store.run_id} is partial ({'; '.join(partial)}): promote from a full run: {full_run_command(store.suite)}"
-    return PromoteResult(promoted=False, variant=req.variant, fingerprint=fp, stage=req.stage, run_id=store.run_id, reason=reason)
+    return _refused(req, store, fp, reason)
 
 
 def _registry_move(reg: ModelRegistry, stage: str, decision: Decision) -> dict:
@@ -140,18 +156,7 @@ def promote(req: PromoteRequest) -> PromoteResult:
             stored = led.record([decision])[0][0]
             rules = f" ({', '.join(decision.failed_rules)})" if decision.failed_rules else ""
             reason = f"{req.variant} ({fp[:12]}) does not pass the {req.stage} gate on run {store.run_id}: {decision.status}{rules}"
-            return PromoteResult(
-                promoted=False,
-                variant=req.variant,
-                fingerprint=fp,
-                stage=req.stage,
-                run_id=store.run_id,
-                reason=reason,
-                lower=lower,
-                decision=stored,
-                deployment=None,
-                judgment=judgment,
-            )
+            return _refused(req, store, fp, reason, lower=lower, decision=stored, judgment=judgment)
         stack = deployment_stack(led.deployments(stage=req.stage))
         after = led.db.execute("SELECT MAX(id) FROM deployments WHERE stage=?", (req.stage,)).fetchone()[0] or 0
         moved = _registry_move(req.registry, req.stage, decision) if req.registry is not None else {}

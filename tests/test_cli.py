@@ -70,7 +70,6 @@ def test_run_reads_the_case_sets_once(repo, tmp_path, monkeypatch):
     selector is loaded once (it was loaded twice, the larger part of a warm re-run's time)."""
     import evalsuite.cases.caseset as caseset
     import evalsuite.cases.suite as suite_mod
-    import evalsuite.verdict.checkup as checkup
 
     calls: list[list] = []
     real = caseset.load_cases
@@ -80,7 +79,6 @@ def test_run_reads_the_case_sets_once(repo, tmp_path, monkeypatch):
         return real(paths)
 
     monkeypatch.setattr(suite_mod, "load_cases", counting)
-    monkeypatch.setattr(checkup, "load_cases", counting)
     monkeypatch.chdir(tmp_path)
     suite = tmp_path / "suite.yaml"
     suite.write_text(

@@ -43,6 +43,7 @@ FIGURES = {
     "spec_accepted_tokens": "spec accepted tokens",
     "spec_draft_tokens": "spec drafted tokens",
 }
+#: a series the engine or server does not expose: the report's cell, and load's queue wait (evalsuite.run.load_records)
 NOT_EXPOSED = "not exposed"
 
 

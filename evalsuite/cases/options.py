@@ -8,7 +8,7 @@ file, line and field, as one list of problems, before anything runs.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeGuard
 from urllib.parse import urlsplit
@@ -240,18 +240,34 @@ def parse_executor(raw: object, file: str, line_of: Callable[[tuple], int | None
         return ExecutorSpec()
     options = {k: v for k, v in raw.items() if k != "kind"}
     known = RAY_OPTIONS if kind == "ray" else {}
+    listing = ", ".join(sorted(known)) or "none"
+    ok = _checked("executor", options, known, lambda k: f"unknown {kind} executor option (known: {listing})", file=file, line_of=line_of, problems=problems)
+    return ExecutorSpec(kind, ok)
+
+
+def _checked(
+    block: str,
+    values: Mapping,
+    checks: Mapping[str, tuple[Callable[[object], bool], str]],
+    unknown: Callable[[str], str],
+    *,
+    file: str,
+    line_of: LineOf,
+    problems: list[Problem],
+) -> dict:
+    """The entries of an option block whose values pass their check; an unknown key (`unknown(key)`
+    says why) or a value that fails its check is a Problem at `block.key`, and left out."""
     ok: dict = {}
-    for k, v in options.items():
-        if k not in known:
-            listing = ", ".join(sorted(known)) or "none"
-            problems.append(Problem(file, line_of(("executor", k)), None, f"executor.{k}", f"unknown {kind} executor option (known: {listing})"))
+    for k, v in values.items():
+        if k not in checks:
+            problems.append(Problem(file, line_of((block, k)), None, f"{block}.{k}", unknown(k)))
             continue
-        check, what = known[k]
+        check, what = checks[k]
         if not check(v):
-            problems.append(Problem(file, line_of(("executor", k)), None, f"executor.{k}", f"expected {what}, got {v!r}"))
+            problems.append(Problem(file, line_of((block, k)), None, f"{block}.{k}", f"expected {what}, got {v!r}"))
             continue
         ok[k] = v
-    return ExecutorSpec(kind, ok)
+    return ok
 
 
 # -- load: -----------------------------------------------------------------------------------
@@ -324,17 +340,11 @@ def parse_load_block(raw: object, file: str, line_of: LineOf, problems: list[Pro
         problems.append(Problem(file, line_of(("load",)), None, "load", f"expected a mapping (levels, requests, duration_s, replay, mix, ...), got {raw!r}"))
         return None
     n = len(problems)
-    vals: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key not in _LOAD_CHECKS:
-            hint = suggest(str(key), list(_LOAD_CHECKS), quote=False)
-            problems.append(Problem(file, line_of(("load", key)), None, f"load.{key}", f"unknown setting{hint} (known: {', '.join(_LOAD_CHECKS)})"))
-            continue
-        check, what = _LOAD_CHECKS[key]
-        if not check(value):
-            problems.append(Problem(file, line_of(("load", key)), None, f"load.{key}", f"expected {what}, got {value!r}"))
-            continue
-        vals[key] = value
+
+    def unknown(key: str) -> str:
+        return f"unknown setting{suggest(str(key), list(_LOAD_CHECKS), quote=False)} (known: {', '.join(_LOAD_CHECKS)})"
+
+    vals: dict[str, Any] = _checked("load", raw, _LOAD_CHECKS, unknown, file=file, line_of=line_of, problems=problems)
     if len(problems) > n:
         return None
     if "levels" in vals:

@@ -8,6 +8,7 @@ declares exactly those `changes:`, on purpose).
 
 from __future__ import annotations
 
+import glob
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -19,7 +20,7 @@ from ..hashing import sha256_json
 from ..registry import BACKENDS
 from ..shipped import Kind, resolve_ref
 from ..yamlio import LineMap, load_yaml
-from .caseset import Case, CaseSet, all_cases, load_cases
+from .caseset import Case, all_cases, load_cases
 from .compile_options import CATEGORY as COMPILE
 from .compile_options import compile_problems, split_compile
 from .fault_options import FaultSettings, parse_faults_block
@@ -238,14 +239,30 @@ class Suite:
                 return v
         raise UnknownNameError("variant", name, [v.name for v in self.variants])
 
-    def load_cases(self) -> list[Case]:
-        """The selected cases, in file order; ids are unique across the suite."""
+    def load_cases(self, *, problems: list[Problem] | None = None) -> list[Case]:
+        """The selected cases, in file order; ids are unique across the suite. With `problems` (what
+        `evalsuite validate` and `run` check first), a case-set path that does not exist, a case set
+        that does not load and a selector that selects nothing are added there, at the suite file's
+        line, and the selector is skipped; without, a case set that does not load raises."""
         selected: dict[str, Case] = {}
-        for sel in self.casesets:
-            sets: list[CaseSet] = load_cases([sel.path])
-            for c in all_cases(sets):
-                if sel.accepts(c):
-                    selected.setdefault(c.id, c)
+        at = _SuiteLines(self.path)
+        for i, sel in enumerate(self.casesets):
+            if problems is None:
+                found = all_cases(load_cases([sel.path]))
+            elif not glob.glob(sel.path) and not Path(sel.path).exists():
+                problems.append(at(("casesets", i, "path"), "path", f"no such case-set file or directory: {sel.path}"))
+                continue
+            else:
+                try:
+                    found = all_cases(load_cases([sel.path]))
+                except ValidationError as exc:
+                    problems += exc.problems
+                    continue
+            picked = [c for c in found if sel.accepts(c)]
+            if not picked and problems is not None:
+                problems.append(at(("casesets", i), "casesets", _why_empty(sel, found)))
+            for c in picked:
+                selected.setdefault(c.id, c)
         return list(selected.values())
 
     def resolved(self) -> dict:
@@ -265,6 +282,30 @@ class Suite:
             "executor": self.executor.to_dict() if self.executor else {"kind": "local"},
             **({"faults": self.faults.to_dict()} if self.faults else {}),
         }
+
+
+class _SuiteLines:
+    """Problems at a suite file's lines (the file read at the first one)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lines: LineMap | None = None
+
+    def __call__(self, where: tuple, fld: str, msg: str) -> Problem:
+        if self.lines is None:
+            self.lines = load_yaml(self.path)[1]
+        line = self.lines.line_of(where) or self.lines.line_of(where[:-1])
+        return Problem(file=self.path, line=line, case_id=None, field=fld, message=msg)
+
+
+def _why_empty(sel: CaseSelector, found: list[Case]) -> str:
+    """Why a selector selects no case: its tags and ids that no case has, with close matches."""
+    tags = sorted({t for c in found for t in c.tags})
+    ids = [c.id for c in found]
+    parts = [f"selects no case of {len(found)} in {sel.path}"]
+    parts += [f"tag {t!r} is on no case{suggest(t, tags)}" for t in sel.tags if t not in tags]
+    parts += [f"id {x!r} is no case{suggest(x, ids)}" for x in sel.ids if x not in ids]
+    return "; ".join(parts)
 
 
 def _selector_fields(saved: dict) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import typer
 
@@ -12,6 +14,8 @@ from ._app import app, console, guarded, new_table
 
 import_app = typer.Typer(no_args_is_help=True, help="Import case sets from other formats, and other tools' logs as runs.")
 app.add_typer(import_app, name="import", help="Import case sets (humaneval) and other tools' logs as runs (lm-eval, inspect).")
+
+T = TypeVar("T")
 
 
 @app.command()
@@ -41,18 +45,25 @@ def validate(paths: list[Path] = typer.Argument(None, help="case-set files or di
     _print_counts(all_cases(loaded), len(loaded))
 
 
-def _validate_suites(suites: list[Path]) -> list:
+def _each_valid(paths: list[Path], check: Callable[[Path], T], problems: list) -> Iterator[tuple[Path, T]]:
+    """Each path with what `check` made of it; a path that does not validate adds its problems instead."""
     from ..errors import ValidationError
-    from ..shipped import origin
-    from ..verdict.checkup import check_suite
 
-    problems = []
-    for p in suites:
+    for p in paths:
         try:
-            chk = check_suite(p)
+            checked = check(p)
         except ValidationError as exc:
             problems += exc.problems
             continue
+        yield p, checked
+
+
+def _validate_suites(suites: list[Path]) -> list:
+    from ..shipped import origin
+    from ..verdict.checkup import check_suite
+
+    problems: list = []
+    for p, chk in _each_valid(suites, check_suite, problems):
         s = chk.suite
         console.print(f"suite {p}: OK ({len(s.variants)} variants, {len(chk.cases)} cases, stage {s.stage or 'not set: production'})", highlight=False)
         for sel in s.casesets:
@@ -63,16 +74,10 @@ def _validate_suites(suites: list[Path]) -> list:
 
 
 def _validate_rubrics(rubrics: list[Path]) -> list:
-    from ..errors import ValidationError
     from ..verdict.checkup import check_rubric
 
-    problems = []
-    for p in rubrics:
-        try:
-            rub = check_rubric(p)
-        except ValidationError as exc:
-            problems += exc.problems
-            continue
+    problems: list = []
+    for p, rub in _each_valid(rubrics, check_rubric, problems):
         rules = {s: len(sr.rules) for s, sr in rub.stages.items()}
         console.print(f"rubric {p}: OK ({', '.join(f'{n} rules at {s}' for s, n in rules.items())})", highlight=False)
     return problems

@@ -40,35 +40,39 @@ def _report(res) -> None:
     )
 
 
-@import_app.command("lm-eval")
-@guarded()
-def import_lm_eval_cmd(
-    base: Path = typer.Argument(..., help="the baseline model's lm_eval --output_path (run with --log_samples)"),
-    variants: list[Path] = typer.Argument(..., help="each variant's lm_eval --output_path"),
-    names: str | None = NamesOpt,
-    noise: list[Path] | None = NoiseOpt,
-    epochs: str = EpochsOpt,
-    runs_dir: Path = RunsDirOpt,
-    own_scorers: bool = OwnOpt,
-) -> None:
-    """Import lm-evaluation-harness --log_samples output as a run: cases are task/doc_id, variants the models."""
-    from ..importers import import_lm_eval
+def _import_command(name: str, summary: str, base_help: str, variants_help: str, importer: str) -> None:
+    """Register `evalsuite import NAME`: every log importer takes the same arguments and options and
+    differs only in what it reads (`importer`: its function in evalsuite.importers, imported when the
+    command runs)."""
 
-    _report(import_lm_eval(base, variants, noise=noise or [], options=_options(names, runs_dir, epochs, own_scorers)))
+    @import_app.command(name, help=summary)
+    @guarded()
+    def command(
+        base: Path = typer.Argument(..., help=base_help),
+        variants: list[Path] = typer.Argument(..., help=variants_help),
+        names: str | None = NamesOpt,
+        noise: list[Path] | None = NoiseOpt,
+        epochs: str = EpochsOpt,
+        runs_dir: Path = RunsDirOpt,
+        own_scorers: bool = OwnOpt,
+    ) -> None:
+        from .. import importers
+
+        read = getattr(importers, importer)
+        _report(read(base, variants, noise=noise or [], options=_options(names, runs_dir, epochs, own_scorers)))
 
 
-@import_app.command("inspect")
-@guarded()
-def import_inspect_cmd(
-    base: Path = typer.Argument(..., help="the baseline model's Inspect log (.eval or .json)"),
-    variants: list[Path] = typer.Argument(..., help="each variant's Inspect log of the same task"),
-    names: str | None = NamesOpt,
-    noise: list[Path] | None = NoiseOpt,
-    epochs: str = EpochsOpt,
-    runs_dir: Path = RunsDirOpt,
-    own_scorers: bool = OwnOpt,
-) -> None:
-    """Import Inspect eval logs as a run: cases are task/sample id (and epoch), variants the models."""
-    from ..importers import import_inspect
-
-    _report(import_inspect(base, variants, noise=noise or [], options=_options(names, runs_dir, epochs, own_scorers)))
+_import_command(
+    "lm-eval",
+    "Import lm-evaluation-harness --log_samples output as a run: cases are task/doc_id, variants the models.",
+    "the baseline model's lm_eval --output_path (run with --log_samples)",
+    "each variant's lm_eval --output_path",
+    "import_lm_eval",
+)
+_import_command(
+    "inspect",
+    "Import Inspect eval logs as a run: cases are task/sample id (and epoch), variants the models.",
+    "the baseline model's Inspect log (.eval or .json)",
+    "each variant's Inspect log of the same task",
+    "import_inspect",
+)

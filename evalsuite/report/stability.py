@@ -44,7 +44,7 @@ def _row(lv: LoadLevel, rest: LoadLevel | None) -> dict:
         "changed": len(lv.changed),
         "flips": "-" if not lv.scored else str(len(lv.flips)),
         "flip_floor": "-" if floor is None else str(floor),
-        "flip_cases": ", ".join(lv.flips[:5]),
+        "flip_cases": ", ".join(map(str, lv.flips[:5])),
         "vs_baseline": "-" if not lv.scored else str(lv.baseline_pass_to_fail),
         "errors_seen": "; ".join(lv.error_samples),
     }

@@ -48,7 +48,7 @@ from ..errors import EvalsuiteError
 from ..quantiles import percentile, percentiles
 from ..schemalib import check_schema_version
 from ..states import LoadRequestKind
-from .load_records import NOT_EXPOSED, REST, SCHEMA_VERSION, LoadTarget, LoadWindow, Outcome, TrafficItem, stored_windows, summarize_window
+from .load_records import QUEUE_NOT_EXPOSED, REST, SCHEMA_VERSION, LoadTarget, LoadWindow, Outcome, TrafficItem, stored_windows, summarize_window
 from .load_traffic import background_pools, replay_requests, window_traffic
 from .progress import progress_bar
 
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("evalsuite")
 
 __all__ = [
-    "NOT_EXPOSED",
+    "QUEUE_NOT_EXPOSED",
     "REST",
     "SCHEMA_VERSION",
     "LoadTarget",
@@ -200,7 +200,7 @@ async def run_window(
 
 def _queue_wait(before: tuple[float, float] | None, after: tuple[float, float] | None) -> tuple[float | None, str]:
     if before is None or after is None:
-        return None, NOT_EXPOSED
+        return None, QUEUE_NOT_EXPOSED
     waited, n = after[0] - before[0], after[1] - before[1]
     return (waited / n if n > 0 else None), "server /metrics: " + ", ".join(QUEUE_METRICS)
 

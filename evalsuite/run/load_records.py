@@ -10,12 +10,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from ..backends.base import Request
+from ..backends.vllm_metrics import NOT_EXPOSED
 from ..schemalib import check_schema_version
 from ..states import LoadRequestKind
 
 SCHEMA_VERSION = 1
 REST = 0  #: the level of the at-rest rerun: the replayed cases alone, one at a time
-NOT_EXPOSED = "not exposed by the server"
+#: a window's queue-wait source when the server's metrics have no queue series (the one NOT_EXPOSED, said of the server)
+QUEUE_NOT_EXPOSED = f"{NOT_EXPOSED} by the server"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,7 +76,7 @@ class LoadWindow:
     e2e_s: tuple[float, ...] = ()  #: per request that answered
     tokens_per_s: tuple[float, ...] = ()  #: per request that answered with a token count
     queue_wait_s: float | None = None  #: mean queue wait over the window (server metrics), None: not exposed
-    queue_wait_source: str = NOT_EXPOSED
+    queue_wait_source: str = QUEUE_NOT_EXPOSED
     error_samples: tuple[str, ...] = ()  #: the first few error messages
     replays: tuple[dict, ...] = ()  #: per replayed case: case_id, text, error, ttft_s, latency_s
 

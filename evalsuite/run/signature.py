@@ -85,21 +85,17 @@ def make_signature(
         "hardware": hardware(),
     }
     if any(runs_in_sandbox(c) for c in cases):
-        signature["sandbox"] = sandbox_isolation()
+        # the sandbox's mode, seccomp filter (denied calls, digest, libseccomp version) and warnings;
+        # imported here: only a run with code cases needs the sandbox, which probes the machine once
+        from ..sandbox import isolation_summary
+
+        signature["sandbox"] = isolation_summary()
     return signature
 
 
 def runs_in_sandbox(case: Case) -> bool:
     """Whether the code scorers run this case's answers (or tests) in the sandbox: a code case with unit tests."""
     return case.scenario == "code" and bool(case.expect.tests)
-
-
-def sandbox_isolation() -> dict:
-    """What the sandbox gives code here (`evalsuite.sandbox.isolation_summary`): its mode, the seccomp
-    filter (the calls it denies, their digest, the libseccomp version) and its warnings."""
-    from ..sandbox import isolation_summary  # only for runs with code cases: the sandbox probes the machine once
-
-    return isolation_summary()
 
 
 def weights_of(backends: dict[str, Backend]) -> dict[str, dict]:

@@ -135,21 +135,8 @@ def _score_case(spec: ScorerSpec, item: int, variant: str, case: Case, inputs: l
             out += [_record(variant, case, None, sc) for sc in scores]
     except Exception as exc:  # noqa: BLE001 - one broken scorer must not lose the others
         log.error("scorer %s failed on case %s (%s): %s", spec.name, case.id, variant, exc)
-        error = {"error": f"{type(exc).__name__}: {exc}"}
-        out.append(
-            ScoreRecord(
-                variant=variant,
-                case_id=case.id,
-                sample=None,
-                scenario=case.scenario,
-                kind=case.kind,
-                metric=f"{spec.name}.scorer_error",
-                value=None,
-                passed=None,
-                higher_is_better=True,
-                details=error,
-            )
-        )
+        error = Score(f"{spec.name}.scorer_error", None, passed=None, higher_is_better=True, details={"error": f"{type(exc).__name__}: {exc}"})
+        out.append(_record(variant, case, None, error))
     return out
 
 
@@ -236,21 +223,7 @@ def _set_level(cases: Sequence[Case], gens: dict, variants: Sequence[str], specs
                     pairs.append((pc, cited_ids(gp.text, pc)))
             if not pairs:
                 continue
-            sc = citation_robustness(orig, cited_ids(g0.text, orig), pairs)
-            out.append(
-                ScoreRecord(
-                    variant=variant,
-                    case_id=orig_id,
-                    sample=None,
-                    scenario=orig.scenario,
-                    kind=orig.kind,
-                    metric=sc.metric,
-                    value=sc.value,
-                    passed=sc.passed,
-                    higher_is_better=sc.higher_is_better,
-                    details=sc.details,
-                )
-            )
+            out.append(_record(variant, orig, None, citation_robustness(orig, cited_ids(g0.text, orig), pairs)))
     return out
 
 

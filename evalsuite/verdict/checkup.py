@@ -10,12 +10,11 @@ A rubric file is recognised as a rubric and checked on its own.
 from __future__ import annotations
 
 import fnmatch
-import glob
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cases.caseset import Case, all_cases, load_cases
-from ..cases.suite import CaseSelector, Suite, load_suite
+from ..cases.caseset import Case
+from ..cases.suite import Suite, load_suite
 from ..errors import EvalsuiteError, Problem, ValidationError, suggest
 from ..yamlio import LineMap, load_yaml
 from .gate import scorer_metrics
@@ -68,7 +67,7 @@ def check_suite(path: str | Path) -> SuiteCheck:
     suite = load_suite(path)
     _, lines = load_yaml(path)
     problems: list[Problem] = []
-    cases = _selected(suite, lines, problems)
+    cases = suite.load_cases(problems=problems)
     problems += _quantization_problems(suite, lines)
     rubric = None
     try:
@@ -89,42 +88,11 @@ def check_suite(path: str | Path) -> SuiteCheck:
 def check_cases(suite: Suite) -> list[Case]:
     """The suite's cases as `run` selects them; a case-set path that does not exist or a selector that
     selects nothing raises ValidationError at the suite's file:line (what `run` checks before it starts)."""
-    _, lines = load_yaml(suite.path)
     problems: list[Problem] = []
-    cases = _selected(suite, lines, problems)
+    cases = suite.load_cases(problems=problems)
     if problems:
         raise ValidationError(problems)
     return cases
-
-
-def _selected(suite: Suite, lines: LineMap, problems: list[Problem]) -> list[Case]:
-    """The suite's cases, selector by selector: a path that does not exist or selects nothing is a problem."""
-    out: dict[str, Case] = {}
-    for i, sel in enumerate(suite.casesets):
-        where = ("casesets", i)
-        if not glob.glob(sel.path) and not Path(sel.path).exists():
-            problems.append(_at(suite, lines, where + ("path",), "path", f"no such case-set file or directory: {sel.path}"))
-            continue
-        try:
-            found = all_cases(load_cases([sel.path]))
-        except ValidationError as exc:
-            problems += exc.problems
-            continue
-        picked = [c for c in found if sel.accepts(c)]
-        if not picked:
-            problems.append(_at(suite, lines, where, "casesets", _why_empty(sel, found)))
-        for c in picked:
-            out.setdefault(c.id, c)
-    return list(out.values())
-
-
-def _why_empty(sel: CaseSelector, found: list[Case]) -> str:
-    tags = sorted({t for c in found for t in c.tags})
-    ids = [c.id for c in found]
-    parts = [f"selects no case of {len(found)} in {sel.path}"]
-    parts += [f"tag {t!r} is on no case{suggest(t, tags)}" for t in sel.tags if t not in tags]
-    parts += [f"id {x!r} is no case{suggest(x, ids)}" for x in sel.ids if x not in ids]
-    return "; ".join(parts)
 
 
 def _quantization_problems(suite: Suite, lines: LineMap) -> list[Problem]:
@@ -158,7 +126,3 @@ def _rule_problems(rubric: Rubric, scenarios: set[str]) -> list[Problem]:
                 p = _problem(rubric.path, f"{r.where}: rule {r.name}: metric: no scorer of {'/'.join(scen)} produces {r.metric!r}{suggest(r.metric, have)}")
                 out.setdefault(r.name, p)
     return list(out.values())
-
-
-def _at(suite: Suite, lines: LineMap, path: tuple, fld: str, msg: str) -> Problem:
-    return Problem(file=suite.path, line=lines.line_of(path) or lines.line_of(path[:-1]), case_id=None, field=fld, message=msg)

@@ -191,6 +191,26 @@ def _assemble_verdict(comparison: Comparison, sr: StageRubric, judged: list[str]
     )
 
 
+def _metric_violation(
+    rule: MetricRule, variant: str, scenario: str, metric: str, reason: str, *, numbers: dict, evidence: tuple[tuple[str, ...], tuple[str, ...]]
+) -> Violation:
+    """A metric rule broken on one scenario/metric of a variant: the reason says where, `evidence` is
+    (offending cases, their output diffs)."""
+    cases, diffs = evidence
+    where = f"{scenario}/{metric}"
+    return Violation(
+        rule=rule.name,
+        severity=rule.severity,
+        variant=variant,
+        scenario=scenario,
+        metric=metric,
+        reason=f"{where}: {reason}",
+        numbers=numbers,
+        cases=cases,
+        diffs=diffs,
+    )
+
+
 def _judge_metric_rule(
     cmp: Comparison, rule: MetricRule, variant: str, deltas: list[MetricDelta], idx: list[int], adjusted: dict, ri: int, problems: list[str]
 ) -> RuleResult:
@@ -215,20 +235,7 @@ def _judge_metric_rule(
         p_adj = adjusted.get((ri, di)) if rule.severity == "block" else None
         reason = rule.fails(d, noise, p_adj)
         if reason:
-            cases, diffs = _evidence(cmp, d)
-            violations.append(
-                Violation(
-                    rule=rule.name,
-                    severity=rule.severity,
-                    variant=variant,
-                    scenario=d.scenario,
-                    metric=d.metric,
-                    reason=f"{d.scenario}/{d.metric}: {reason}",
-                    numbers=_numbers(d, noise, p_adj),
-                    cases=cases,
-                    diffs=diffs,
-                )
-            )
+            violations.append(_metric_violation(rule, variant, d.scenario, d.metric, reason, numbers=_numbers(d, noise, p_adj), evidence=_evidence(cmp, d)))
     status: RuleStatus = (FAIL if rule.severity == "block" else WARN) if violations else PASS
     checked = ", ".join(f"{deltas[i].scenario}/{deltas[i].metric}" for i in idx)
     return RuleResult(variant=variant, rule=rule.name, severity=rule.severity, status=status, violations=tuple(violations), note=f"checked {checked}")
@@ -360,7 +367,7 @@ def _judge_load_rule(cmp: Comparison, rule: LoadRule, variant: str, problems: li
                 metric=None,
                 reason=c.reason,
                 numbers=level[c.level].to_dict() if c.level in level else {},
-                cases=tuple(dict.fromkeys(f.rsplit(": ", 1)[-1] for f in level[c.level].flips))[:MAX_CASES_SHOWN]
+                cases=tuple(dict.fromkeys(f.case_id for f in level[c.level].flips))[:MAX_CASES_SHOWN]
                 if c.field == "max_load_flips" and c.level in level
                 else (),
             )
@@ -419,19 +426,7 @@ def _sequential_rule(cmp: Comparison, variant: str, rule: MetricRule, checks: li
             cases = tuple((d.offending if d is not None else ())[:MAX_CASES_SHOWN])
             diffs = tuple(f"{x}: {short_diff(cmp.output(cmp.baseline, x), cmp.output(variant, x))}" for x in cases[:MAX_DIFFS])
             numbers = {**c.numbers, "decided_at": c.decided_at, "how": c.how}
-            vs.append(
-                Violation(
-                    rule=rule.name,
-                    severity=rule.severity,
-                    variant=variant,
-                    scenario=c.scenario,
-                    metric=c.metric,
-                    reason=f"{c.scenario}/{c.metric}: {c.reason}",
-                    numbers=numbers,
-                    cases=cases,
-                    diffs=diffs,
-                )
-            )
+            vs.append(_metric_violation(rule, variant, c.scenario, c.metric, c.reason, numbers=numbers, evidence=(cases, diffs)))
         return RuleResult(
             variant=variant,
             rule=rule.name,

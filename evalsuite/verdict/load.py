@@ -53,7 +53,7 @@ class LoadLevel:
     ttft_p95_ratio: RatioCI | None = None  #: vs the baseline's server at this level, paired by round
     replayed: int = 0  #: replayed answers (first round)
     changed: tuple[str, ...] = ()  #: replayed cases whose text differs from the answer at rest
-    flips: tuple[str, ...] = ()  #: "scenario/metric: case" whose pass/fail differs from at rest
+    flips: tuple[LoadFlip, ...] = ()  #: the replayed cases whose pass/fail differs from at rest
     scored: bool = False  #: the replayed answers were scored (flips are known)
     baseline_pass_to_fail: int = 0  #: replayed answers failing where the baseline passes (as the run's own are compared)
     error_samples: tuple[str, ...] = ()
@@ -69,11 +69,12 @@ class LoadLevel:
     @property
     def flipped_cases(self) -> int:
         """Cases with at least one flipped metric."""
-        return len({f.rsplit(": ", 1)[-1] for f in self.flips})
+        return len({f.case_id for f in self.flips})
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["ttft_p95_ratio"] = self.ttft_p95_ratio.to_dict() if self.ttft_p95_ratio is not None else None
+        d["flips"] = tuple(str(f) for f in self.flips)
         d.update(error_rate=self.error_rate, timeout_rate=self.timeout_rate, flipped_cases=self.flipped_cases)
         return d
 
@@ -156,10 +157,23 @@ class Pair(Protocol):
     def __call__(self, variant: str, scenario: str, metric: str, base: dict, var: dict) -> Paired | None: ...
 
 
-def _quality(variant: str, level: int, rest: Mapping, load: Mapping, baseline: str, pair: Pair) -> tuple[tuple[str, ...], int]:
+@dataclass(frozen=True, kw_only=True)
+class LoadFlip:
+    """A replayed case whose pass/fail on a pass/fail metric differs from the variant's answer at rest."""
+
+    scenario: str
+    metric: str
+    case_id: str
+
+    def __str__(self) -> str:
+        """As the report, the gate's reason and the JSON show it: `scenario/metric: case`."""
+        return f"{self.scenario}/{self.metric}: {self.case_id}"
+
+
+def _quality(variant: str, level: int, rest: Mapping, load: Mapping, baseline: str, pair: Pair) -> tuple[tuple[LoadFlip, ...], int]:
     """(flips against the variant at rest, pass->fail against the baseline) of one level's replayed answers."""
     name = f"{variant}{LOAD_MARK}{level}"
-    flips: list[str] = []
+    flips: list[LoadFlip] = []
     p2f = 0
     for (v, scenario, metric), cases in load.items():
         if v != name:
@@ -167,11 +181,11 @@ def _quality(variant: str, level: int, rest: Mapping, load: Mapping, baseline: s
         at_rest = rest.get((variant, scenario, metric), {})
         d = pair(name, scenario, metric, at_rest, cases)
         if d is not None and d.pass_fail:
-            flips += [f"{scenario}/{metric}: {c}" for c in (*d.pass_to_fail, *d.fail_to_pass)]
+            flips += [LoadFlip(scenario=scenario, metric=metric, case_id=c) for c in (*d.pass_to_fail, *d.fail_to_pass)]
         b = pair(name, scenario, metric, rest.get((baseline, scenario, metric), {}), cases)
         if b is not None and b.pass_fail:
             p2f += len(b.pass_to_fail)
-    return tuple(sorted(flips)), p2f
+    return tuple(sorted(flips, key=str)), p2f  # in the order they are shown
 
 
 def summarize_load(
@@ -263,7 +277,7 @@ def _flip_check(level: LoadLevel, rest: LoadLevel | None, allowed: int) -> LoadC
     floor = len(rest.flips)
     text = f"{level.level} in flight: {len(level.flips)} flip(s) against the answers at rest (at-rest rerun: {floor})"
     if len(level.flips) - floor > allowed:
-        shown = ", ".join(level.flips[:5])
+        shown = ", ".join(map(str, level.flips[:5]))
         return LoadCheck(
             level=level.level, field=fld, status=FAIL, reason=f"{text}: {len(level.flips) - floor} beyond the noise floor > {fld} {allowed} ({shown})"
         )

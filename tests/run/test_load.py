@@ -120,7 +120,17 @@ vllm:request_queue_time_seconds_count{engine="1",model_name="m"} 1.0
     assert L.queue_totals(page) == (2.0, 4.0)
     assert L.queue_totals("http_requests_total 3\n") is None
     assert L._queue_wait((2.0, 4.0), (5.0, 10.0))[0] == pytest.approx(0.5)
-    assert L._queue_wait(None, None) == (None, L.NOT_EXPOSED)
+    assert L._queue_wait(None, None) == (None, L.QUEUE_NOT_EXPOSED)
+
+
+def test_not_exposed_is_one_word_said_of_the_server_for_the_queue_wait():
+    """Issue 41: one NOT_EXPOSED (the engine metrics' cell); load's queue-wait source says it of the server."""
+    from evalsuite.backends import vllm_metrics
+    from evalsuite.run import load_records
+
+    assert load_records.NOT_EXPOSED is vllm_metrics.NOT_EXPOSED
+    assert L.QUEUE_NOT_EXPOSED == f"{vllm_metrics.NOT_EXPOSED} by the server" == "not exposed by the server"
+    assert L.LoadWindow(variant="v", level=1, round=0, requests=0, errors=0, timeouts=0, wall_s=0.0, new_tokens=0).queue_wait_source == L.QUEUE_NOT_EXPOSED
 
 
 # -- a window ----------------------------------------------------------------------------------
@@ -137,7 +147,7 @@ def test_a_window_records_latencies_tokens_errors_and_replays(server):
     assert w.errors == 0 or any("HTTP 500" in e for e in w.error_samples)
     assert len(w.e2e_s) == w.requests - w.errors and len(w.ttft_s) == len(w.e2e_s)
     assert min(w.ttft_s) >= test_http.FIRST_TOKEN_DELAY_S  # the fake server waits before its first content
-    assert w.itl_s and w.new_tokens > 0 and w.queue_wait_source == L.NOT_EXPOSED
+    assert w.itl_s and w.new_tokens > 0 and w.queue_wait_source == L.QUEUE_NOT_EXPOSED
     assert [(r["case_id"], r["text"]) for r in w.replays] == [("c0", "echo: word word 0"), ("c1", "echo: word word 1")]
     assert L.LoadWindow.from_dict(w.to_dict()) == w
 

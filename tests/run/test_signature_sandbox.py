@@ -68,3 +68,28 @@ def test_a_run_without_code_cases_has_no_sandbox_entry(fake_suite):
     suite, cases = fake_suite
     others = [c for c in cases if not runs_in_sandbox(c)]
     assert others and "sandbox" not in make_signature(suite, others, {})
+
+
+def test_the_signature_records_the_sandboxs_own_summary_imported_only_for_code_cases(fake_suite, monkeypatch):
+    """Issue 41: no wrapper between the signature and `sandbox.isolation_summary`; the sandbox is
+    imported only when a run has code cases (a fresh process that signs others never imports it)."""
+    import subprocess
+    import sys
+
+    import evalsuite.run.signature as signature
+
+    suite, cases = fake_suite
+    assert not hasattr(signature, "sandbox_isolation")
+    monkeypatch.setattr(sandbox, "isolation_summary", lambda: {"mode": "stub"})
+    assert make_signature(suite, cases, {})["sandbox"] == {"mode": "stub"}
+    code = (
+        "import sys\n"
+        "from evalsuite.cases.suite import load_suite\n"
+        "from evalsuite.run.signature import make_signature, runs_in_sandbox\n"
+        f"suite = load_suite({str(REPO / 'suites' / 'fake.yaml')!r})\n"
+        "others = [c for c in suite.load_cases() if not runs_in_sandbox(c)]\n"
+        "make_signature(suite, others, {})\n"
+        "print('evalsuite.sandbox' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "False", out.stderr

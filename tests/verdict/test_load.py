@@ -6,7 +6,7 @@ import pytest
 
 from evalsuite.perf.stats import RatioCI
 from evalsuite.run.load import LoadWindow
-from evalsuite.verdict.load import LoadLevel, LoadSummary, load_checks, summarize_load
+from evalsuite.verdict.load import LoadFlip, LoadLevel, LoadSummary, load_checks, summarize_load
 from evalsuite.verdict.rubric import LoadRule, RubricError, parse_rubric
 
 
@@ -57,6 +57,33 @@ def test_without_the_baseline_under_load_the_ttft_ratio_is_unknown():
     assert s.for_variant("cand")[0].ttft_p95_ratio is None
 
 
+def test_a_load_flip_is_a_record_carried_as_data_and_formatted_where_shown():
+    """Issue 41: a flip is a LoadFlip (scenario, metric, case), not text parsed back: a case id with
+    ": " in it is counted and shown as itself."""
+    from evalsuite.report.stability import load_rows
+    from evalsuite.scoring.base import ScoreRecord
+    from evalsuite.scoring.run import LOAD_MARK
+
+    class Flipped:  # a paired comparison in which two cases went pass->fail
+        pass_fail = True
+        pass_to_fail = ("b: 1", "a: 1")
+        fail_to_pass = ()
+
+    def rec(variant: str, metric: str) -> ScoreRecord:
+        return ScoreRecord(variant=variant, case_id="a: 1", sample=0, scenario="kb_qa", kind="k", metric=metric, value=None, passed=True, higher_is_better=True, details={})
+
+    def per_case(records):
+        return {(r.variant, r.scenario, r.metric): {r.case_id: r} for r in records}
+
+    load_records = [rec(f"cand{LOAD_MARK}4", "m2"), rec(f"cand{LOAD_MARK}4", "m1")]
+    s = summarize_load(doc(window("cand", 4, 0, [0.1])), "base", load_records=load_records, pairing=(per_case, lambda *a: Flipped()))
+    [four] = s.for_variant("cand")
+    assert four.flips[:2] == (LoadFlip(scenario="kb_qa", metric="m1", case_id="a: 1"), LoadFlip(scenario="kb_qa", metric="m1", case_id="b: 1"))
+    assert len(four.flips) == 4 and four.flipped_cases == 2 and four.baseline_pass_to_fail == 4
+    assert four.to_dict()["flips"] == ("kb_qa/m1: a: 1", "kb_qa/m1: b: 1", "kb_qa/m2: a: 1", "kb_qa/m2: b: 1")
+    assert load_rows(s)[0]["flip_cases"] == "kb_qa/m1: a: 1, kb_qa/m1: b: 1, kb_qa/m2: a: 1, kb_qa/m2: b: 1"
+
+
 def level(n: int = 4, *, flips=(), scored=True, errors=0, timeouts=0, requests=10, ci=None) -> LoadLevel:
     none = {"p50": None, "p95": None, "p99": None}
     return LoadLevel(
@@ -84,10 +111,10 @@ def level(n: int = 4, *, flips=(), scored=True, errors=0, timeouts=0, requests=1
     "rest_flips, load_flips, allowed, status",
     [
         ((), (), 0, "pass"),
-        ((), ("kb_qa/exactness.identical: q1",), 0, "fail"),
-        (("kb_qa/exactness.identical: q2",), ("kb_qa/exactness.identical: q1",), 0, "pass"),  # within the at-rest rerun's noise
-        ((), ("a/m: q1", "a/m: q2"), 1, "fail"),
-        ((), ("a/m: q1", "a/m: q2"), 2, "pass"),
+        ((), (LoadFlip(scenario="kb_qa", metric="exactness.identical", case_id="q1"),), 0, "fail"),
+        ((LoadFlip(scenario="kb_qa", metric="exactness.identical", case_id="q2"),), (LoadFlip(scenario="kb_qa", metric="exactness.identical", case_id="q1"),), 0, "pass"),  # within the at-rest rerun's noise
+        ((), (LoadFlip(scenario="a", metric="m", case_id="q1"), LoadFlip(scenario="a", metric="m", case_id="q2")), 1, "fail"),
+        ((), (LoadFlip(scenario="a", metric="m", case_id="q1"), LoadFlip(scenario="a", metric="m", case_id="q2")), 2, "pass"),
     ],
 )
 def test_batch_invariance_counts_flips_beyond_the_at_rest_noise_floor(rest_flips, load_flips, allowed, status):
@@ -159,7 +186,7 @@ def test_the_gate_skips_a_load_rule_without_load_figures_and_misses_a_required_o
     by = {r.rule: r for r in v.results}
     assert by["bi"].status == "skip" and by["req"].status == "missing" and not v.judgeable
     # with figures: a flip beyond the at-rest rerun fails, with the flipped case as evidence
-    loaded = replace(cmp, load=LoadSummary(baseline="base", levels=(level(0), level(4, flips=["kb_qa/m: c1"]))))
+    loaded = replace(cmp, load=LoadSummary(baseline="base", levels=(level(0), level(4, flips=[LoadFlip(scenario="kb_qa", metric="m", case_id="c1")]))))
     v = gate(loaded, sr)
     by = {r.rule: r for r in v.results}
     assert by["bi"].status == "fail" and by["bi"].violations[0].cases == ("c1",) and by["req"].status == "pass"
