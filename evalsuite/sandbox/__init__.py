@@ -69,7 +69,7 @@ stdlib only), `_harness_main` (inside the sandbox: the test harness; stdlib only
 machine allows and each run's plan: interpreter, uid, limits), `judge` (how a run ended:
 `SandboxResult`), `spawn` (starting a run and waiting for it; the `unshare` path), `zygote` (the
 suite's handle on the zygote), `process` (one run, start to end: `run_python`), `harness` (the
-`main.py` of a test run), `pool` (`run_tests`, its cache and the worker pool of `run_tests_many`).
+`main.py` of a test run, and the harness's code beside it: `harness.bin`), `pool` (`run_tests`, its cache and the worker pool of `run_tests_many`).
 What a module offers the others is a public name of that module (`mode.Plan`, `judge.Outcome`,
 `spawn.Stdin`...): no `_name` is imported from another module. The package's API is `__all__`.
 """

@@ -151,30 +151,25 @@ def _referenced_names(tests: str, entry_point: str | None) -> tuple[str, ...]:
     return ((entry_point,) if entry_point else ()) + tuple(sorted(names))
 
 
-def build_harness(program: str, tests: str, entry_point: str | None = None, isolation: str = "process") -> str:
-    """The test program: the tests, the program (in an interpreter of its own unless `isolation` is
-    "shared"), then the verdict line. With "tests" the program is left out: `run_tests` sends it on
-    stdin after the token, once the tests' interpreter has been forked without it.
+#: the file beside main.py that holds the harness's code for `harness_run` (`spawn.write_inputs` puts it there)
+HARNESS_FILE = "harness.bin"
 
-    It holds the run's data and the harness compiled by the suite (run when the sandbox's interpreter
-    is this one, the usual case), with the harness's source as the fallback for another version.
-    """
+
+def _payload(program: str, tests: str, entry_point: str | None, isolation: str) -> dict:
+    """The run's data for the harness (`_harness_main.main`), the program's interpreter's code left out
+    (`_isolated_code`: the same for every run)."""
     if isolation not in ISOLATIONS:
         raise ValueError(f"isolation {isolation!r}: expected one of {', '.join(ISOLATIONS)}")
     shim = _PYTEST_SHIM if "pytest" in tests else ""
     isolated = None
     if isolation != "shared":
-        codes, wire_src, prog_src = _program_side()
         isolated = {
-            "codes": codes,  #: the wire's and the program's interpreter's code, marshalled
-            "wire_source": wire_src,  #: their sources, for another interpreter version
-            "program_source": prog_src,
             "names": _referenced_names(tests, entry_point),  #: the names the tests may take from the program
             "untrusted_tests": isolation == "tests",  #: the tests run in an interpreter of their own too
         }
     if isolation == "tests":
         program = ""  # it comes on stdin, after the token (`run_tests`): the tests can read main.py
-    payload = {
+    return {
         "program": program,
         "tests": tests,
         "tests_code": _compiled_tests(tests),  #: the tests instrumented, marshalled (None: the harness instruments them)
@@ -184,14 +179,78 @@ def build_harness(program: str, tests: str, entry_point: str | None = None, isol
         "unittest": _uses_unittest(tests),
         "isolated": isolated,  #: None: the program runs in the harness's interpreter (isolation "shared")
     }
-    src, code = _harness_code()
-    # the literals on lines of their own: a traceback shows the short `exec` line, not 60 KB of them;
-    # the harness gets a namespace of its own (the program can `import __main__`, not reach into it)
+
+
+@lru_cache(maxsize=1)
+def _isolated_code() -> dict:
+    """What an isolated run's harness adds to `_payload()["isolated"]`: the same for every run."""
+    codes, wire_src, prog_src = _program_side()
+    return {
+        "codes": codes,  #: the wire's and the program's interpreter's code, marshalled
+        "wire_source": wire_src,  #: their sources, for another interpreter version
+        "program_source": prog_src,
+    }
+
+
+#: main.py's first line: no collection while the harness loads (`_harness_main._collect_again` turns it back on)
+_GC_OFF = "import gc\ngc.disable()\n"
+
+
+def _exec_line(code: str, source: str) -> str:
+    """main.py's last line: the harness's code (`code`, an expression) where this interpreter version
+    compiled it, else compiled from its source (`source`), run in a namespace of its own."""
     return (
-        f"_es_payload = {payload!r}\n"
-        f"_es_code = {code!r}\n"
-        f"_es_source = {src!r}\n"
-        "import marshal, sys\n"
-        f"exec(marshal.loads(_es_code) if sys.hexversion == {sys.hexversion} else compile(_es_source, {_HARNESS_NAME!r}, 'exec'), "
+        f"exec(marshal.loads({code}) if sys.hexversion == {sys.hexversion} else compile({source}, {_HARNESS_NAME!r}, 'exec'), "
         f"{{'__name__': {SANDBOX_NAME!r}, '_es_payload': _es_payload}})\n"
     )
+
+
+@lru_cache(maxsize=1)
+def _inline_tail() -> str:
+    """The part of a self-contained main.py after the run's data: the same for every run, so built once."""
+    src, code = _harness_code()
+    return f"_es_code = {code!r}\n_es_source = {src!r}\nimport marshal, sys\n" + _exec_line("_es_code", "_es_source")
+
+
+def build_harness(program: str, tests: str, entry_point: str | None = None, isolation: str = "process") -> str:
+    """The test program: the tests, the program (in an interpreter of its own unless `isolation` is
+    "shared"), then the verdict line. With "tests" the program is left out: `run_tests` sends it on
+    stdin after the token, once the tests' interpreter has been forked without it.
+
+    It holds the run's data and the harness compiled by the suite (run when the sandbox's interpreter
+    is this one, the usual case), with the harness's source as the fallback for another version: one
+    file, nothing else needed (`harness_run` is the same run with the harness's code in a file beside it).
+    """
+    payload = _payload(program, tests, entry_point, isolation)
+    if payload["isolated"] is not None:
+        payload["isolated"].update(_isolated_code())
+    # the literals on lines of their own: a traceback shows the short `exec` line, not 60 KB of them;
+    # the harness gets a namespace of its own (the program can `import __main__`, not reach into it)
+    return _GC_OFF + f"_es_payload = {payload!r}\n" + _inline_tail()
+
+
+@lru_cache(maxsize=1)
+def _harness_blob() -> bytes:
+    """`HARNESS_FILE`: the harness's code and source, and the program's interpreter's (`_isolated_code`),
+    marshalled as plain bytes and strings in a dict (a format every interpreter version reads)."""
+    src, code = _harness_code()
+    return marshal.dumps({"code": code, "source": src, "isolated": _isolated_code()}, 4)
+
+
+#: main.py's lines after the run's data in a `harness_run`: the harness from `HARNESS_FILE`
+_FILE_TAIL = (
+    "import marshal, sys\n"
+    f"with open({HARNESS_FILE!r}, 'rb') as _es_file:\n"
+    "    _es_blob = marshal.load(_es_file)\n"
+    "if _es_payload['isolated'] is not None:\n"
+    "    _es_payload['isolated'].update(_es_blob['isolated'])\n"
+)
+
+
+def harness_run(program: str, tests: str, entry_point: str | None = None, isolation: str = "process") -> tuple[str, dict[str, bytes]]:
+    """`build_harness`'s run as a short main.py and the file beside it (`HARNESS_FILE`) that holds the
+    harness's code: what `run_tests` runs. The same for every run, that file spares the suite writing
+    and the sandbox's interpreter parsing ~300 KB of literals per run (a few ms of each run's time)."""
+    payload = _payload(program, tests, entry_point, isolation)
+    main = _GC_OFF + f"_es_payload = {payload!r}\n" + _FILE_TAIL + _exec_line("_es_blob['code']", "_es_blob['source']")
+    return main, {HARNESS_FILE: _harness_blob()}

@@ -81,6 +81,7 @@ SECCOMP_DENIED = (
 )
 _SCMP_ACT_ALLOW, _SCMP_ACT_EPERM = 0x7FFF0000, 0x00050000 | 1  # SCMP_ACT_ERRNO(EPERM)
 _seccomp: list = []  #: libseccomp, loaded once per process (the zygote loads it before any run)
+_filter: list = []  #: the filter (a libseccomp context, or None) and its warnings, built once per process (`_seccomp_filter`)
 
 
 def libseccomp(ctypes):
@@ -100,17 +101,24 @@ def libseccomp(ctypes):
 
 
 def _seccomp_filter(ctypes, warnings: list):
-    """The filter, built (not loaded): a libseccomp context, or None with a warning."""
-    lib = libseccomp(ctypes)
-    ctx = lib.seccomp_init(_SCMP_ACT_ALLOW) if lib is not None else None
-    if not ctx:
-        warnings.append("no seccomp filter (libseccomp.so.2 not found): nothing but the uids keeps the program from the harness's memory")
-        return None
-    for name in SECCOMP_DENIED:
-        nr = lib.seccomp_syscall_resolve_name(name.encode())
-        if nr >= 0 and lib.seccomp_rule_add(ctx, _SCMP_ACT_EPERM, nr, 0) != 0:
-            warnings.append(f"seccomp: {name} not filtered")
-    return ctx
+    """The filter, built (not loaded): a libseccomp context, or None with a warning. Built once per
+    process and kept (the zygote builds it before any run, so each run's `seccomp_load` starts from a
+    copy of the same rules); `seccomp_load` does not change it."""
+    if not _filter:
+        built: list = []
+        lib = libseccomp(ctypes)
+        ctx = lib.seccomp_init(_SCMP_ACT_ALLOW) if lib is not None else None
+        if not ctx:
+            built.append("no seccomp filter (libseccomp.so.2 not found): nothing but the uids keeps the program from the harness's memory")
+            ctx = None
+        else:
+            for name in SECCOMP_DENIED:
+                nr = lib.seccomp_syscall_resolve_name(name.encode())
+                if nr >= 0 and lib.seccomp_rule_add(ctx, _SCMP_ACT_EPERM, nr, 0) != 0:
+                    built.append(f"seccomp: {name} not filtered")
+        _filter[:] = [ctx, built]
+    warnings.extend(_filter[1])
+    return _filter[0]
 
 
 def _load_filter(ctypes, ctx) -> None:
@@ -189,10 +197,14 @@ def _report(status_fd: int, report: dict) -> None:
 
 
 def _prepare_workdir(cfg: dict, warnings: list) -> str:
-    """The program's working directory with its `main.py`, owned by the sandbox uid: `/tmp/work` in a
-    private file system where namespaces allow it, else the host temp dir."""
-    with open(os.path.join(cfg["hostdir"], MAIN), "rb") as fh:
-        program = fh.read()
+    """The program's working directory with its `main.py` (and the files the suite put beside it,
+    `cfg["files"]`), owned by the sandbox uid: `/tmp/work` in a private file system where namespaces
+    allow it, else the host temp dir."""
+    names = (MAIN, *cfg.get("files", ()))
+    contents = []
+    for name in names:
+        with open(os.path.join(cfg["hostdir"], name), "rb") as fh:
+            contents.append(fh.read())
     workdir = cfg["hostdir"]
     if cfg["namespaces"]:
         try:
@@ -202,13 +214,15 @@ def _prepare_workdir(cfg: dict, warnings: list) -> str:
             warnings.append(f"no private /tmp or read-only root: {exc}; program runs in the host temp dir")
     uid = cfg["uid"]
     if workdir == WORK:
-        with open(os.path.join(workdir, MAIN), "wb") as fh:
-            fh.write(program)
+        for name, data in zip(names, contents):
+            with open(os.path.join(workdir, name), "wb") as fh:
+                fh.write(data)
     if uid is not None:
         # a harness's three interpreters make and open files as the program's uid (`_harness_main._become`)
         owner = uid + 1 if cfg["harness"] else uid
         os.chown(workdir, owner, owner)
-        os.chown(os.path.join(workdir, MAIN), uid, uid)
+        for name in names:
+            os.chown(os.path.join(workdir, name), uid, uid)
     return workdir
 
 
@@ -331,7 +345,7 @@ def zygote(sock_fd: int) -> int:
     import socket
 
     ctypes, libc = load_libc()
-    libseccomp(ctypes)  # once here, not in every run
+    _seccomp_filter(ctypes, [])  # once here, not in every run (its warnings go to each run's report)
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     wake_r, wake_w = _wake_on_sigchld()
     pending: dict = {}  # run pid -> its status fd

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from .harness import build_harness
+from .harness import harness_run
 from .judge import SandboxResult
 from .process import run_python
 
@@ -51,9 +51,9 @@ def run_tests(program: str, tests: str, entry_point: str | None = None, *, isola
     stdout, and call the program through the harness, which alone writes the verdict.
     """
     token = "EVALSUITE-VERDICT-" + secrets.token_hex(16)
-    harness = build_harness(program, tests, entry_point, isolation)
+    harness, files = harness_run(program, tests, entry_point, isolation)
     stdin = (token + "\n").encode() + (program.encode("utf-8", "surrogatepass") if isolation == "tests" else b"")
-    return run_python(harness, verdict_token=token, stdin=stdin, harness=True, **limits)
+    return run_python(harness, verdict_token=token, stdin=stdin, harness=True, files=files, **limits)
 
 
 _cache: dict[str, SandboxResult] = {}

@@ -9,12 +9,12 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .judge import Outcome, SandboxResult, parse_status, result_of
 from .mode import UIDS, Limits, Plan, plan_run
-from .spawn import execute_unshare
+from .spawn import check_file_names, execute_unshare
 from .zygote import execute_zygote, zygote_broken, zygote_for
 
 log = logging.getLogger(__name__)
@@ -25,13 +25,13 @@ USE_ZYGOTE = True
 _logged: set[str] = set()
 
 
-def _execute(plan: Plan, hostdir: str, code: str, stdin: bytes) -> Outcome:
+def _execute(plan: Plan, hostdir: str, code: str, stdin: bytes, files: Mapping[str, bytes] | None) -> Outcome:
     """The run through the zygote where it applies, else (or when the zygote could not set it up: the
     program had not started) through `unshare`; either way over only when nothing of it is left."""
     z = zygote_for(plan) if USE_ZYGOTE else None
     if z is not None:
         try:
-            out = execute_zygote(z, plan, hostdir, code, stdin)
+            out = execute_zygote(z, plan, hostdir, code, stdin, files)
         except (OSError, ValueError) as exc:
             zygote_broken(f"{type(exc).__name__}: {exc}")
         else:
@@ -41,7 +41,7 @@ def _execute(plan: Plan, hostdir: str, code: str, stdin: bytes) -> Outcome:
                 return out
             # the zygote could not set up namespaces that `unshare` could (the program never ran)
             zygote_broken(why)
-    return execute_unshare(plan, hostdir, code, stdin)
+    return execute_unshare(plan, hostdir, code, stdin, files)
 
 
 def _log_new(warnings: Sequence[str]) -> None:
@@ -51,20 +51,23 @@ def _log_new(warnings: Sequence[str]) -> None:
             log.warning("sandbox: %s", w)
 
 
-def run_python(code: str, *, verdict_token: str | None = None, stdin: bytes = b"", harness: bool = False, **limits: Any) -> SandboxResult:
+def run_python(
+    code: str, *, verdict_token: str | None = None, stdin: bytes = b"", harness: bool = False, files: Mapping[str, bytes] | None = None, **limits: Any
+) -> SandboxResult:
     """Run `code` as `main.py` in the sandbox, under `Limits(**limits)` (timeout_s, memory_mb, cpu_s,
-    max_procs, max_file_mb, network).
+    max_procs, max_file_mb, network), with `files` (name: content) beside it in its working directory.
 
     Passed means exit status 0 and, when `verdict_token` is given, that token as the last line of
     stdout, followed by a positive count of the tests that ran. `harness=True` only for `main.py`s
     that `build_harness` wrote: as root, such a run starts main.py as root and it gives itself, the
     program and the tests uids of their own once it has forked them.
     """
+    check_file_names(files)
     plan = plan_run(Limits(**limits), harness=harness)
     try:
         hostdir = tempfile.mkdtemp(prefix="evalsuite-sbx-")
         try:
-            out = _execute(plan, hostdir, code, stdin)
+            out = _execute(plan, hostdir, code, stdin, files)
         finally:
             shutil.rmtree(hostdir, ignore_errors=True)
     finally:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from functools import lru_cache
 
 from .isolation import MAIN
@@ -42,11 +43,16 @@ def _kill_uid_from_host(uid: int, python: str) -> None:
         pass
 
 
-def write_inputs(plan: Plan, hostdir: str, code: str, status_fd: int) -> str:
-    """The program and the bootstrap's config in the host temp dir; returns the config's path."""
+def write_inputs(plan: Plan, hostdir: str, code: str, status_fd: int, files: Mapping[str, bytes] | None = None) -> str:
+    """The program, the `files` beside it (name: content) and the bootstrap's config in the host temp
+    dir; returns the config's path."""
     lim = plan.limits
+    files = dict(files or {})
     with open(os.path.join(hostdir, MAIN), "w", encoding="utf-8") as fh:
         fh.write(code)
+    for name, data in files.items():
+        with open(os.path.join(hostdir, name), "wb") as fh:
+            fh.write(data)
     cfg = {
         "hostdir": hostdir,
         "status_fd": status_fd,
@@ -61,20 +67,30 @@ def write_inputs(plan: Plan, hostdir: str, code: str, status_fd: int) -> str:
         "memory_mb": lim.memory_mb,
         "max_file_mb": lim.max_file_mb,
         "max_procs": lim.max_procs,
+        "files": sorted(files),
     }
-    cfg_path = os.path.join(hostdir, "sandbox.cfg")
+    cfg_path = os.path.join(hostdir, _CFG)
     with open(cfg_path, "wb") as fh:
         marshal.dump(cfg, fh)  # the bootstrap runs this very interpreter (sys.executable)
     if plan.uid is not None and not plan.mode.namespaces:
         os.chown(hostdir, plan.uid, plan.uid)
-        os.chown(os.path.join(hostdir, MAIN), plan.uid, plan.uid)
+        for name in (MAIN, *files):
+            os.chown(os.path.join(hostdir, name), plan.uid, plan.uid)
     return cfg_path
+
+
+def check_file_names(files: Mapping[str, bytes] | None) -> None:
+    """ValueError unless each of `files` (to go beside main.py, `write_inputs`) has a plain name of its own."""
+    for name in files or ():
+        if not name or name != os.path.basename(name) or name.startswith(".") or name in (MAIN, _CFG, _BOOT_BIN):
+            raise ValueError(f"not a name for a file beside main.py: {name!r}")
 
 
 # The bootstrap's code objects travel as a marshal file (same interpreter: sys.executable), so no
 # run compiles mounts.py and isolation.py (no cached bytecode is written with PYTHONDONTWRITEBYTECODE).
 _BOOT_CODE = "import marshal, sys\ng = {'__name__': 'isolation'}\nfor c in marshal.loads(open(sys.argv[1], 'rb').read()):\n    exec(c, g)\nsys.exit(g['main'](sys.argv[2:]))"
 _BOOT_BIN = "boot.bin"
+_CFG = "sandbox.cfg"
 
 
 @lru_cache(maxsize=1)
@@ -205,7 +221,7 @@ def read_until_eof(fd: int, timeout_s: float, stdin: Stdin) -> tuple[bytes, bool
         chunks.append(b)
 
 
-def execute_unshare(plan: Plan, hostdir: str, code: str, stdin: bytes) -> Outcome:
+def execute_unshare(plan: Plan, hostdir: str, code: str, stdin: bytes, files: Mapping[str, bytes] | None = None) -> Outcome:
     """One run through `unshare` (or a plain process): the bootstrap in its own session, its stdin fed,
     waited for (or killed at the wall timeout), its output and status collected."""
     r_status, w_status = os.pipe()
@@ -213,7 +229,7 @@ def execute_unshare(plan: Plan, hostdir: str, code: str, stdin: bytes) -> Outcom
     feed = Stdin(w_in, stdin)
     start = time.monotonic()
     try:
-        cfg_path = write_inputs(plan, hostdir, code, w_status)
+        cfg_path = write_inputs(plan, hostdir, code, w_status, files)
         with open(os.path.join(hostdir, _BOOT_BIN), "wb") as fh:
             fh.write(boot_code())
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:

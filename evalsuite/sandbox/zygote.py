@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 
 from .judge import Outcome
 from .mode import Plan
@@ -125,7 +126,7 @@ def unshare_flags(plan: Plan) -> int:
     return _CLONE_NEWNS | _CLONE_NEWPID | (0 if plan.limits.network else _CLONE_NEWNET)
 
 
-def execute_zygote(z: _Zygote, plan: Plan, hostdir: str, code: str, stdin: bytes) -> Outcome:
+def execute_zygote(z: _Zygote, plan: Plan, hostdir: str, code: str, stdin: bytes, files: Mapping[str, bytes] | None = None) -> Outcome:
     """One run through the zygote: the run ends when its status pipe closes (the zygote closes its
     copy once it has reaped the namespace's PID 1, so nothing of the run is left); past the wall
     timeout its process group is killed, which takes PID 1 and with it the whole namespace."""
@@ -135,7 +136,7 @@ def execute_zygote(z: _Zygote, plan: Plan, hostdir: str, code: str, stdin: bytes
     feed = Stdin(w_in, stdin)
     start = time.monotonic()
     try:
-        cfg_path = write_inputs(plan, hostdir, code, -1)
+        cfg_path = write_inputs(plan, hostdir, code, -1, files)
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             pid = z.spawn(cfg_path, flags, [r_in, out.fileno(), err.fileno(), w_status])
             for fd in (r_in, w_status):
