@@ -868,13 +868,10 @@ def _tests_child(req_r, resp_w, payload, wire, uids):
         code = _tests_side(payload, wire, req_r, resp_w)
     except SystemExit as exc:
         code = exc.code if _type(exc.code) is int else 0 if exc.code is None else 1
-    except _BaseException:
-        import linecache
-        import traceback
-
-        tests = payload["tests"]
-        linecache.cache["tests.py"] = (_len(tests), None, tests.splitlines(True), "tests.py")
-        traceback.print_exc()
+    except _BaseException as exc:
+        # a failing test: its traceback as the other modes show one, through sys.excepthook (the
+        # interpreter's own display: importing `traceback` here took ~10 ms, most of a failing run's time)
+        sys.excepthook(_type(exc), exc, exc.__traceback__)
     finally:
         try:
             sys.stdout.flush()

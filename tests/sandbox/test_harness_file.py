@@ -80,3 +80,12 @@ def test_the_garbage_collector_is_on_for_the_program_and_for_the_tests():
     tests = "import gc\nassert gc.isenabled()\nassert collecting() is True\n"
     res = sandbox.run_tests(program, tests, "add")
     assert res.status == "passed", (res.reason, res.stderr[-800:])
+
+
+def test_a_failing_untrusted_test_ends_with_its_traceback_and_exit_1():
+    """The tests' interpreter shows a failing test's traceback through sys.excepthook, as the harness
+    does in the other modes (it imported `traceback` for it, most of a failing run's time)."""
+    tests = "def test_add():\n    " + ADD_TESTS.replace("\n", "\n    ")
+    res = sandbox.run_tests(BAD, tests, "add", isolation="tests")
+    assert (res.status, res.reason) == ("failed", "exit 1")
+    assert res.stderr.rstrip().endswith("AssertionError") and 'File "tests.py", line 2, in test_add' in res.stderr
