@@ -78,18 +78,39 @@ def _side(be: Any, reqs: list, batch: int):
     return call
 
 
-def _rounds(sides: dict[str, Any], rounds: int, label: str) -> dict[str, list[tuple[float, int, dict[str, str]]]]:
-    """Round 0 is a warm-up (not returned); then each side once per round, alternating order."""
+def _rounds(sides: dict[str, Any], rounds: int, label: str) -> tuple[dict[str, list[tuple[float, int, dict[str, str]]]], dict[str, str]]:
+    """Round 0 is a warm-up (not returned); then each side once per round, alternating order. A side
+    that fails (vLLM's batch invariance dies on this CPU in its first batch) leaves the rounds with its
+    error; the others go on. Returns the results of the sides that never failed, and the failures."""
+    sides = dict(sides)
     out: dict[str, list] = {k: [] for k in sides}
+    failed: dict[str, str] = {}
     for r in range(rounds + 1):
         order = list(sides) if r % 2 == 0 else list(reversed(sides))
         for name in order:
-            res = sides[name]()
+            try:
+                res = sides[name]()
+            except Exception as exc:  # noqa: BLE001 - a failing side is a figure, not the end of the benchmark
+                failed[name] = f"{type(exc).__name__}: {exc}"[:300]
+                print(f"  [{label}] {name} failed in round {r}: {failed[name]}", flush=True)
+                del sides[name], out[name]
+                continue
             if r:
                 out[name].append(res)
-        if r:
+        if r and out:
             print(f"  [{label}] round {r}/{rounds}: " + ", ".join(f"{k} {v[-1][1] / v[-1][0]:.1f} tok/s" for k, v in out.items()), flush=True)
-    return out
+    return out, failed
+
+
+def _failed_rows(label: str, failed: dict[str, str]) -> list[Row]:
+    return [Row(label, f"{name}: failed", why, verdict="measured") for name, why in failed.items()]
+
+
+def _measured(label: str, base: str, sides: dict[str, Any], rounds: int, setup: dict[str, dict]) -> list[Row]:
+    """The sides' rounds as rows: ratios against `base` while it ran; every failed side as its own row."""
+    res, failed = _rounds(sides, rounds, label.split(" (")[0])
+    rows = _rows(label, base, res, setup) if base in res and len(res) > 1 else []
+    return rows + _failed_rows(label, failed)
 
 
 def _rows(label: str, base: str, res: dict[str, list], setup: dict[str, dict]) -> list[Row]:
@@ -127,11 +148,11 @@ def _upgrade(quick: bool, rounds: int) -> list[Row]:
     base = suite.baseline.name
     try:
         sides = {v.name: _side(backends[v.name], requests[v.name], v.generation.batch_size) for v in variants if v.name in backends}
-        res = _rounds(sides, rounds, "upgrade")
+        rows = _measured(f"upgrade suite ({len(cases)} cases, {tokens} new tokens)", base, sides, rounds, setup)
     finally:
         for be in backends.values():
             be.close()
-    return _rows(f"upgrade suite ({len(cases)} cases, {tokens} new tokens)", base, res, setup) + refused
+    return rows + refused
 
 
 def _vllm(quick: bool, rounds: int) -> list[Row]:
@@ -161,7 +182,7 @@ def _vllm(quick: bool, rounds: int) -> list[Row]:
     try:
         sides = {v.name: _side(backends[v.name], requests[v.name], 8) for v in variants if v.name in backends}
         if "vllm-eager" in sides and len(sides) > 1:
-            rows = _rows(f"vllm compile layer ({len(cases)} cases)", "vllm-eager", _rounds(sides, rounds, "vllm compile"), setup)
+            rows = _measured(f"vllm compile layer ({len(cases)} cases)", "vllm-eager", sides, rounds, setup)
     finally:
         for be in backends.values():
             be.close()
