@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..cachedir import found_valid, remember_valid
 from ..errors import Problem, ValidationError
 from ..hashing import sha256_json
 from ..schemalib import jsonschema as _jsonschema
@@ -108,11 +109,13 @@ def schema_problems(data: Any, schema_name: str, file: str, lines: LineMap, base
     return problems
 
 
-def _load_resource(path: Path, problems: list[Problem], cache: dict) -> dict | None:
+def _load_resource(path: Path, problems: list[Problem], cache: dict, loaded: tuple | None = None) -> dict | None:
+    """A resource file (documents, glossary, tools), schema-checked, once per `cache`; `loaded`: its
+    YAML and lines when the caller has parsed it already."""
     key = path.resolve()
     if key in cache:
         return cache[key]
-    data, lines = load_yaml(path)
+    data, lines = loaded if loaded is not None else load_yaml(path)
     found = schema_problems(data, "resources.schema.json", str(path), lines)
     problems.extend(found)
     cache[key] = None if found else data
@@ -172,12 +175,13 @@ class _Loading:
         self.problems.append(Problem(self.file, self.lines.line_of(path), case_id, fld, message))
 
 
-def load_caseset(path: str | Path, _cache: dict | None = None) -> CaseSet:
-    """Load and validate one case-set file; raise ValidationError listing every problem."""
+def load_caseset(path: str | Path, _cache: dict | None = None, loaded: tuple | None = None) -> CaseSet:
+    """Load and validate one case-set file; raise ValidationError listing every problem. `loaded`:
+    the file's YAML and lines when the caller has parsed it already."""
     path = Path(path)
     problems: list[Problem] = []
     bad_cases: set[int] = set()
-    data, lines = _read_caseset(path, problems, bad_cases)
+    data, lines = _read_caseset(path, problems, bad_cases, loaded)
     # a case with schema problems is skipped below; the others are still checked, so one pass
     # reports every problem in the file
     if any(p.case_id is None for p in problems) or not isinstance(data.get("cases"), list):
@@ -204,19 +208,50 @@ def load_caseset(path: str | Path, _cache: dict | None = None) -> CaseSet:
     return CaseSet(path=ld.file, name=data.get("name", path.stem), cases=tuple(cases), version=str(data["version"]) if "version" in data else None)
 
 
-def _read_caseset(path: Path, problems: list[Problem], bad_cases: set[int]) -> tuple[dict, LineMap]:
+def _read_caseset(path: Path, problems: list[Problem], bad_cases: set[int], loaded: tuple | None = None) -> tuple[dict, LineMap]:
     """A case-set file (YAML, or JSONL: one case per line) and its schema problems."""
     file = str(path)
-    if path.suffix == ".jsonl":
+    if path.suffix == ".jsonl" and loaded is None:
         records, jl = load_jsonl(path)
         data: dict = {"cases": records}
         lines = LineMap({("cases",) + k: v for k, v in jl.items()})  # each JSONL line is one case: every field on that line
     else:
-        data, lines = load_yaml(path)
+        data, lines = loaded if loaded is not None else load_yaml(path)
         if data is None or not isinstance(data, dict):
             raise ValidationError([Problem(file, 1, None, "(top level)", "expected a mapping with a `cases` list")])
-    problems.extend(schema_problems(data, "caseset.schema.json", file, lines, bad_cases=bad_cases))
+    key = _content_key(data)
+    if key is not None and found_valid("caseset", key):
+        return data, lines  # this content passed this schema before (evalsuite.cachedir)
+    found = schema_problems(data, "caseset.schema.json", file, lines, bad_cases=bad_cases)
+    problems.extend(found)
+    if key is not None and not found:
+        remember_valid("caseset", key)
     return data, lines
+
+
+def _content_key(data: Any) -> str | None:
+    """The digest of a case set's content, the case schemas and jsonschema's version; None for content
+    that has no canonical JSON (mapping keys of mixed types)."""
+    import hashlib
+
+    try:
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_typed)
+    except (TypeError, ValueError):
+        return None
+    return hashlib.sha256("\x1f".join([_schemas_digest(), text]).encode("utf-8")).hexdigest()
+
+
+def _typed(obj: Any) -> str:
+    """A YAML value JSON has no type for (a date, a set), with its type: the schema may tell them apart."""
+    return f"{type(obj).__name__}:{obj!r}"
+
+
+@cache
+def _schemas_digest() -> str:
+    from importlib.metadata import version
+
+    texts = [resources.files("evalsuite.schemas").joinpath(n).read_text("utf-8") for n in ("caseset.schema.json", "resources.schema.json")]
+    return sha256_json([version("jsonschema"), *texts])
 
 
 def _load_documents(ld: _Loading, items: list) -> None:
@@ -383,20 +418,21 @@ def load_cases(paths: Iterable[str | Path]) -> list[CaseSet]:
     casesets: list[CaseSet] = []
     cache: dict = {}
     for f in discover(paths):
+        loaded = None
         if f.suffix in (".yaml", ".yml"):
             try:
-                data, _ = load_yaml(f)
+                loaded = load_yaml(f)  # parsed once: a resource or a case set
             except ValidationError as exc:
                 problems.extend(exc.problems)
                 continue
-            if _is_resource(data):
+            if _is_resource(loaded[0]):
                 try:
-                    _load_resource(f, problems, cache)
+                    _load_resource(f, problems, cache, loaded)
                 except ValidationError as exc:
                     problems.extend(exc.problems)
                 continue
         try:
-            casesets.append(load_caseset(f, cache))
+            casesets.append(load_caseset(f, cache, loaded))
         except ValidationError as exc:
             problems.extend(exc.problems)
     seen: dict[str, Case] = {}

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..cachedir import cache_root
 from ..errors import MissingExtraError
 from ..yamlio import atomic_write_text
 
@@ -29,16 +30,6 @@ _IDENTITY_SUFFIXES = (".safetensors", ".json", ".model", ".txt", ".jinja", ".bin
 
 
 # -- cache locations ---------------------------------------------------------------------------
-def cache_root(override: str | os.PathLike | None = None) -> Path:
-    """Where converted and quantized models live: option, then $EVALSUITE_CACHE_DIR, then ~/.cache."""
-    if override:
-        return Path(override).expanduser()
-    env = os.environ.get("EVALSUITE_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "evalsuite"
-
-
 @contextlib.contextmanager
 def file_lock(path: Path):
     """An exclusive lock between processes (two test workers must not convert the same model twice)."""

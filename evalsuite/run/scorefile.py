@@ -107,7 +107,7 @@ def _value(v: Any) -> float | None:
 def _table(records: Sequence[ScoreRecord]) -> Any:
     pa = _pyarrow("storing a run's scores")
     schema = _schema(pa)
-    cols = {
+    cols: dict[str, list] = {
         "variant": [r.variant for r in records],
         "case_id": [r.case_id for r in records],
         "sample": [r.sample for r in records],
@@ -119,7 +119,37 @@ def _table(records: Sequence[ScoreRecord]) -> Any:
         "higher_is_better": [bool(r.higher_is_better) for r in records],
         "details": [_details_text(r.details) for r in records],
     }
-    return pa.Table.from_arrays([pa.array(cols[f.name], type=f.type) for f in schema], schema=schema)
+    return pa.Table.from_arrays([_arrow(pa, cols[f.name], f.type) for f in schema], schema=schema)
+
+
+def _arrow(pa: Any, values: list, typ: Any) -> Any:
+    """One column as an Arrow array built from its buffers (validity bitmap, values, offsets).
+
+    `pa.array` would do the same, but first imports pandas (a third of a second, most of a warm re-run's
+    write) to ask whether the values are pandas objects; these never are. A column holding values of
+    another type than its own (an int in a string column) goes through `pa.array`, which names them."""
+    import numpy as np
+
+    n = len(values)
+    nulls = values.count(None)
+    kinds = set(map(type, values)) - {type(None)}
+    bitmap = pa.py_buffer(np.packbits(np.fromiter((v is not None for v in values), dtype=bool, count=n), bitorder="little")) if nulls else None
+    if pa.types.is_string(typ) and kinds <= {str}:
+        data = [v.encode("utf-8") for v in values] if not nulls else [b"" if v is None else v.encode("utf-8") for v in values]
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, data), dtype=np.int64, count=n), out=offsets[1:])
+        if offsets[-1] < 2**31:
+            return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))], null_count=nulls)
+    elif pa.types.is_boolean(typ) and kinds <= {bool}:
+        bits = np.array(values, dtype=bool) if not nulls else np.fromiter((v is True for v in values), dtype=bool, count=n)
+        return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(np.packbits(bits, bitorder="little"))], null_count=nulls)
+    elif pa.types.is_floating(typ) and kinds <= {float, int}:
+        nums = np.array(values if not nulls else [0.0 if v is None else v for v in values], dtype=np.float64)
+        return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(nums)], null_count=nulls)
+    elif pa.types.is_integer(typ) and kinds <= {int}:
+        ints = np.array(values if not nulls else [0 if v is None else v for v in values], dtype=np.int64)
+        return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(ints)], null_count=nulls)
+    return pa.array(values, type=typ)
 
 
 def write_score_file(path: str | Path, records: Iterable[ScoreRecord]) -> Path:
