@@ -16,7 +16,6 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..cachedir import found_valid, remember_valid
 from ..errors import Problem, ValidationError
 from ..hashing import sha256_json
 from ..schemalib import jsonschema as _jsonschema
@@ -29,7 +28,8 @@ from .case import Term as Term
 from .case import context_size as context_size
 from .case import long_case_counts as long_case_counts
 from .case import suite_digest as suite_digest
-from .tools import TOOL_KINDS, Tool, build_tool_use, library_tools
+from .tools import TOOL_KINDS, Tool, build_tool_use, json_schema_problem, library_tools
+from .valid_memo import once_valid
 
 if TYPE_CHECKING:
     import jsonschema
@@ -116,7 +116,7 @@ def _load_resource(path: Path, problems: list[Problem], cache: dict, loaded: tup
     if key in cache:
         return cache[key]
     data, lines = loaded if loaded is not None else load_yaml(path)
-    found = schema_problems(data, "resources.schema.json", str(path), lines)
+    found = once_valid("resources", data, lambda: schema_problems(data, "resources.schema.json", str(path), lines))
     problems.extend(found)
     cache[key] = None if found else data
     return cache[key]
@@ -127,22 +127,20 @@ def _load_json_schema(path: Path, problems: list[Problem], file: str, line: int 
     if key in cache:
         return cache[key]
     result = None
-    jsonschema = _jsonschema()
     if not path.is_file():
         problems.append(Problem(file, line, case_id, "expect.schema", f"schema file not found: {path}"))
     else:
         try:
             schema = json.loads(path.read_text("utf-8"))
-            if not isinstance(schema, dict):
-                raise jsonschema.SchemaError(f"expected a JSON object, got {type(schema).__name__}")
-            jsonschema.validators.validator_for(schema).check_schema(schema)
-            result = schema
+            found = json_schema_problem(schema)
+            if found:
+                problems.append(Problem(file, line, case_id, "expect.schema", f"{path}: not a valid JSON Schema: {found}"))
+            else:
+                result = schema
         except UnicodeDecodeError as exc:
             problems.append(Problem(file, line, case_id, "expect.schema", f"{path}: not UTF-8 text ({exc.reason} at offset {exc.start})"))
         except json.JSONDecodeError as exc:
             problems.append(Problem(file, line, case_id, "expect.schema", f"{path}: invalid JSON: {exc.msg} (line {exc.lineno})"))
-        except jsonschema.SchemaError as exc:
-            problems.append(Problem(file, line, case_id, "expect.schema", f"{path}: not a valid JSON Schema: {exc.message}"))
     cache[key] = result
     return result
 
@@ -219,39 +217,8 @@ def _read_caseset(path: Path, problems: list[Problem], bad_cases: set[int], load
         data, lines = loaded if loaded is not None else load_yaml(path)
         if data is None or not isinstance(data, dict):
             raise ValidationError([Problem(file, 1, None, "(top level)", "expected a mapping with a `cases` list")])
-    key = _content_key(data)
-    if key is not None and found_valid("caseset", key):
-        return data, lines  # this content passed this schema before (evalsuite.cachedir)
-    found = schema_problems(data, "caseset.schema.json", file, lines, bad_cases=bad_cases)
-    problems.extend(found)
-    if key is not None and not found:
-        remember_valid("caseset", key)
+    problems.extend(once_valid("caseset", data, lambda: schema_problems(data, "caseset.schema.json", file, lines, bad_cases=bad_cases)))
     return data, lines
-
-
-def _content_key(data: Any) -> str | None:
-    """The digest of a case set's content, the case schemas and jsonschema's version; None for content
-    that has no canonical JSON (mapping keys of mixed types)."""
-    import hashlib
-
-    try:
-        text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_typed)
-    except (TypeError, ValueError):
-        return None
-    return hashlib.sha256("\x1f".join([_schemas_digest(), text]).encode("utf-8")).hexdigest()
-
-
-def _typed(obj: Any) -> str:
-    """A YAML value JSON has no type for (a date, a set), with its type: the schema may tell them apart."""
-    return f"{type(obj).__name__}:{obj!r}"
-
-
-@cache
-def _schemas_digest() -> str:
-    from importlib.metadata import version
-
-    texts = [resources.files("evalsuite.schemas").joinpath(n).read_text("utf-8") for n in ("caseset.schema.json", "resources.schema.json")]
-    return sha256_json([version("jsonschema"), *texts])
 
 
 def _load_documents(ld: _Loading, items: list) -> None:

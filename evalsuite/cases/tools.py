@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from ..errors import suggest
 from ..schemalib import jsonschema as _jsonschema
+from .valid_memo import once_valid
 
 __all__ = ["MATCH_MODES", "TOOL_KINDS", "ExpectedCall", "Tool", "ToolExpect", "ToolUse", "build_tool_use", "library_tools"]
 
@@ -115,17 +116,30 @@ _CHECKED: dict[str, str | None] = {}
 
 
 def _check_parameters(tool: Tool, path: tuple, label: str, report: Report) -> None:
-    key = json.dumps(tool.parameters, sort_keys=True, default=repr)
-    if key not in _CHECKED:
-        js = _jsonschema()
-        try:
-            js.validators.validator_for(tool.parameters).check_schema(tool.parameters)
-            _CHECKED[key] = None
-        except js.SchemaError as exc:
-            _CHECKED[key] = exc.message
-    message = _CHECKED[key]
+    message = json_schema_problem(tool.parameters)
     if message is not None:
         report(path, label, f"not a valid JSON Schema: {message}")
+
+
+def json_schema_problem(schema: object) -> str | None:
+    """Why `schema` is not a valid JSON Schema (its meta-schema's complaint), None when it is: checked
+    once per process, and once per content across processes (evalsuite.cases.valid_memo)."""
+    key = json.dumps(schema, sort_keys=True, default=repr)
+    if key not in _CHECKED:
+        found = once_valid("jsonschema", schema, lambda: _meta_problems(schema))
+        _CHECKED[key] = found[0] if found else None
+    return _CHECKED[key]
+
+
+def _meta_problems(schema: object) -> list[str]:
+    if not isinstance(schema, dict):
+        return [f"expected a JSON object, got {type(schema).__name__}"]
+    js = _jsonschema()
+    try:
+        js.validators.validator_for(schema).check_schema(schema)
+    except js.SchemaError as exc:
+        return [exc.message]
+    return []
 
 
 def _resolve_tools(raw: Mapping[str, Any], library: Mapping[str, Tool], report: Report) -> tuple[Tool, ...]:
@@ -165,11 +179,18 @@ def _check_arguments(tool: Tool | None, args: Any, path: tuple, label: str, repo
     if not isinstance(args, dict):
         report(path, label, "arguments must be a JSON object")
         return
+    found = once_valid("tool-arguments", [tool.parameters, args], lambda: _argument_problems(tool, args))
+    if found:
+        report(path, label, found[0])
+
+
+def _argument_problems(tool: Tool, args: dict) -> list[str]:
     js = _jsonschema()
     errors = sorted(js.validators.validator_for(tool.parameters)(tool.parameters).iter_errors(args), key=lambda e: list(map(str, e.absolute_path)))
-    if errors:
-        where = "/".join(map(str, errors[0].absolute_path)) or "(root)"
-        report(path, label, f"do not fit {tool.name}'s parameters at {where}: {errors[0].message}")
+    if not errors:
+        return []
+    where = "/".join(map(str, errors[0].absolute_path)) or "(root)"
+    return [f"do not fit {tool.name}'s parameters at {where}: {errors[0].message}"]
 
 
 def _named(tools: Sequence[Tool], name: str, path: tuple, label: str, report: Report) -> Tool | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalsuite.cases import caseset
+from evalsuite.cases import caseset, valid_memo
 from evalsuite.errors import ValidationError
 
 CASESET = """\
@@ -62,8 +62,8 @@ def test_a_file_with_problems_is_checked_every_time(tmp_path, checks):
 
 
 def test_a_date_and_its_text_are_not_the_same_content(tmp_path, checks):
-    assert caseset._content_key({"version": "2024-01-01"}) != caseset._content_key({"version": __import__("datetime").date(2024, 1, 1)})
-    assert caseset._content_key({1: "a", "b": 2}) is None  # keys of mixed types: no canonical JSON, no memo
+    assert valid_memo.content_key({"version": "2024-01-01"}) != valid_memo.content_key({"version": __import__("datetime").date(2024, 1, 1)})
+    assert valid_memo.content_key({1: "a", "b": 2}) is None  # keys of mixed types: no canonical JSON, no memo
 
 
 def test_an_unwritable_cache_only_means_checking_again(tmp_path, monkeypatch, checks):
