@@ -17,7 +17,6 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 
 from ..errors import EvalsuiteError
 
@@ -29,7 +28,9 @@ class WorkerProcess:
     """
 
     def __init__(self, argv: Sequence[str], *, env: dict, log_prefix: str = "evalsuite-worker-", cwd: str | None = None):
-        self.log = tempfile.NamedTemporaryFile("w+b", prefix=log_prefix, suffix=".log", delete=False)
+        # a file without a name (O_TMPFILE): read through its descriptor, gone with it, so a suite killed
+        # before `close` leaves no log behind
+        self.log = tempfile.TemporaryFile("w+b", prefix=log_prefix, suffix=".log")
         self.argv = list(argv)
         # one message in flight: a caller the runner gave up on (its hard timeout) still reads its own
         # answer before the next message is sent, so no answer is ever read by the wrong caller
@@ -78,8 +79,9 @@ class WorkerProcess:
 
     def log_text(self) -> str:
         """Everything the worker logged so far ('' when it cannot be read)."""
-        with contextlib.suppress(OSError):
-            return Path(self.log.name).read_text("utf-8", "replace")
+        with contextlib.suppress(OSError, ValueError):  # ValueError: the log is closed
+            fd = self.log.fileno()
+            return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
         return ""
 
     def log_tail(self, lines: int = 5) -> str:
@@ -110,5 +112,3 @@ class WorkerProcess:
 
     def _drop_log(self) -> None:
         self.log.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.log.name)

@@ -64,3 +64,19 @@ def test_a_worker_whose_parent_lives_keeps_answering():
         assert w.ask({"n": 1}) == {"n": 1} and w.running
     finally:
         w.close(wait_s=5)
+
+
+def test_a_workers_log_has_no_name_on_disk(tmp_path, monkeypatch):
+    """The log is read through its descriptor: a suite killed before `close` leaves no file behind."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    w = WorkerProcess([sys.executable, "-c", "import sys\nprint('starting up', file=sys.stderr, flush=True)\nfor line in sys.stdin: print(line.strip(), flush=True)"], env=dict(os.environ))
+    try:
+        assert w.ask({"n": 2}) == {"n": 2}
+        assert "starting up" in w.log_text() and w.log_tail() == "starting up"
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        w.close(wait_s=5)
+    assert w.log_text() == ""
