@@ -17,7 +17,8 @@ from pathlib import Path
 
 
 def cache_root(override: str | os.PathLike | None = None) -> Path:
-    """Where converted and quantized models live: option, then $EVALSUITE_CACHE_DIR, then ~/.cache."""
+    """The cache directory (converted and quantized models, environments, the memo of valid content):
+    the option given, then $EVALSUITE_CACHE_DIR, then ~/.cache/evalsuite."""
     if override:
         return Path(override).expanduser()
     env = os.environ.get("EVALSUITE_CACHE_DIR")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from ..cases.options import GenerationSettings
 from .base import Generation, Request, local_environment
-from .vllm_worker import exit_with_parent
+from .vllm_worker import exit_with_parent  # there: vLLM's worker runs by path with the standard library only
 
 if TYPE_CHECKING:
     from ..cases.suite import Variant

@@ -20,7 +20,7 @@ import yaml
 
 from ..errors import MissingExtraError, Problem, ValidationError
 from ..yamlio import LineMap, atomic_write_text, load_jsonl
-from .caseset import KINDS, Case, Document, Glossary, load_caseset, schema_problems
+from .caseset import KINDS, Case, Document, Glossary, load_caseset, schema_problems, suite_digest
 
 RECORD_VERSION = 1  #: version of the record format written by `to_records`
 EXTRA_KEYS = ("_version", "_glossary", "_source", "_line")
@@ -183,8 +183,6 @@ def from_jsonl(path: str | Path, *, digest: str | None = None, text: str | None 
 
 def _rebuilt_as_written(records: list[Any], digest: str) -> list[Case] | None:
     """The cases of `records` when they rebuild without error into cases of this digest, else None."""
-    from .case import suite_digest
-
     try:
         cases = [_build(rec, None, None) for rec in records]
     except Exception:  # noqa: BLE001 - anything a changed file breaks: the full check names it

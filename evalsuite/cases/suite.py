@@ -247,17 +247,16 @@ class Suite:
         selected: dict[str, Case] = {}
         at = _SuiteLines(self.path)
         for i, sel in enumerate(self.casesets):
-            if problems is None:
-                found = all_cases(load_cases([sel.path]))
-            elif not glob.glob(sel.path) and not Path(sel.path).exists():
+            if problems is not None and not glob.glob(sel.path) and not Path(sel.path).exists():
                 problems.append(at(("casesets", i, "path"), "path", f"no such case-set file or directory: {sel.path}"))
                 continue
-            else:
-                try:
-                    found = all_cases(load_cases([sel.path]))
-                except ValidationError as exc:
-                    problems += exc.problems
-                    continue
+            try:
+                found = all_cases(load_cases([sel.path]))
+            except ValidationError as exc:
+                if problems is None:
+                    raise
+                problems += exc.problems
+                continue
             picked = [c for c in found if sel.accepts(c)]
             if not picked and problems is not None:
                 problems.append(at(("casesets", i), "casesets", _why_empty(sel, found)))

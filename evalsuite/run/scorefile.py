@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, overload
 
@@ -261,9 +262,9 @@ class ScoreTable(Sequence[ScoreRecord]):
     def where(self, field: str, keep: Callable[[Any], bool]) -> ScoreTable:
         """The records whose `field` (a hashable one: not `details`) passes `keep`, as a table (the test
         runs once per distinct value)."""
-        verdicts: dict = {}
         col = self.column(field)
-        picked = [i for i, x in enumerate(col) if (verdicts[x] if x in verdicts else verdicts.setdefault(x, bool(keep(x))))]
+        kept = {x for x in set(col) if keep(x)}
+        picked = [i for i, x in enumerate(col) if x in kept]
         if len(picked) == len(col):
             return self
         return ScoreTable([[c[i] for i in picked] for c in self._columns])
@@ -286,7 +287,7 @@ def score_rows(records: Iterable[ScoreRecord]) -> Iterator[tuple]:
     """Each record's fields as a tuple in `FIELDS` order: a table's columns zipped, other records read."""
     if isinstance(records, ScoreTable):
         return records.rows()
-    return ((r.variant, r.case_id, r.sample, r.scenario, r.kind, r.metric, r.value, r.passed, r.higher_is_better, r.details) for r in records)
+    return map(attrgetter(*FIELDS), records)
 
 
 def read_score_table(path: str | Path) -> ScoreTable:

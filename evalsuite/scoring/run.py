@@ -252,11 +252,11 @@ def run_cases(store) -> list[Case]:
 def _stored_cases(store) -> list[Case]:
     from ..cases.interop import from_jsonl
 
-    own = store.dir / store.CASES
-    if not own.is_file():
+    text = store.text(store.CASES)
+    if text is None:
         return imported_cases(store.dir / store.IMPORTED_CASES)
     # the run wrote this file from validated cases, and recorded their digest
-    return from_jsonl(own, digest=store.signature.get("case_digest"), text=store.text(store.CASES))
+    return from_jsonl(store.dir / store.CASES, digest=store.signature.get("case_digest"), text=text)
 
 
 def imported_cases(path) -> list[Case]:
