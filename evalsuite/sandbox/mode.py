@@ -191,6 +191,9 @@ class Plan:
     uid: int | None  #: main.py's uid; where it is the harness, the program's is uid + 1 and the tests' uid + 2
     warnings: tuple[str, ...]
     harness: bool = False  #: main.py is the suite's harness (`build_harness`): it gives each interpreter its own uid
+    #: main.py runs in a fork of the run's PID 1, not a fresh interpreter (`fork_main.run_main_here`): only
+    #: for a harness whose untrusted code runs in interpreters of its own
+    fork_main: bool = False
 
     def uids(self) -> tuple[int, ...]:
         """Every uid the run's processes may have."""
@@ -199,8 +202,10 @@ class Plan:
         return (self.uid, self.uid + 1, self.uid + 2) if self.harness else (self.uid,)
 
 
-def plan_run(lim: Limits, *, harness: bool = False) -> Plan:
+def plan_run(lim: Limits, *, harness: bool = False, fork_main: bool = False) -> Plan:
     """The strongest isolation available, the interpreter the program can reach, fresh uids as root."""
+    if fork_main and not harness:
+        raise ValueError("fork_main is for a harness whose untrusted code runs in interpreters of its own")
     mode = machine_mode(lim.network)
     warnings = list(mode.warnings)
     python, pywarn = _program_python(mode)
@@ -208,7 +213,7 @@ def plan_run(lim: Limits, *, harness: bool = False) -> Plan:
         warnings.append(pywarn)
     warnings += _forgeable(mode)
     uid = UIDS.claim() if mode.root else None
-    return Plan(mode, lim, python, uid, tuple(warnings), harness)
+    return Plan(mode, lim, python, uid, tuple(warnings), harness, fork_main=fork_main)
 
 
 class Uids:

@@ -53,7 +53,8 @@ def run_tests(program: str, tests: str, entry_point: str | None = None, *, isola
     token = "EVALSUITE-VERDICT-" + secrets.token_hex(16)
     harness, files = harness_run(program, tests, entry_point, isolation)
     stdin = (token + "\n").encode() + (program.encode("utf-8", "surrogatepass") if isolation == "tests" else b"")
-    return run_python(harness, verdict_token=token, stdin=stdin, harness=True, files=files, **limits)
+    # the harness may start as a fork of PID 1 (no interpreter start-up) unless the program runs in it
+    return run_python(harness, verdict_token=token, stdin=stdin, harness=True, fork_main=isolation != "shared", files=files, **limits)
 
 
 _cache: dict[str, SandboxResult] = {}

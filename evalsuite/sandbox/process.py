@@ -1,7 +1,9 @@
 """One sandboxed run, start to end: its plan (`mode`), its execution through the zygote or
 `unshare` (`zygote`, `spawn`), and its result (`judge`). `run_python` is the one entry point.
 
-Either way the program is a fresh interpreter in fresh namespaces (see the package docstring).
+Either way the program runs in fresh namespaces, in a fresh interpreter or, for a `run_tests`
+harness that keeps the program out of its own interpreter, in a fork of the run's PID 1 (see the
+package docstring).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ log = logging.getLogger(__name__)
 
 #: run through the zygote (isolation.zygote) where it applies: root, mount+PID(+net) namespaces
 USE_ZYGOTE = True
+#: let `run_python(fork_main=True)` start main.py as a fork of the run's PID 1 (False: always a fresh interpreter)
+FORK_MAIN = True
 
 _logged: set[str] = set()
 
@@ -52,7 +56,14 @@ def _log_new(warnings: Sequence[str]) -> None:
 
 
 def run_python(
-    code: str, *, verdict_token: str | None = None, stdin: bytes = b"", harness: bool = False, files: Mapping[str, bytes] | None = None, **limits: Any
+    code: str,
+    *,
+    verdict_token: str | None = None,
+    stdin: bytes = b"",
+    harness: bool = False,
+    fork_main: bool = False,
+    files: Mapping[str, bytes] | None = None,
+    **limits: Any,
 ) -> SandboxResult:
     """Run `code` as `main.py` in the sandbox, under `Limits(**limits)` (timeout_s, memory_mb, cpu_s,
     max_procs, max_file_mb, network), with `files` (name: content) beside it in its working directory.
@@ -60,10 +71,13 @@ def run_python(
     Passed means exit status 0 and, when `verdict_token` is given, that token as the last line of
     stdout, followed by a positive count of the tests that ran. `harness=True` only for `main.py`s
     that `build_harness` wrote: as root, such a run starts main.py as root and it gives itself, the
-    program and the tests uids of their own once it has forked them.
+    program and the tests uids of their own once it has forked them. `fork_main=True` (with `harness`)
+    only where the harness runs no untrusted code in its own interpreter (`run_tests` but for
+    `isolation="shared"`): main.py then starts as a fork of the run's PID 1 instead of a fresh
+    interpreter, which holds what PID 1 loaded, ctypes included (`fork_main.run_main_here`).
     """
     check_file_names(files)
-    plan = plan_run(Limits(**limits), harness=harness)
+    plan = plan_run(Limits(**limits), harness=harness, fork_main=fork_main and FORK_MAIN)
     try:
         hostdir = tempfile.mkdtemp(prefix="evalsuite-sbx-")
         try:

@@ -21,8 +21,8 @@ from .judge import Outcome
 from .mode import Plan
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-#: the bootstrap's modules, run in this order in one namespace named "isolation" (stdlib only: `mounts`, `isolation`)
-_BOOT_FILES = (os.path.join(_HERE, "mounts.py"), os.path.join(_HERE, "isolation.py"))
+#: the bootstrap's modules, run in this order in one namespace named "isolation" (stdlib only: `mounts`, `fork_main`, `isolation`)
+_BOOT_FILES = tuple(os.path.join(_HERE, name) for name in ("mounts.py", "fork_main.py", "isolation.py"))
 
 
 def read_all(fd: int) -> bytes:
@@ -68,6 +68,7 @@ def write_inputs(plan: Plan, hostdir: str, code: str, status_fd: int, files: Map
         "max_file_mb": lim.max_file_mb,
         "max_procs": lim.max_procs,
         "files": sorted(files),
+        "fork_main": plan.fork_main,
     }
     cfg_path = os.path.join(hostdir, _CFG)
     with open(cfg_path, "wb") as fh:
@@ -87,7 +88,7 @@ def check_file_names(files: Mapping[str, bytes] | None) -> None:
 
 
 # The bootstrap's code objects travel as a marshal file (same interpreter: sys.executable), so no
-# run compiles mounts.py and isolation.py (no cached bytecode is written with PYTHONDONTWRITEBYTECODE).
+# run compiles mounts.py, fork_main.py and isolation.py (no cached bytecode is written with PYTHONDONTWRITEBYTECODE).
 _BOOT_CODE = "import marshal, sys\ng = {'__name__': 'isolation'}\nfor c in marshal.loads(open(sys.argv[1], 'rb').read()):\n    exec(c, g)\nsys.exit(g['main'](sys.argv[2:]))"
 _BOOT_BIN = "boot.bin"
 _CFG = "sandbox.cfg"
@@ -95,7 +96,7 @@ _CFG = "sandbox.cfg"
 
 @lru_cache(maxsize=1)
 def boot_code() -> bytes:
-    """mounts.py and isolation.py compiled, marshalled (a tuple of code objects, run in that order in
+    """mounts.py, fork_main.py and isolation.py compiled, marshalled (a tuple of code objects, run in that order in
     one namespace): what the bootstrap (and the zygote) runs."""
     codes = []
     for path in _BOOT_FILES:
