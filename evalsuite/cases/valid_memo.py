@@ -10,8 +10,6 @@ checked anew.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
@@ -39,10 +37,9 @@ def content_key(data: object) -> str | None:
     """The digest of some content, the case schemas and jsonschema's version; None for content that
     has no canonical JSON (mapping keys of mixed types)."""
     try:
-        text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_typed)
+        return sha256_json([_schemas_digest(), data], default=_typed)
     except (TypeError, ValueError):
         return None
-    return hashlib.sha256("\x1f".join([_schemas_digest(), text]).encode("utf-8")).hexdigest()
 
 
 def _typed(obj: object) -> str:

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -40,10 +42,10 @@ def _report(res) -> None:
     )
 
 
-def _import_command(name: str, summary: str, base_help: str, variants_help: str, importer: str) -> None:
+def _import_command(name: str, summary: str, base_help: str, variants_help: str, importer: Callable[[], Callable[..., Any]]) -> None:
     """Register `evalsuite import NAME`: every log importer takes the same arguments and options and
-    differs only in what it reads (`importer`: its function in evalsuite.importers, imported when the
-    command runs)."""
+    differs only in what it reads (`importer()`: its function in evalsuite.importers, imported when the
+    command runs, not when the CLI starts)."""
 
     @import_app.command(name, help=summary)
     @guarded()
@@ -56,10 +58,19 @@ def _import_command(name: str, summary: str, base_help: str, variants_help: str,
         runs_dir: Path = RunsDirOpt,
         own_scorers: bool = OwnOpt,
     ) -> None:
-        from .. import importers
+        _report(importer()(base, variants, noise=noise or [], options=_options(names, runs_dir, epochs, own_scorers)))
 
-        read = getattr(importers, importer)
-        _report(read(base, variants, noise=noise or [], options=_options(names, runs_dir, epochs, own_scorers)))
+
+def _lm_eval() -> Callable[..., Any]:
+    from ..importers import import_lm_eval
+
+    return import_lm_eval
+
+
+def _inspect() -> Callable[..., Any]:
+    from ..importers import import_inspect
+
+    return import_inspect
 
 
 _import_command(
@@ -67,12 +78,12 @@ _import_command(
     "Import lm-evaluation-harness --log_samples output as a run: cases are task/doc_id, variants the models.",
     "the baseline model's lm_eval --output_path (run with --log_samples)",
     "each variant's lm_eval --output_path",
-    "import_lm_eval",
+    _lm_eval,
 )
 _import_command(
     "inspect",
     "Import Inspect eval logs as a run: cases are task/sample id (and epoch), variants the models.",
     "the baseline model's Inspect log (.eval or .json)",
     "each variant's Inspect log of the same task",
-    "import_inspect",
+    _inspect,
 )

@@ -27,15 +27,15 @@ def run_main_here(py: str, argv: list, env: dict) -> None:
     import gc
     import io
 
-    for fd, name, mode in ((0, "<stdin>", "rb"), (1, "<stdout>", "wb"), (2, "<stderr>", "wb")):
-        old = (sys.stdin, sys.stdout, sys.stderr)[fd]
-        raw = io.FileIO(fd, mode, closefd=False)
-        raw.name = name
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        old = getattr(sys, name)
+        raw = io.FileIO(fd, "rb" if fd == 0 else "wb", closefd=False)
+        raw.name = f"<{name}>"
         buf = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
         # as the interpreter makes them: its encoding and errors, "\n" lines, stderr always line-buffered
         text = io.TextIOWrapper(buf, encoding=old.encoding, errors=old.errors, newline="\n", line_buffering=fd == 2 or raw.isatty())
-        setattr(sys, ("stdin", "stdout", "stderr")[fd], text)
-        setattr(sys, ("__stdin__", "__stdout__", "__stderr__")[fd], text)
+        setattr(sys, name, text)
+        setattr(sys, f"__{name}__", text)
     os.closerange(3, 1 << 16)
     os.environ.clear()
     os.environ.update(env)
@@ -46,10 +46,9 @@ def run_main_here(py: str, argv: list, env: dict) -> None:
     sys.modules["__main__"] = main
     gc.enable()  # as in a fresh interpreter (the zygote's children start with it off)
     # main.py's code runs under this stack's frames, not at the bottom: the same depth left to recurse
-    depth, frame = 1, sys._getframe()  # and the call of `exec`
-    while frame.f_back is not None:
+    depth, frame = 2, sys._getframe().f_back  # this frame and the call of `exec`, then each one below
+    while frame is not None:
         depth, frame = depth + 1, frame.f_back
-    depth += 1
     sys.setrecursionlimit(sys.getrecursionlimit() + depth)
     code = 0
     try:
